@@ -1,0 +1,1 @@
+"""Dataset registry, acquisition, loaders and the shared processed format."""

@@ -1,0 +1,137 @@
+"""The one on-disk processed format every dataset shares.
+
+A processed dataset is a single ``.npz`` file (``np.savez``, no pickle) holding
+
+=================  ==========================================================
+key                content
+=================  ==========================================================
+``X``              dense float32 features ``[n, d]`` *or*
+``X_data``,        the CSR parts of a sparse float32 feature matrix
+``X_indices``,
+``X_indptr``,
+``X_shape``
+``Y``              dense uint8 label matrix ``[n, L]`` *or* CSR parts ``Y_*``
+``label_names``    unicode array ``[L]``
+``idx_train``      int64 row indices of the training split (fit rows)
+``idx_val``        int64 row indices of the validation split (carved from train)
+``idx_test``       int64 row indices of the official test split
+``meta``           a JSON string: dataset name, format version, source files
+                   with sha256, split provenance (seed, fraction, method)
+=================  ==========================================================
+
+Image datasets store paths instead of pixels: ``X`` is then absent and
+``meta['image_paths']`` lists the files (see ``cdgtmll.data.images``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from cdgtmll.io import atomic_path
+
+FORMAT_VERSION = 1
+SPLITS = ("train", "val", "test")
+
+
+@dataclass
+class ProcessedData:
+    name: str
+    X: Any  # np.ndarray float32 [n, d] or sp.csr_matrix
+    Y: Any  # np.ndarray uint8 [n, L] or sp.csr_matrix
+    label_names: list[str]
+    splits: dict[str, np.ndarray]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        n = self.Y.shape[0]
+        if self.X is not None and self.X.shape[0] != n:
+            raise ValueError(f"{self.name}: X has {self.X.shape[0]} rows but Y has {n}")
+        if len(self.label_names) != self.Y.shape[1]:
+            raise ValueError(
+                f"{self.name}: {len(self.label_names)} label names for {self.Y.shape[1]} label columns"
+            )
+        for s in SPLITS:
+            if s not in self.splits:
+                raise ValueError(f"{self.name}: missing split '{s}'")
+            idx = np.asarray(self.splits[s], dtype=np.int64)
+            if idx.size and (idx.min() < 0 or idx.max() >= n):
+                raise ValueError(f"{self.name}: split '{s}' indexes outside [0, {n})")
+            self.splits[s] = idx
+        seen = np.concatenate([self.splits[s] for s in SPLITS])
+        if np.unique(seen).size != seen.size:
+            raise ValueError(f"{self.name}: train/val/test splits overlap")
+
+    @property
+    def n_labels(self) -> int:
+        return int(self.Y.shape[1])
+
+    def part(self, split: str) -> tuple[Any, Any]:
+        """(X, Y) rows of one split."""
+        idx = self.splits[split]
+        X = None if self.X is None else self.X[idx]
+        return X, self.Y[idx]
+
+    def save(self, path: str | Path) -> None:
+        arrays: dict[str, np.ndarray] = {}
+        _put(arrays, "X", self.X, np.float32)
+        _put(arrays, "Y", self.Y, np.uint8)
+        arrays["label_names"] = np.asarray(self.label_names, dtype=str)
+        for s in SPLITS:
+            arrays[f"idx_{s}"] = self.splits[s]
+        meta = dict(self.meta, name=self.name, format_version=FORMAT_VERSION)
+        arrays["meta"] = np.asarray(json.dumps(meta, sort_keys=True))
+        with atomic_path(path, suffix=".npz") as tmp:
+            with open(tmp, "wb") as fh:  # a file object stops np.savez appending '.npz'
+                np.savez(fh, **arrays)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "ProcessedData":
+        path = Path(path)
+        try:
+            z = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{path}: not a processed dataset (.npz): {exc}") from exc
+        with z:
+            meta = json.loads(str(z["meta"]))
+            if meta.get("format_version") != FORMAT_VERSION:
+                raise ValueError(
+                    f"{path}: field 'meta.format_version' is {meta.get('format_version')!r}, "
+                    f"expected {FORMAT_VERSION}"
+                )
+            return cls(
+                name=meta["name"],
+                X=_get(z, "X"),
+                Y=_get(z, "Y"),
+                label_names=[str(s) for s in z["label_names"]],
+                splits={s: z[f"idx_{s}"] for s in SPLITS},
+                meta=meta,
+            )
+
+
+def _put(arrays: dict, key: str, M: Any, dtype: type) -> None:
+    if M is None:
+        return
+    if sp.issparse(M):
+        M = sp.csr_matrix(M, dtype=dtype)
+        arrays[f"{key}_data"] = M.data
+        arrays[f"{key}_indices"] = M.indices
+        arrays[f"{key}_indptr"] = M.indptr
+        arrays[f"{key}_shape"] = np.asarray(M.shape, dtype=np.int64)
+    else:
+        arrays[key] = np.ascontiguousarray(M, dtype=dtype)
+
+
+def _get(z: Any, key: str) -> Any:
+    if key in z.files:
+        return z[key]
+    if f"{key}_data" in z.files:
+        return sp.csr_matrix(
+            (z[f"{key}_data"], z[f"{key}_indices"], z[f"{key}_indptr"]), shape=tuple(z[f"{key}_shape"])
+        )
+    return None

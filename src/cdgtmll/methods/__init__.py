@@ -1,0 +1,18 @@
+"""Method registry: every method (classical, neural, two-step) is looked up by name.
+
+Importing this package registers all built-in methods.
+"""
+
+from cdgtmll.methods.base import FitData, Method, RunContext, available, build, register
+
+__all__ = ["FitData", "Method", "RunContext", "available", "build", "register"]
+
+
+def _register_builtin() -> None:  # imported lazily so that a broken optional dep names itself
+    import importlib
+
+    for mod in ("cdgtmll.methods.classic",):
+        importlib.import_module(mod)
+
+
+_register_builtin()

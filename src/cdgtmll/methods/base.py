@@ -1,0 +1,125 @@
+"""The one interface every method implements, and the name -> class registry.
+
+A method is trained by :meth:`Method.fit` on :class:`FitData` (train and validation
+rows of one dataset variant, plus label statistics computed on the training rows)
+and scored by :meth:`Method.predict_proba`, which returns probabilities in [0, 1]
+of shape ``[n, L]``. Thresholding and metrics happen outside the method, in
+:mod:`cdgtmll.evaluate`, identically for every method, so that only the method
+differs between rows of a table.
+
+Hyper-parameters come from config (``methods.<name>`` in config.yaml) as keyword
+arguments of the constructor; unknown keys are an error.
+"""
+
+from __future__ import annotations
+
+import inspect
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from cdgtmll.labels import label_counts, tail_labels
+
+
+@dataclass
+class FitData:
+    """Training inputs of one run. ``Y_*`` are dense uint8 (or CSR for XMC)."""
+
+    X_train: Any
+    Y_train: Any
+    X_val: Any
+    Y_val: Any
+    label_names: list[str]
+    #: tail labels (bottom 20% by *clean* training prevalence, App. E.3/E.4);
+    #: for an R-variant this is the tail of the original training split.
+    tail: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.tail is None:
+            self.tail = tail_labels(self.Y_train)
+
+    @property
+    def n_labels(self) -> int:
+        return int(self.Y_train.shape[1])
+
+    @property
+    def n_train(self) -> int:
+        return int(self.Y_train.shape[0])
+
+    @property
+    def counts(self) -> np.ndarray:
+        """n_k: positives per label in the (possibly down-sampled) training rows."""
+        return label_counts(self.Y_train)
+
+
+@dataclass
+class RunContext:
+    """Where and how a run executes."""
+
+    seed: int
+    workdir: Path  # checkpoints, train_log.csv and method artefacts go here
+    device: str = "cpu"
+    epochs: int | None = None  # overrides a method's default when set (e.g. tiny CI configs)
+    batch_size: int | None = None
+    progress: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Method(ABC):
+    """Base class. Subclasses set ``name`` and implement ``fit`` and ``predict_proba``."""
+
+    name: str = ""
+    #: free text shown in the methods page and tables' footnotes
+    description: str = ""
+
+    @abstractmethod
+    def fit(self, data: FitData, ctx: RunContext) -> "Method": ...
+
+    @abstractmethod
+    def predict_proba(self, X: Any) -> np.ndarray: ...
+
+    def extra_outputs(self) -> dict[str, Any]:
+        """JSON-able diagnostics saved beside the run (e.g. the CD-GTMLL partition)."""
+        return {}
+
+
+_REGISTRY: dict[str, type[Method]] = {}
+
+
+def register(name: str) -> Callable[[type[Method]], type[Method]]:
+    def deco(cls: type[Method]) -> type[Method]:
+        if name in _REGISTRY and _REGISTRY[name] is not cls:
+            raise ValueError(f"method '{name}' registered twice")
+        cls.name = name
+        _REGISTRY[name] = cls
+        return cls
+
+    return deco
+
+
+def available() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get(name: str) -> type[Method]:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"unknown method '{name}'; registered methods: {', '.join(available())}") from None
+
+
+def build(name: str, hparams: dict[str, Any] | None = None) -> Method:
+    """Instantiate a registered method; unknown hyper-parameters name themselves."""
+    cls = get(name)
+    hparams = dict(hparams or {})
+    sig = inspect.signature(cls.__init__)
+    accepts_kwargs = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+    if not accepts_kwargs:
+        unknown = sorted(set(hparams) - set(sig.parameters) - {"self"})
+        if unknown:
+            allowed = sorted(set(sig.parameters) - {"self"})
+            raise ValueError(f"method '{name}': unknown hyper-parameter(s) {unknown}; allowed: {allowed}")
+    return cls(**hparams)
