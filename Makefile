@@ -1,0 +1,38 @@
+# Two commands a researcher needs:
+#   make all    create .venv (pinned, offline-capable) and run `snakemake --cores 8 all`
+#   make test   create .venv and run the test suite
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+CORES ?= 8
+# Offline data: the mirror beside the checkout is used when present (env var wins).
+MIRROR := $(abspath ../shared/datasets)
+export CDGTMLL_DATA_MIRROR ?= $(if $(wildcard $(MIRROR)/MANIFEST.tsv),$(MIRROR),)
+export MPLCONFIGDIR ?= $(CURDIR)/.cache/matplotlib
+export XDG_CACHE_HOME ?= $(CURDIR)/.cache
+export DVC_NO_ANALYTICS = 1
+
+.PHONY: all test venv lock lint clean-results
+
+$(BIN)/.installed: requirements.lock pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --no-compile -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-compile --no-deps --no-build-isolation -e .
+	touch $@
+
+venv: $(BIN)/.installed
+
+all: venv
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --cores $(CORES) all
+
+test: venv
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -n 2 -q
+
+lint: venv
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --lint
+
+lock: venv
+	$(BIN)/python -m pip freeze --all --exclude-editable > .lock.tmp && $(BIN)/python tools/write_lock.py .lock.tmp && rm .lock.tmp
+
+clean-results:
+	rm -rf results/data results/runs results/tables results/metrics.json figures/*.p* logs benchmarks/out

@@ -1,0 +1,28 @@
+# CD-GTMLL benchmark pipeline. Thin entry point: validate the config, then include the rules.
+#   snakemake --cores 8 all                       default profile (config/config.yaml)
+#   snakemake --cores 8 all --configfile config/paper.yaml
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+from cdgtmll import config as cdg
+
+configfile: "config/config.yaml"
+
+# JSON schema + registry checks, before any job starts; fills defaults; names the bad key.
+cdg.validate(config, source="snakemake config")
+
+report: "workflow/report/workflow.rst"
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/variants.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        ALL_TARGETS,
+    default_target: True

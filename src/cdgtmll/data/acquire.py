@@ -1,0 +1,322 @@
+"""Acquire one raw file of a dataset: verified by sha256, written atomically, with provenance.
+
+Sources are tried in this order (:func:`fetch`):
+
+0. ``cached``   – the file is already in ``dest_dir`` with the expected sha256;
+1. ``mirror``   – ``<mirror>/<spec.folder>/<file.name>`` of an offline mirror
+   (:func:`resolve_mirror`: the ``CDGTMLL_DATA_MIRROR`` environment variable overrides
+   the configured mirror);
+2. ``packaged`` – a copy shipped inside an installed distribution
+   (:class:`~cdgtmll.data.registry.PackagedCopy`, located with ``importlib.metadata``
+   without importing the package). It is a different file in its own format with its own
+   sha256, so the result points at *that* file;
+3. ``url``      – each URL of the file in order (``urllib``), streamed to a temporary file
+   beside the target and hashed while streaming.
+
+A missing source (absent mirror file, HTTP 404, connection error, downloads disabled)
+falls through to the next one; when all fail :class:`AcquisitionError` lists every
+source tried and why. Content that *arrives* but is wrong (sha256 mismatch, fewer bytes
+than ``Content-Length`` or than the registry's size) raises :class:`ChecksumError` at once:
+a corrupted mirror or server is reported, not silently bypassed. No partial or
+unverified file is ever left at the target path (``cdgtmll.io.atomic_path``).
+
+When the registry has no sha256 for a file (``None`` = unknown upstream), the hash seen is
+recorded and a warning is issued; the result says ``verified=False``.
+
+Every acquired file gets ``<dest>/<file>.source.json`` (source, origin, sha256, size,
+verified, time).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import os
+import socket
+import time
+import urllib.error
+import urllib.request
+import warnings
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from cdgtmll.data.registry import DatasetSpec, PackagedCopy, RemoteFile
+from cdgtmll.io import CHUNK, atomic_path, read_json, sha256_file, write_json
+
+MIRROR_ENV = "CDGTMLL_DATA_MIRROR"
+SOURCES = ("cached", "mirror", "packaged", "url")
+
+
+class ChecksumError(ValueError):
+    """Content was received but is not the expected file (wrong sha256, or truncated)."""
+
+
+class AcquisitionError(RuntimeError):
+    """No source could provide the file; the message lists every source tried and why."""
+
+
+class UnverifiedWarning(UserWarning):
+    """A file was acquired whose sha256 the registry does not know."""
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    path: Path
+    sha256: str
+    source: str  # one of SOURCES
+    origin: str  # mirror path, packaged path or URL the content came from
+    size: int
+    verified: bool  # True iff sha256 was checked against a known expected value
+    original_source: str | None = None  # for 'cached': the source recorded when first acquired
+
+    def record(self) -> dict:
+        """JSON-able provenance of this file (for processed-data meta)."""
+        return {
+            "file": self.path.name,
+            "sha256": self.sha256,
+            "size": self.size,
+            "source": self.source,
+            "origin": self.origin,
+            "verified": self.verified,
+            **({"original_source": self.original_source} if self.original_source else {}),
+        }
+
+
+def resolve_mirror(config_value: str | os.PathLike | None) -> Path | None:
+    """The mirror folder: env var ``CDGTMLL_DATA_MIRROR`` if set (non-empty), else ``config_value``."""
+    env = os.environ.get(MIRROR_ENV)
+    if env:
+        return Path(env)
+    return Path(config_value) if config_value else None
+
+
+def locate_packaged(copy: PackagedCopy) -> Path | None:
+    """Path of a packaged copy inside its installed distribution, without importing it;
+    ``None`` when the distribution or the file is absent."""
+    try:
+        dist = metadata.distribution(copy.distribution)
+    except metadata.PackageNotFoundError:
+        return None
+    p = Path(dist.locate_file(copy.path))
+    return p if p.is_file() else None
+
+
+def provenance_path(target: Path) -> Path:
+    return target.with_name(target.name + ".source.json")
+
+
+def fetch(
+    spec: DatasetSpec,
+    file: RemoteFile | PackagedCopy | str,
+    dest_dir: str | os.PathLike,
+    mirror: str | os.PathLike | None = None,
+    allow_download: bool = True,
+    timeout: float = 60,
+) -> FetchResult:
+    """Acquire ``file`` (a RemoteFile of ``spec``, its name/role, or a PackagedCopy) into
+    ``dest_dir``. See the module docstring for the source order and guarantees."""
+    if isinstance(file, str):
+        file = spec.file(file)
+    dest_dir = Path(dest_dir)
+    mirror_dir = resolve_mirror(mirror)
+    tried: list[str] = []
+
+    if isinstance(file, PackagedCopy):
+        res = _cached(dest_dir / file.name, file.sha256)
+        if res:
+            return res
+        res = _from_packaged(spec, file, dest_dir, tried)
+        if res:
+            return res
+        raise AcquisitionError(_all_failed(spec, file.name, tried))
+
+    target = dest_dir / file.name
+    res = _cached(target, file.sha256)
+    if res:
+        return res
+    tried.append(f"cached {target}: absent or different content")
+
+    # (1) mirror
+    if mirror_dir is None:
+        tried.append(f"mirror: none configured (set {MIRROR_ENV} or the config option)")
+    else:
+        src = mirror_dir / spec.folder / file.name
+        if src.is_file():
+            return _install(spec, file.name, file.sha256, file.size, src, target, "mirror", str(src))
+        tried.append(f"mirror {src}: not found")
+
+    # (2) packaged copies standing in for this file
+    for copy in spec.packaged:
+        if file.name in copy.replaces:
+            res = _cached(dest_dir / copy.name, copy.sha256)
+            if res:
+                return res
+            res = _from_packaged(spec, copy, dest_dir, tried)
+            if res:
+                return res
+
+    # (3) URLs
+    if not file.urls:
+        tried.append(f"url: none known ({file.manual})" if file.manual else "url: none known")
+    for url in file.urls:
+        if not allow_download:
+            tried.append(f"url {url}: skipped (downloads disabled)")
+            continue
+        try:
+            return _download(spec, file, url, target, timeout)
+        except _Unavailable as exc:
+            tried.append(f"url {url}: {exc}")
+    raise AcquisitionError(_all_failed(spec, file.name, tried))
+
+
+# --------------------------------------------------------------------------- helpers
+class _Unavailable(Exception):
+    """This source cannot provide the file; try the next one."""
+
+
+def _all_failed(spec: DatasetSpec, name: str, tried: list[str]) -> str:
+    lines = "\n".join(f"  - {t}" for t in tried)
+    return f"dataset '{spec.name}': could not acquire '{name}'; sources tried:\n{lines}"
+
+
+def _cached(target: Path, sha256: str | None) -> FetchResult | None:
+    if not target.is_file():
+        return None
+    prov = {}
+    pp = provenance_path(target)
+    if pp.is_file():
+        try:
+            prov = read_json(pp)
+        except (OSError, ValueError):
+            prov = {}
+    expected = sha256 or prov.get("sha256")
+    if not expected:
+        return None  # unknown content and no record of what we stored: re-acquire
+    actual = sha256_file(target)
+    if actual != expected:
+        return None
+    verified = sha256 is not None
+    if not verified:
+        warnings.warn(
+            f"{target}: reusing cached file whose sha256 {actual} matches the one recorded when it was "
+            "acquired, but the expected sha256 is unknown (not published): not verified",
+            UnverifiedWarning,
+            stacklevel=3,
+        )
+    return FetchResult(
+        path=target,
+        sha256=actual,
+        source="cached",
+        origin=str(prov.get("origin", target)),
+        size=target.stat().st_size,
+        verified=verified,
+        original_source=prov.get("source"),
+    )
+
+
+def _check(spec: DatasetSpec, name: str, source: str, origin: str, expected: str | None,
+           actual: str, expected_size: int | None, size: int) -> bool:
+    """Raise ChecksumError on a mismatch; return whether the content was verified."""
+    if expected_size is not None and size != expected_size and expected is None:
+        raise ChecksumError(
+            f"dataset '{spec.name}' file '{name}' from {source} {origin}: expected {expected_size} bytes, "
+            f"received {size} bytes (truncated or wrong file)"
+        )
+    if expected is None:
+        warnings.warn(
+            f"dataset '{spec.name}' file '{name}' from {source} {origin}: sha256 unknown (not published); "
+            f"recorded the sha256 seen, {actual}, NOT verified",
+            UnverifiedWarning,
+            stacklevel=4,
+        )
+        return False
+    if actual != expected:
+        size_note = f" ({size} bytes, expected {expected_size})" if expected_size is not None and size != expected_size else ""
+        raise ChecksumError(
+            f"dataset '{spec.name}' file '{name}' from {source} {origin}: sha256 mismatch: "
+            f"expected {expected}, actual {actual}{size_note}"
+        )
+    return True
+
+
+def _record(target: Path, res: FetchResult) -> None:
+    write_json(
+        provenance_path(target),
+        {
+            "file": target.name,
+            "source": res.source,
+            "origin": res.origin,
+            "sha256": res.sha256,
+            "size": res.size,
+            "verified": res.verified,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        },
+    )
+
+
+def _install(spec: DatasetSpec, name: str, expected: str | None, expected_size: int | None,
+             src: Path, target: Path, source: str, origin: str) -> FetchResult:
+    """Copy a local file onto ``target`` atomically, verifying its sha256 on the way."""
+    h = hashlib.sha256()
+    size = 0
+    with atomic_path(target) as tmp:
+        with open(src, "rb") as fin, open(tmp, "wb") as fout:
+            for block in iter(lambda: fin.read(CHUNK), b""):
+                h.update(block)
+                size += len(block)
+                fout.write(block)
+        verified = _check(spec, name, source, origin, expected, h.hexdigest(), expected_size, size)
+    res = FetchResult(target, h.hexdigest(), source, origin, size, verified)
+    _record(target, res)
+    return res
+
+
+def _from_packaged(spec: DatasetSpec, copy: PackagedCopy, dest_dir: Path, tried: list[str]) -> FetchResult | None:
+    src = locate_packaged(copy)
+    if src is None:
+        tried.append(f"packaged {copy.distribution}=={copy.version}:{copy.path}: not installed")
+        return None
+    return _install(spec, copy.name, copy.sha256, copy.size, src, dest_dir / copy.name, "packaged", str(src))
+
+
+def _download(spec: DatasetSpec, file: RemoteFile, url: str, target: Path, timeout: float) -> FetchResult:
+    try:
+        resp = urllib.request.urlopen(url, timeout=timeout)  # noqa: S310 (registry URLs)
+    except urllib.error.HTTPError as exc:
+        raise _Unavailable(f"HTTP {exc.code} {exc.reason}") from None
+    except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise _Unavailable(f"{type(exc).__name__}: {reason}") from None
+    with resp:
+        length = resp.headers.get("Content-Length")
+        length = int(length) if length and length.isdigit() else None
+        h = hashlib.sha256()
+        size = 0
+        with atomic_path(target) as tmp:
+            with open(tmp, "wb") as fout:
+                try:
+                    while True:
+                        block = resp.read(CHUNK)
+                        if not block:
+                            break
+                        h.update(block)
+                        size += len(block)
+                        fout.write(block)
+                except http.client.IncompleteRead as exc:
+                    size += len(exc.partial)
+                    raise ChecksumError(
+                        f"dataset '{spec.name}' file '{file.name}' from url {url}: truncated: "
+                        f"expected {length if length is not None else '?'} bytes, received {size} bytes"
+                    ) from None
+                except (OSError, socket.timeout, http.client.HTTPException) as exc:
+                    raise _Unavailable(f"connection lost after {size} bytes: {exc}") from None
+            if length is not None and size != length:
+                raise ChecksumError(
+                    f"dataset '{spec.name}' file '{file.name}' from url {url}: truncated: "
+                    f"expected {length} bytes (Content-Length), received {size} bytes"
+                )
+            verified = _check(spec, file.name, "url", url, file.sha256, h.hexdigest(), file.size, size)
+    res = FetchResult(target, h.hexdigest(), "url", url, size, verified)
+    _record(target, res)
+    return res

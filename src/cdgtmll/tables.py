@@ -1,0 +1,289 @@
+"""Aggregate per-run metrics into the paper's tables (CSV, Markdown, LaTeX).
+
+``python -m cdgtmll.tables --metrics RUN/seed*/metrics.json ... --methods M ... --out results/tables``
+
+* ``all_runs.csv`` – one row per (dataset, variant, method, training seed,
+  threshold mode) with every metric of App. E.4: the long form every table is
+  computed from.
+* ``metrics_full.{csv,md}`` – every metric, mean ± std per (dataset, setting, method).
+* ``table1_standard.{csv,md,tex}`` – Table 1's exact columns (VOC/COCO: mAP,
+  Rare-F1; Yeast: Micro-F1, Rare-F1; Mediamill: Macro-F1, Rare-F1).
+* ``table2_rare.{csv,md,tex}`` – Table 2: Rare-F1 on the R-variants at the paper's
+  severities.
+
+Tables are written for the threshold mode named in the file (``global`` = one
+threshold for all labels, ``adaptive`` = per-label thresholds tuned on
+validation); the unsuffixed file uses ``global``. Cells are mean ± sample std
+(ddof = 1) in percent over training seeds, and for R-variants over training
+seeds x sampling seeds; ``n`` gives the number of runs. Datasets not run are
+marked ``n.r.`` with a footnote; nothing is ever filled in from the paper.
+Best mean per column is bold, second underlined. Each table has a
+``.sources.json`` sidecar listing the metrics files (with sha256) behind every
+cell, which ``cdgtmll audit`` follows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from cdgtmll.config import CLEAN, parse_variant
+from cdgtmll.io import atomic_write, read_json, sha256_file, write_json
+
+METRICS = ("mAP", "micro_f1", "macro_f1", "rare_f1", "p@1", "p@3", "p@5")
+METRIC_LABEL = {"mAP": "mAP", "micro_f1": "Micro-F1", "macro_f1": "Macro-F1", "rare_f1": "Rare-F1",
+                "p@1": "P@1", "p@3": "P@3", "p@5": "P@5"}
+NOT_RUN = "n.r."
+
+#: Table 1 of the paper: (dataset, column group title, metrics)
+TABLE1 = (
+    ("voc2007", "Pascal VOC", ("mAP", "rare_f1")),
+    ("coco2014", "COCO", ("mAP", "rare_f1")),
+    ("yeast", "Yeast", ("micro_f1", "rare_f1")),
+    ("mediamill", "Mediamill", ("macro_f1", "rare_f1")),
+)
+#: Table 2 of the paper: (dataset, column group title, severities); metric is Rare-F1
+TABLE2 = (
+    ("voc2007", "Pascal VOC-R", (0.30, 0.50)),
+    ("coco2014", "COCO-R", (0.30, 0.40)),
+    ("yeast", "Yeast-R", (0.40, 0.50)),
+    ("mediamill", "Mediamill-R", (0.40, 0.50)),
+)
+PAPER_ROWS_T1 = ("BCE", "PE", "SRB", "DBL", "LSFA", "MLC-NC", "ASL", "BalanceMix", "MLBOTE", "CC",
+                 "ML-GCN", "C-Tran", "ML-Decoder", "LCIFS", "CD-GTMLL")
+PAPER_ROWS_T2 = ("BCE", "PE", "SRB", "DBL", "LSFA", "MLC-NC", "XR-Transformer", "MatchXML", "ASL",
+                 "BalanceMix", "MLBOTE", "CD-GTMLL")
+MODES = ("global", "adaptive")
+
+
+def collect(paths: list[Path]) -> pd.DataFrame:
+    """Long table of the given ``.../<dataset>/<variant>/<method>/seed<k>/metrics.json`` files."""
+    rows = []
+    for mpath in sorted(Path(p) for p in paths):
+        seed_dir = mpath.parent
+        method_dir = seed_dir.parent
+        dataset, variant, method = method_dir.parent.parent.name, method_dir.parent.name, method_dir.name
+        m = read_json(mpath)
+        parsed = parse_variant(variant)
+        sev, sseed = (None, None) if parsed is None else parsed
+        for mode in MODES:
+            block = m[_mode_key(m, mode)]
+            row = {"dataset": dataset, "variant": variant, "severity": sev, "sampling_seed": sseed,
+                   "method": method, "seed": int(seed_dir.name[4:]), "mode": mode,
+                   "metrics_path": str(mpath), "metrics_sha256": sha256_file(mpath)}
+            row.update({k: block.get(k) for k in METRICS})
+            rows.append(row)
+    cols = ["dataset", "variant", "severity", "sampling_seed", "method", "seed", "mode", *METRICS,
+            "metrics_path", "metrics_sha256"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _mode_key(m: dict, mode: str) -> str:
+    if mode == "adaptive":
+        return "adaptive"
+    keys = [k for k in m if k.startswith("global@")]
+    if len(keys) != 1:
+        raise ValueError(f"metrics file has {len(keys)} 'global@' blocks, expected 1")
+    return keys[0]
+
+
+def summarise(df: pd.DataFrame) -> pd.DataFrame:
+    """Mean, sample std and n per (mode, dataset, setting, method); setting is 'clean' or the severity."""
+    if df.empty:
+        return pd.DataFrame(columns=["mode", "dataset", "setting", "method", "n"])
+    df = df.assign(setting=df["severity"].map(lambda s: CLEAN if s is None or pd.isna(s) else f"R@{s:.2f}"))
+    g = df.groupby(["mode", "dataset", "setting", "method"], sort=False)
+    out = g[list(METRICS)].agg(["mean", "std"])
+    out.columns = [f"{m}_{s}" for m, s in out.columns]
+    out["n"] = g.size()
+    out["sources"] = g["metrics_path"].agg(list)
+    return out.reset_index()
+
+
+def _fmt(mean: float, std: float, n: int) -> str:
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "nan"
+    s = f"{100 * mean:.1f}"
+    if n > 1 and std is not None and not math.isnan(std):
+        s += f" ± {100 * std:.1f}"
+    return s
+
+
+def _rank_marks(values: list[float | None]) -> list[str]:
+    """'best' / 'second' / '' per entry by mean (higher is better); ties share a mark."""
+    finite = sorted({v for v in values if v is not None and not math.isnan(v)}, reverse=True)
+    marks = []
+    for v in values:
+        if v is None or math.isnan(v) or not finite:
+            marks.append("")
+        elif v == finite[0]:
+            marks.append("best")
+        elif len(finite) > 1 and v == finite[1]:
+            marks.append("second")
+        else:
+            marks.append("")
+    return marks
+
+
+def build_table(summary: pd.DataFrame, mode: str, columns: list[tuple[str, str, str, str]],
+                paper_rows: tuple[str, ...], methods_run: list[str]) -> dict:
+    """columns: (dataset, group title, setting, metric). Rows: methods run, paper order first."""
+    rows = [m for m in paper_rows if m in methods_run] + [m for m in methods_run if m not in paper_rows]
+    s = summary[summary["mode"] == mode] if not summary.empty else summary
+    cells: dict[tuple[str, int], dict] = {}
+    for j, (ds, _, setting, metric) in enumerate(columns):
+        for r in rows:
+            hit = s[(s["dataset"] == ds) & (s["setting"] == setting) & (s["method"] == r)] if not s.empty else s
+            if len(hit):
+                h = hit.iloc[0]
+                cells[(r, j)] = {"mean": float(h[f"{metric}_mean"]), "std": float(h[f"{metric}_std"]),
+                                 "n": int(h["n"]), "sources": list(h["sources"])}
+    for j in range(len(columns)):
+        marks = _rank_marks([cells.get((r, j), {}).get("mean") for r in rows])
+        for r, mk in zip(rows, marks):
+            if (r, j) in cells:
+                cells[(r, j)]["mark"] = mk
+    return {"rows": rows, "columns": columns, "cells": cells}
+
+
+def _cell_text(cell: dict | None, style: str) -> str:
+    if cell is None:
+        return NOT_RUN
+    t = _fmt(cell["mean"], cell["std"], cell["n"])
+    if style == "md":
+        return {"best": f"**{t}**", "second": f"<u>{t}</u>"}.get(cell.get("mark", ""), t)
+    if style == "tex":
+        t = t.replace("±", r"$\pm$")
+        return {"best": rf"\textbf{{{t}}}", "second": rf"\underline{{{t}}}"}.get(cell.get("mark", ""), t)
+    return t
+
+
+def write_table(table: dict, out: Path, stem: str, caption: str, footnotes: list[str]) -> None:
+    rows, cols, cells = table["rows"], table["columns"], table["cells"]
+    headers = [f"{g} {sub}" for _, g, _, sub in cols]
+    # CSV: machine-readable mean/std/n per cell
+    recs = []
+    for r in rows:
+        rec = {"method": r}
+        for j, h in enumerate(headers):
+            c = cells.get((r, j))
+            rec[f"{h} mean"] = None if c is None else round(100 * c["mean"], 4)
+            rec[f"{h} std"] = None if c is None or math.isnan(c["std"]) else round(100 * c["std"], 4)
+            rec[f"{h} n"] = 0 if c is None else c["n"]
+        recs.append(rec)
+    atomic_write(out / f"{stem}.csv", pd.DataFrame(recs).to_csv(index=False))
+    # Markdown
+    md = [f"**{caption}**", "", "| Method | " + " | ".join(headers) + " |",
+          "|---|" + "---:|" * len(headers)]
+    for r in rows:
+        md.append(f"| {r} | " + " | ".join(_cell_text(cells.get((r, j)), "md") for j in range(len(cols))) + " |")
+    md += [""] + [f"{i + 1}. {f}" for i, f in enumerate(footnotes)]
+    atomic_write(out / f"{stem}.md", "\n".join(md) + "\n")
+    # LaTeX (booktabs)
+    groups: list[tuple[str, int]] = []
+    for _, g, _, _ in cols:
+        if groups and groups[-1][0] == g:
+            groups[-1] = (g, groups[-1][1] + 1)
+        else:
+            groups.append((g, 1))
+    tex = [r"\begin{table*}[t]", r"\centering", r"\begin{tabular}{l" + "c" * len(cols) + "}", r"\toprule",
+           r"\multirow{2}{*}{Method} & " + " & ".join(rf"\multicolumn{{{n}}}{{c}}{{{g}}}" for g, n in groups) + r"\\"]
+    start, rules = 2, []
+    for _, n in groups:
+        rules.append(rf"\cmidrule(lr){{{start}-{start + n - 1}}}")
+        start += n
+    tex.append("".join(rules))
+    tex.append(" & " + " & ".join(sub for *_, sub in cols) + r"\\")
+    tex.append(r"\midrule")
+    for r in rows:
+        tex.append(f"{r} & " + " & ".join(_cell_text(cells.get((r, j)), "tex") for j in range(len(cols))) + r"\\")
+    tex += [r"\bottomrule", r"\end{tabular}",
+            rf"\caption{{{caption} " + " ".join(footnotes).replace("%", r"\%").replace("_", r"\_") + "}",
+            r"\end{table*}"]
+    atomic_write(out / f"{stem}.tex", "\n".join(tex) + "\n")
+    sources = {f"{r} | {headers[j]}": c["sources"] for (r, j), c in cells.items()}
+    write_json(out / f"{stem}.sources.json",
+               {"table": stem, "cells": {k: [{"path": p, "sha256": sha256_file(p)} for p in v]
+                                         for k, v in sources.items()}})
+
+
+def table1_columns() -> list[tuple[str, str, str, str]]:
+    return [(ds, title, CLEAN, m) for ds, title, ms in TABLE1 for m in ms]
+
+
+def table2_columns() -> list[tuple[str, str, str, str]]:
+    return [(ds, title, f"R@{s:.2f}", "rare_f1") for ds, title, sevs in TABLE2 for s in sevs]
+
+
+def _col_titles(cols: list, style_t2: bool) -> list:
+    out = []
+    for ds, title, setting, metric in cols:
+        sub = f"@{round(100 * float(setting[2:]))}%" if style_t2 else METRIC_LABEL[metric]
+        out.append((ds, title, setting, sub))
+    return out
+
+
+def _footnotes(table: dict, summary: pd.DataFrame, mode: str, threshold: float) -> list[str]:
+    notes = []
+    run_ds = set(summary["dataset"]) if not summary.empty else set()
+    missing = sorted({title for ds, title, *_ in table["columns"] if ds not in run_ds})
+    if missing:
+        notes.append(f"{NOT_RUN} = not run in this configuration: {', '.join(missing)}. "
+                     "No value is copied from the paper.")
+    thr = f"a global threshold of {threshold}" if mode == "global" else \
+        "label-adaptive thresholds tuned per label on the validation split"
+    notes.append(f"Values in %, mean ± sample std over runs (training seeds; R-variants also over sampling "
+                 f"seeds); F1 metrics at {thr}. Best mean bold, second underlined.")
+    return notes
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--metrics", required=True, type=Path, nargs="+",
+                    help="metrics.json files of this configuration's runs")
+    ap.add_argument("--methods", nargs="+", required=True, help="methods of the config, in order")
+    ap.add_argument("--threshold", type=float, default=0.5)
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--summary-json", type=Path, help="flat metrics summary for `dvc metrics show`")
+    args = ap.parse_args(argv)
+    df = collect(args.metrics)
+    args.out.mkdir(parents=True, exist_ok=True)
+    atomic_write(args.out / "all_runs.csv", df.to_csv(index=False))
+    summary = summarise(df)
+    full = summary.drop(columns=["sources"])
+    atomic_write(args.out / "metrics_full.csv", full.to_csv(index=False))
+    md = ["| mode | dataset | setting | method | n | " + " | ".join(METRIC_LABEL[m] for m in METRICS) + " |",
+          "|---|---|---|---|---:|" + "---:|" * len(METRICS)]
+    for _, r in summary.iterrows():
+        md.append(f"| {r['mode']} | {r['dataset']} | {r['setting']} | {r['method']} | {r['n']} | " +
+                  " | ".join(_fmt(r[f'{m}_mean'], r[f'{m}_std'], r['n']) for m in METRICS) + " |")
+    atomic_write(args.out / "metrics_full.md", "\n".join(md) + "\n")
+    for mode in MODES:
+        suffix = "" if mode == "global" else "_adaptive"
+        t1 = build_table(summary, mode, _col_titles(table1_columns(), False), PAPER_ROWS_T1, args.methods)
+        write_table(t1, args.out, f"table1_standard{suffix}",
+                    "Standard-frequency results (%). Rare-F1 on the bottom 20% labels by training prevalence.",
+                    _footnotes(t1, summary, mode, args.threshold))
+        t2 = build_table(summary, mode, _col_titles(table2_columns(), True), PAPER_ROWS_T2, args.methods)
+        write_table(t2, args.out, f"table2_rare{suffix}",
+                    "Rare-F1 (%) on down-sampled R-variants; @x% = fraction of tail positives removed.",
+                    _footnotes(t2, summary, mode, args.threshold))
+    if args.summary_json:
+        flat: dict = {}
+        for _, r in summary.iterrows():
+            key = f"{r['mode']}/{r['dataset']}/{r['setting']}/{r['method']}"
+            flat[key] = {m: None if math.isnan(r[f"{m}_mean"]) else round(float(r[f"{m}_mean"]), 6)
+                         for m in METRICS}
+        write_json(args.summary_json, flat)
+    print(json.dumps({"runs": int(len(df) // len(MODES)), "tables": str(args.out)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

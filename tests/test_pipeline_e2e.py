@@ -1,0 +1,125 @@
+"""End to end: snakemake on a tiny config in a temporary copy of the repository."""
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SKIP = {".venv", ".snakemake", "results", "logs", "figures", ".cache", "out", "__pycache__",
+        ".pytest_cache", "report.html"}
+
+pytestmark = pytest.mark.slow
+
+
+def _copy_repo(dst: Path) -> Path:
+    def ignore(d, names):
+        return [n for n in names if n in SKIP or n.endswith(".egg-info")]
+
+    shutil.copytree(ROOT, dst, ignore=ignore, symlinks=True)
+    for d in ("results", "figures"):
+        (dst / d).mkdir(exist_ok=True)
+    return dst
+
+
+def _env(mirror: Path | None) -> dict:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    env["XDG_CACHE_HOME"] = env.get("XDG_CACHE_HOME", "/tmp/cdgtmll-cache")
+    env["MPLCONFIGDIR"] = "/tmp/cdgtmll-mpl"
+    if mirror is not None:
+        env["CDGTMLL_DATA_MIRROR"] = str(mirror)
+    return env
+
+
+def _snakemake(repo: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=900)
+
+
+TINY = {
+    "name": "tiny",
+    "data": {"mirror": None, "allow_download": False},
+    "experiments": {"datasets": ["yeast"], "methods": ["BR-LogReg"], "seeds": [0, 1]},
+    "r_variants": {"sampling_seeds": [0], "severities": {"yeast": [0.5]}},
+    "training": {"default": {"epochs": 2}},
+    "methods": {"BR-LogReg": {"C": 1.0}},
+}
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory, mirror):
+    repo = _copy_repo(tmp_path_factory.mktemp("e2e") / "repo")
+    (repo / "config/tiny.yaml").write_text(yaml.safe_dump(TINY))
+    env = _env(mirror)
+    res = _snakemake(repo, env, "--cores", "2", "all", "--configfile", "config/tiny.yaml")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return repo, env
+
+
+def test_tables_written_with_all_metrics(tiny_run):
+    repo, _ = tiny_run
+    rows = list(csv.DictReader(open(repo / "results/tables/metrics_full.csv")))
+    settings = {(r["mode"], r["setting"]) for r in rows}
+    assert settings == {("global", "clean"), ("adaptive", "clean"), ("global", "R@0.50"), ("adaptive", "R@0.50")}
+    for r in rows:
+        assert r["method"] == "BR-LogReg" and r["n"] == "2"
+        for m in ("mAP", "micro_f1", "macro_f1", "rare_f1", "p@1", "p@3", "p@5"):
+            v = float(r[f"{m}_mean"])
+            assert 0.0 < v < 1.0, (m, v)
+    t1 = (repo / "results/tables/table1_standard.md").read_text()
+    yeast_row = next(line for line in t1.splitlines() if line.startswith("| BR-LogReg"))
+    cells = [c.strip() for c in yeast_row.strip("|").split("|")]
+    assert cells[1:5] == ["n.r."] * 4 and cells[7:9] == ["n.r."] * 2  # VOC, COCO, Mediamill not run
+    assert "±" in cells[5] and "±" in cells[6]                       # Yeast Micro-F1, Rare-F1
+    assert "not run in this configuration" in t1
+    t2 = list(csv.DictReader(open(repo / "results/tables/table2_rare.csv")))
+    assert float(t2[0]["Yeast-R @50% n"]) == 2 and t2[0]["Yeast-R @40% n"] == "0"
+    assert (repo / "results/tables/table1_standard.tex").read_text().count(r"\textbf") >= 2
+
+
+def test_provenance_recorded(tiny_run):
+    repo, _ = tiny_run
+    prov = json.loads((repo / "results/runs/yeast/R0.50-s0/BR-LogReg/seed1/provenance.json").read_text())
+    assert prov["seed"] == 1
+    assert len(prov["config_sha256"]) == 64
+    assert set(prov["inputs"]) == {"data", "clean"}
+    assert all(len(v["sha256"]) == 64 for v in prov["inputs"].values())
+    assert prov["packages"]["numpy"] and prov["packages"]["scikit-learn"]
+    assert "commit" in prov["git"] and "dirty" in prov["git"]
+    assert prov["device"]["cpu_count"] >= 1 and prov["started"] <= prov["finished"]
+    metrics = json.loads((repo / "results/runs/yeast/R0.50-s0/BR-LogReg/seed1/metrics.json").read_text())
+    assert metrics["tail_labels"] and len(metrics["tail_labels"]) == 2  # floor(0.2 * 14)
+    book = json.loads((repo / "results/data/yeast/variants/R0.50-s0.json").read_text())
+    assert book["severity"] == 0.5
+
+
+def test_rerun_is_noop_and_deterministic(tiny_run):
+    repo, env = tiny_run
+    res = _snakemake(repo, env, "-n", "all", "--configfile", "config/tiny.yaml")
+    assert res.returncode == 0
+    assert "Nothing to be done" in res.stdout + res.stderr
+
+
+def test_bad_config_stops_before_any_job(tiny_run, tmp_path):
+    repo, env = tiny_run
+    bad = dict(TINY, training={"default": {"epocs": 2}})
+    (repo / "config/bad.yaml").write_text(yaml.safe_dump(bad))
+    res = _snakemake(repo, env, "-n", "all", "--configfile", "config/bad.yaml")
+    assert res.returncode != 0
+    assert "training.default.epocs" in res.stdout + res.stderr
+
+
+def test_lint_and_dry_run_default_config(tiny_run):
+    repo, env = tiny_run
+    lint = _snakemake(repo, env, "--lint")
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    assert "Lints for" not in lint.stdout + lint.stderr
+    dry = _snakemake(repo, env, "-n", "all")
+    assert dry.returncode == 0, dry.stdout[-2000:] + dry.stderr[-2000:]

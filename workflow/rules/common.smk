@@ -1,0 +1,43 @@
+# Shared helpers: target lists and the per-job run spec.
+import json
+
+from cdgtmll.config import CLEAN, run_spec, variants
+
+DATASETS = config["experiments"]["datasets"]
+METHODS = config["experiments"]["methods"]
+SEEDS = config["experiments"]["seeds"]
+RAW = config["data"]["raw_dir"]
+GPU_JOBS = 1 if config["experiments"].get("device") == "cuda" else 0
+
+
+wildcard_constraints:
+    dataset=r"[A-Za-z0-9_.\-]+",
+    variant=r"clean|R[0-9.]+-s[0-9]+",
+    method=r"[A-Za-z0-9_.\-]+",
+
+
+def processed(dataset):
+    return f"results/data/{dataset}/processed.npz"
+
+
+def variant_data(wc):
+    if wc.variant == CLEAN:
+        return processed(wc.dataset)
+    return f"results/data/{wc.dataset}/variants/{wc.variant}.npz"
+
+
+def run_dirs():
+    return [
+        f"results/runs/{d}/{v}/{m}"
+        for d in DATASETS
+        for v in variants(config, d)
+        for m in METHODS
+    ]
+
+
+def all_metrics():
+    return [f"{r}/seed{s}/metrics.json" for r in run_dirs() for s in SEEDS]
+
+
+def spec_json(wc):
+    return json.dumps(run_spec(config, wc.dataset, wc.variant, wc.method), sort_keys=True)

@@ -1,0 +1,30 @@
+# Metrics of App. E.4 at the global threshold and at validation-tuned per-label thresholds.
+
+
+rule evaluate:
+    input:
+        clean="results/data/{dataset}/processed.npz",
+        predictions=expand("results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/predictions.npz", seed=SEEDS),
+    output:
+        expand("results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/metrics.json", seed=SEEDS),
+    params:
+        rundir="results/runs/{dataset}/{variant}/{method}",
+        seeds=" ".join(str(s) for s in SEEDS),
+        q=config["r_variants"]["tail_fraction"],
+        tie_seed=config["r_variants"]["tie_seed"],
+        threshold=config["thresholds"]["global"],
+    log:
+        "logs/evaluate/{dataset}/{variant}/{method}.log",
+    benchmark:
+        "benchmarks/out/evaluate/{dataset}/{variant}/{method}.tsv"
+    resources:
+        mem_mb=4000,
+        runtime=10,
+    shell:
+        "python -m cdgtmll.evaluate --clean {input.clean} --rundir {params.rundir} --seeds {params.seeds} "
+        "--tail-fraction {params.q} --tie-seed {params.tie_seed} --threshold {params.threshold} > {log} 2>&1"
+
+
+rule runs_all:
+    input:
+        all_metrics(),

@@ -1,0 +1,27 @@
+# Training: one job per (dataset, variant, method) trains every seed (process start-up
+# dominates small runs). The run spec is a param, so a change of any setting that
+# affects the job re-runs exactly the affected jobs.
+
+
+rule train:
+    input:
+        data=variant_data,
+        clean="results/data/{dataset}/processed.npz",
+    output:
+        expand("results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/predictions.npz", seed=SEEDS),
+        expand("results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/provenance.json", seed=SEEDS),
+    params:
+        spec=spec_json,
+        outdir="results/runs/{dataset}/{variant}/{method}",
+    log:
+        "logs/train/{dataset}/{variant}/{method}.log",
+    benchmark:
+        "benchmarks/out/train/{dataset}/{variant}/{method}.tsv"
+    threads: 1
+    resources:
+        mem_mb=8000,
+        runtime=240,
+        gpu=GPU_JOBS,
+    shell:
+        "CDGTMLL_THREADS={threads} python -m cdgtmll.run --data {input.data} --clean {input.clean} "
+        "--spec '{params.spec}' --outdir {params.outdir} > {log} 2>&1"

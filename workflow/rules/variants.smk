@@ -1,0 +1,26 @@
+# R-variants (App. E.3): down-sample tail positives of the training split only.
+from cdgtmll.config import parse_variant
+
+
+rule r_variant:
+    input:
+        "results/data/{dataset}/processed.npz",
+    output:
+        data="results/data/{dataset}/variants/{variant}.npz",
+        bookkeeping="results/data/{dataset}/variants/{variant}.json",
+    params:
+        severity=lambda wc: parse_variant(wc.variant)[0],
+        sampling_seed=lambda wc: parse_variant(wc.variant)[1],
+        q=config["r_variants"]["tail_fraction"],
+        tie_seed=config["r_variants"]["tie_seed"],
+    log:
+        "logs/variants/{dataset}/{variant}.log",
+    benchmark:
+        "benchmarks/out/variants/{dataset}/{variant}.tsv"
+    resources:
+        mem_mb=4000,
+        runtime=10,
+    shell:
+        "python -m cdgtmll.variants --in {input} --severity {params.severity} "
+        "--sampling-seed {params.sampling_seed} --q {params.q} --tie-seed {params.tie_seed} "
+        "--out {output.data} --bookkeeping {output.bookkeeping} > {log} 2>&1"
