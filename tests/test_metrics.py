@@ -329,6 +329,10 @@ def test_evaluate_and_evaluate_all():
         )
         assert out["n_labels_in_map"] == 11
     json.dumps(res)  # JSON-able
+    res3 = M.evaluate_all(Yt, St, Yv, Sv, tail, global_threshold=0.3)
+    assert set(res3) == {"global@0.3", "adaptive", "adaptive_thresholds"}
+    assert res3["global@0.3"] == M.evaluate(Yt, St, tail, 0.3)
+    assert res3["adaptive"] == res["adaptive"]
 
 
 def test_per_label_report():

@@ -525,18 +525,30 @@ def evaluate(Y_true: Any, S: Any, tail: Any, thresholds: Any) -> dict[str, Any]:
     return out
 
 
-def evaluate_all(Y_test: Any, S_test: Any, Y_val: Any, S_val: Any, tail: Any) -> dict[str, Any]:
+def evaluate_all(
+    Y_test: Any,
+    S_test: Any,
+    Y_val: Any,
+    S_val: Any,
+    tail: Any,
+    global_threshold: float = DEFAULT_THRESHOLD,
+) -> dict[str, Any]:
     """Test metrics under both decision rules used in the tables.
 
-    Returns ``{"global@0.5": {...}, "adaptive": {...}, "adaptive_thresholds": [L floats]}``
-    where ``adaptive`` uses :func:`tune_thresholds` on the validation split (fixed
-    at test). mAP and P@k do not depend on thresholds and are repeated in both blocks.
+    Returns ``{"global@<tau>": {...}, "adaptive": {...}, "adaptive_thresholds": [L floats]}``
+    where ``<tau>`` is ``global_threshold`` formatted with ``:g`` (``"global@0.5"``
+    by default) and ``adaptive`` uses :func:`tune_thresholds` on the validation split
+    (fixed at test). mAP and P@k do not depend on thresholds and are repeated in
+    both blocks.
     """
+    g = float(global_threshold)
+    if not math.isfinite(g):
+        raise ValueError(f"global_threshold must be finite, got {global_threshold!r}")
     rank = _ranking_metrics(Y_test, S_test)
     tau = tune_thresholds(Y_val, S_val)
-    glob = dict(rank, **_threshold_metrics(Y_test, S_test, tail, DEFAULT_THRESHOLD))
+    glob = dict(rank, **_threshold_metrics(Y_test, S_test, tail, g))
     adap = dict(rank, **_threshold_metrics(Y_test, S_test, tail, tau))
-    return {"global@0.5": glob, "adaptive": adap, "adaptive_thresholds": [float(t) for t in tau]}
+    return {f"global@{g:g}": glob, "adaptive": adap, "adaptive_thresholds": [float(t) for t in tau]}
 
 
 def per_label_report(

@@ -96,7 +96,7 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
     rec = provenance.record(spec=spec, spec_sha256=spec_sha, inputs=inputs, seed=seed,
                             device=ctx.device, started=started,
                             extra={"fit_seconds": round(fit_seconds, 3),
-                                   "data_sources": data.meta.get("sources")})
+                                   "data_sources": data.meta.get("source_files")})
     write_json(prov_path, rec)
     print(f"[run] {spec['dataset']}/{spec['variant']}/{spec['method']} seed {seed}: "
           f"fit {fit_seconds:.1f}s", flush=True)

@@ -133,11 +133,11 @@ def _rank_marks(values: list[float | None]) -> list[str]:
 
 def build_table(summary: pd.DataFrame, mode: str, columns: list[tuple[str, str, str, str]],
                 paper_rows: tuple[str, ...], methods_run: list[str]) -> dict:
-    """columns: (dataset, group title, setting, metric). Rows: methods run, paper order first."""
+    """columns: (dataset, group title, setting, metric, subheader). Rows: methods run, paper order first."""
     rows = [m for m in paper_rows if m in methods_run] + [m for m in methods_run if m not in paper_rows]
     s = summary[summary["mode"] == mode] if not summary.empty else summary
     cells: dict[tuple[str, int], dict] = {}
-    for j, (ds, _, setting, metric) in enumerate(columns):
+    for j, (ds, _, setting, metric, _sub) in enumerate(columns):
         for r in rows:
             hit = s[(s["dataset"] == ds) & (s["setting"] == setting) & (s["method"] == r)] if not s.empty else s
             if len(hit):
@@ -166,7 +166,7 @@ def _cell_text(cell: dict | None, style: str) -> str:
 
 def write_table(table: dict, out: Path, stem: str, caption: str, footnotes: list[str]) -> None:
     rows, cols, cells = table["rows"], table["columns"], table["cells"]
-    headers = [f"{g} {sub}" for _, g, _, sub in cols]
+    headers = [f"{c[1]} {c[4]}" for c in cols]
     # CSV: machine-readable mean/std/n per cell
     recs = []
     for r in rows:
@@ -187,7 +187,8 @@ def write_table(table: dict, out: Path, stem: str, caption: str, footnotes: list
     atomic_write(out / f"{stem}.md", "\n".join(md) + "\n")
     # LaTeX (booktabs)
     groups: list[tuple[str, int]] = []
-    for _, g, _, _ in cols:
+    for c in cols:
+        g = c[1]
         if groups and groups[-1][0] == g:
             groups[-1] = (g, groups[-1][1] + 1)
         else:
@@ -199,18 +200,22 @@ def write_table(table: dict, out: Path, stem: str, caption: str, footnotes: list
         rules.append(rf"\cmidrule(lr){{{start}-{start + n - 1}}}")
         start += n
     tex.append("".join(rules))
-    tex.append(" & " + " & ".join(sub for *_, sub in cols) + r"\\")
+    tex.append(" & " + " & ".join(c[4].replace("%", r"\%") for c in cols) + r"\\")
     tex.append(r"\midrule")
     for r in rows:
         tex.append(f"{r} & " + " & ".join(_cell_text(cells.get((r, j)), "tex") for j in range(len(cols))) + r"\\")
     tex += [r"\bottomrule", r"\end{tabular}",
-            rf"\caption{{{caption} " + " ".join(footnotes).replace("%", r"\%").replace("_", r"\_") + "}",
+            rf"\caption{{{_tex_escape(caption + ' ' + ' '.join(footnotes))}}}",
             r"\end{table*}"]
     atomic_write(out / f"{stem}.tex", "\n".join(tex) + "\n")
     sources = {f"{r} | {headers[j]}": c["sources"] for (r, j), c in cells.items()}
     write_json(out / f"{stem}.sources.json",
                {"table": stem, "cells": {k: [{"path": p, "sha256": sha256_file(p)} for p in v]
                                          for k, v in sources.items()}})
+
+
+def _tex_escape(text: str) -> str:
+    return text.replace("%", r"\%").replace("_", r"\_").replace("&", r"\&").replace("±", r"$\pm$")
 
 
 def table1_columns() -> list[tuple[str, str, str, str]]:
@@ -225,7 +230,7 @@ def _col_titles(cols: list, style_t2: bool) -> list:
     out = []
     for ds, title, setting, metric in cols:
         sub = f"@{round(100 * float(setting[2:]))}%" if style_t2 else METRIC_LABEL[metric]
-        out.append((ds, title, setting, sub))
+        out.append((ds, title, setting, metric, sub))
     return out
 
 

@@ -1,5 +1,6 @@
 # Shared helpers: target lists and the per-job run spec.
 import json
+from pathlib import Path
 
 from cdgtmll.config import CLEAN, run_spec, variants
 
@@ -7,6 +8,7 @@ DATASETS = config["experiments"]["datasets"]
 METHODS = config["experiments"]["methods"]
 SEEDS = config["experiments"]["seeds"]
 RAW = config["data"]["raw_dir"]
+ENV = "../../environment.yml"  # every rule runs in the project environment
 GPU_JOBS = 1 if config["experiments"].get("device") == "cuda" else 0
 
 

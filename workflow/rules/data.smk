@@ -10,7 +10,13 @@ rule prepare_dataset:
         download="" if config["data"]["allow_download"] else "--no-download",
         val_fraction=config["data"]["val_fraction"],
         split_seed=config["data"]["split_seed"],
-        custom=lambda wc: json.dumps(config["data"]["custom"].get(wc.dataset, {}), sort_keys=True),
+        custom=lambda wc: (
+            f"--dataset-config '{json.dumps(config['data']['custom'][wc.dataset], sort_keys=True)}'"
+            if wc.dataset in config["data"]["custom"]
+            else ""
+        ),
+    conda:
+        ENV
     log:
         "logs/prepare/{dataset}.log",
     benchmark:
@@ -22,7 +28,7 @@ rule prepare_dataset:
         "python -m cdgtmll.data.prepare --dataset {wildcards.dataset} --raw-dir {params.raw} "
         "--out {output} --mirror '{params.mirror}' {params.download} "
         "--val-fraction {params.val_fraction} --split-seed {params.split_seed} "
-        "--dataset-config '{params.custom}' > {log} 2>&1"
+        "{params.custom} > {log} 2>&1"
 
 
 rule data_all:

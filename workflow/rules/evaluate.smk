@@ -8,11 +8,13 @@ rule evaluate:
     output:
         expand("results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/metrics.json", seed=SEEDS),
     params:
-        rundir="results/runs/{dataset}/{variant}/{method}",
+        rundir=lambda wc, output: str(Path(output[0]).parent.parent),
         seeds=" ".join(str(s) for s in SEEDS),
         q=config["r_variants"]["tail_fraction"],
         tie_seed=config["r_variants"]["tie_seed"],
         threshold=config["thresholds"]["global"],
+    conda:
+        ENV
     log:
         "logs/evaluate/{dataset}/{variant}/{method}.log",
     benchmark:

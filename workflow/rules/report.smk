@@ -20,6 +20,8 @@ rule tables:
     params:
         methods=" ".join(f"'{m}'" for m in METHODS),
         threshold=config["thresholds"]["global"],
+    conda:
+        ENV
     log:
         "logs/report/tables.log",
     benchmark:

@@ -12,7 +12,9 @@ rule train:
         expand("results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/provenance.json", seed=SEEDS),
     params:
         spec=spec_json,
-        outdir="results/runs/{dataset}/{variant}/{method}",
+        outdir=lambda wc, output: str(Path(output[0]).parent.parent),
+    conda:
+        ENV
     log:
         "logs/train/{dataset}/{variant}/{method}.log",
     benchmark:

@@ -13,6 +13,8 @@ rule r_variant:
         sampling_seed=lambda wc: parse_variant(wc.variant)[1],
         q=config["r_variants"]["tail_fraction"],
         tie_seed=config["r_variants"]["tie_seed"],
+    conda:
+        ENV
     log:
         "logs/variants/{dataset}/{variant}.log",
     benchmark:

@@ -11,7 +11,7 @@ __all__ = ["FitData", "Method", "RunContext", "available", "build", "register"]
 def _register_builtin() -> None:  # imported lazily so that a broken optional dep names itself
     import importlib
 
-    for mod in ("cdgtmll.methods.classic",):
+    for mod in ("cdgtmll.methods.classic", "cdgtmll.methods.neural", "cdgtmll.methods.cdgtmll"):
         importlib.import_module(mod)
 
 

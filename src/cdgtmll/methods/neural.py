@@ -1,0 +1,211 @@
+"""Neural methods on the shared backbone and trainer: the common base class, the
+loss-based "backbone + one linear head" family, and BCE.
+
+Every neural method shares the trainer hyper-parameters (App. E.1/E.2, Yeast values
+as defaults): ``epochs=100``, ``batch_size=256``, ``lr_backbone=2e-3`` (eta_0),
+``lr_head=None`` (eta_head; ``None`` = eta_0, the paper gives no tabular eta_head),
+``weight_decay=1e-4`` (AdamW), ``grad_clip=5.0`` (global norm), ``hidden_dim=512``
+(d'). ``RunContext.epochs`` / ``.batch_size`` override ``epochs`` / ``batch_size`` when
+set.
+
+Adding a loss-based baseline is one line once its loss is in :mod:`cdgtmll.losses`::
+
+    register_loss_method("ASL", "asl", defaults={"gamma_neg": 4.0, "gamma_pos": 0.0})
+
+The method then accepts the trainer hyper-parameters plus the loss's own
+constructor arguments (unknown ones raise at construction).
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from cdgtmll.losses import LOSSES, build_loss
+from cdgtmll.methods.base import FitData, Method, RunContext, register
+from cdgtmll.nn.backbone import MLPBackbone
+from cdgtmll.nn.trainer import TrainConfig, TrainTask, predict_in_chunks, resolve_device, train
+
+
+class NeuralMethod(Method, TrainTask):
+    """Base class: a :class:`Method` trained by :func:`cdgtmll.nn.trainer.train`.
+
+    Subclasses implement ``build_model``, ``param_groups``, ``training_step`` and
+    ``predict`` (see :class:`TrainTask`), and may override :meth:`prepare` to derive
+    state from the training data before the model is built.
+    """
+
+    def __init__(
+        self,
+        epochs: int = 100,
+        batch_size: int = 256,
+        lr_backbone: float = 2e-3,
+        lr_head: float | None = None,
+        weight_decay: float = 1e-4,
+        grad_clip: float | None = 5.0,
+        hidden_dim: int = 512,
+    ) -> None:
+        self.epochs = int(epochs)
+        self.batch_size = int(batch_size)
+        self.lr_backbone = float(lr_backbone)
+        self.lr_head = None if lr_head is None else float(lr_head)
+        self.weight_decay = float(weight_decay)
+        self.grad_clip = None if grad_clip is None else float(grad_clip)
+        self.hidden_dim = int(hidden_dim)
+        self.model: nn.Module | None = None
+        self.train_log: list[dict[str, Any]] = []
+        self.device = torch.device("cpu")
+
+    # -- configuration ---------------------------------------------------------------
+    def hparams(self) -> dict[str, Any]:
+        """Constructor hyper-parameters (part of the checkpoint fingerprint)."""
+        return {
+            "epochs": self.epochs,
+            "batch_size": self.batch_size,
+            "lr_backbone": self.lr_backbone,
+            "lr_head": self.lr_head,
+            "weight_decay": self.weight_decay,
+            "grad_clip": self.grad_clip,
+            "hidden_dim": self.hidden_dim,
+        }
+
+    def train_config(self, ctx: RunContext) -> TrainConfig:
+        return TrainConfig(
+            epochs=ctx.epochs if ctx.epochs is not None else self.epochs,
+            batch_size=ctx.batch_size if ctx.batch_size is not None else self.batch_size,
+            lr_backbone=self.lr_backbone,
+            lr_head=self.lr_head,
+            weight_decay=self.weight_decay,
+            grad_clip=self.grad_clip,
+        )
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"method": self.name or type(self).__name__, "hparams": self.hparams()}
+
+    def prepare(self, data: FitData, ctx: RunContext) -> None:
+        """Hook: derive data-dependent state (label statistics, partition) before training."""
+
+    def backbone(self, X_train: np.ndarray) -> MLPBackbone:
+        return MLPBackbone.from_data(X_train, hidden_dim=self.hidden_dim)
+
+    # -- Method interface --------------------------------------------------------------
+    def fit(self, data: FitData, ctx: RunContext) -> "NeuralMethod":
+        self.prepare(data, ctx)
+        self.device = resolve_device(ctx.device)
+        self.model, self.train_log = train(
+            self, data.X_train, data.Y_train, data.X_val, data.Y_val, self.train_config(ctx), ctx, self.fingerprint()
+        )
+        return self
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        if self.model is None:
+            raise RuntimeError(f"{self.name}: predict_proba before fit")
+        self.model.eval()
+        return predict_in_chunks(lambda x: self.predict(self.model, x), X, self.device).astype(np.float64)
+
+
+class LinearHeadNet(nn.Module):
+    """backbone -> Linear(d', L) logits; ``criterion`` (the loss module) rides along so
+    that its buffers move with the model and are checkpointed."""
+
+    def __init__(self, backbone: MLPBackbone, n_labels: int, criterion: nn.Module) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.head = nn.Linear(backbone.out_dim, n_labels)
+        self.criterion = criterion
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.backbone(x))
+
+
+class LossHeadMethod(NeuralMethod):
+    """Backbone + one linear head over all L labels, trained on a registered loss.
+
+    Subclasses (normally made by :func:`register_loss_method`) set ``loss_name`` and
+    ``loss_defaults``. Extra keyword arguments are the loss's hyper-parameters and are
+    validated against its constructor. Prediction: ``sigmoid(logits)``.
+    """
+
+    loss_name: str = ""
+    loss_defaults: dict[str, Any] = {}
+
+    def __init__(
+        self,
+        epochs: int = 100,
+        batch_size: int = 256,
+        lr_backbone: float = 2e-3,
+        lr_head: float | None = None,
+        weight_decay: float = 1e-4,
+        grad_clip: float | None = 5.0,
+        hidden_dim: int = 512,
+        **loss_hparams: Any,
+    ) -> None:
+        super().__init__(epochs, batch_size, lr_backbone, lr_head, weight_decay, grad_clip, hidden_dim)
+        if self.loss_name not in LOSSES:
+            raise KeyError(f"{type(self).__name__}: unknown loss '{self.loss_name}'; registered: {sorted(LOSSES)}")
+        allowed = set(inspect.signature(LOSSES[self.loss_name].__init__).parameters) - {
+            "self",
+            "label_counts",
+            "n_train",
+        }
+        unknown = sorted(set(loss_hparams) - allowed)
+        if unknown:
+            raise ValueError(
+                f"method '{self.name}': unknown hyper-parameter(s) {unknown}; "
+                f"allowed: {sorted(set(super().hparams()) | allowed)}"
+            )
+        self.loss_hparams = {**self.loss_defaults, **loss_hparams}
+        self._criterion: nn.Module | None = None
+
+    def hparams(self) -> dict[str, Any]:
+        return {**super().hparams(), "loss": self.loss_name, **self.loss_hparams}
+
+    def prepare(self, data: FitData, ctx: RunContext) -> None:
+        self._criterion = build_loss(self.loss_name, data.counts, data.n_train, **self.loss_hparams)
+
+    def build_model(self, X_train: np.ndarray, Y_train: np.ndarray) -> nn.Module:
+        return LinearHeadNet(self.backbone(X_train), Y_train.shape[1], self._criterion)
+
+    def param_groups(self, model: nn.Module) -> dict[str, list[nn.Parameter]]:
+        return {
+            "backbone": list(model.backbone.parameters()),
+            "head": list(model.head.parameters()) + list(model.criterion.parameters()),
+        }
+
+    def training_step(self, model, xb, yb, progress):
+        return model.criterion(model(xb), yb), {}
+
+    def predict(self, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(model(x))
+
+
+def register_loss_method(
+    method_name: str, loss_name: str, defaults: dict[str, Any] | None = None, description: str | None = None
+) -> type[LossHeadMethod]:
+    """Register ``method_name`` as backbone + linear head trained with loss ``loss_name``
+    (from :mod:`cdgtmll.losses`), with default loss hyper-parameters ``defaults``."""
+    cls_name = re.sub(r"\W", "_", method_name) + "Method"
+    cls = type(
+        cls_name,
+        (LossHeadMethod,),
+        {
+            "loss_name": loss_name,
+            "loss_defaults": dict(defaults or {}),
+            "description": description
+            or f"MLP backbone (2x512, ReLU) + linear head, loss '{loss_name}' (cdgtmll.losses)",
+            "__module__": __name__,
+            "__doc__": f"Backbone + linear head trained with the '{loss_name}' loss.",
+        },
+    )
+    globals().setdefault(cls_name, cls)
+    return register(method_name)(cls)
+
+
+BCEMethod = register_loss_method(
+    "BCE", "bce", description="MLP backbone (2x512, ReLU) + linear head, binary cross-entropy"
+)

@@ -1,0 +1,422 @@
+"""The one training loop every neural method shares (App. E.1 "Optimization").
+
+Division of labour
+------------------
+A method supplies a :class:`TrainTask`: the model (backbone + heads, built from the
+training rows), its parameter groups, and ``training_step(model, xb, yb, progress)``
+returning ``(objective_to_minimise, {name: scalar tensor to log})``. The trainer owns
+everything else, identically for BCE, the other loss-based baselines and CD-GTMLL:
+
+* seeding (python / numpy / torch from ``ctx.seed``), a seeded ``torch.Generator`` for
+  the per-epoch shuffle, ``torch.use_deterministic_algorithms(True)`` on CPU (restored
+  on exit), so the same seed gives bit-identical predictions on CPU;
+* AdamW (decoupled weight decay 1e-4) with param groups ``backbone`` (eta_0), ``head``
+  (eta_head) and ``fusion`` (eta_0, E.1), each with a per-step cosine decay from its
+  base rate to 0 over all ``epochs * ceil(n / B)`` steps (no warm-up; the last partial
+  batch of an epoch is kept);
+* per batch: ``zero_grad -> objective.backward() -> task.clip_gradients(max_norm=5)
+  -> optimiser.step() -> scheduler.step() -> task.after_optimizer_step()``; the
+  default clipping is the global norm over all parameters (App. E.1), a task may
+  clip per parameter block instead (CD-GTMLL does, see its docstring);
+* one row per epoch in ``ctx.workdir/train_log.csv``: ``epoch``, ``loss`` (mean
+  objective over the epoch's samples), the task's terms (same weighting),
+  ``lr_backbone`` / ``lr_head`` (rates of the epoch's first step), ``val_mAP`` (macro
+  AP over the labels with a validation positive, scikit-learn), ``val_microF1``
+  (threshold 0.5, ``p > 0.5``), the task's ``epoch_end`` columns, ``epoch_time``
+  (seconds of the training loop only) and ``val_time``;
+* a checkpoint after every epoch, ``ctx.workdir/checkpoint.pt``, written atomically:
+  model, optimiser, scheduler, RNG states (torch CPU/CUDA, numpy, python, shuffle
+  generator), epoch, log rows so far, the task's extra state, and a fingerprint
+  (sha256 of the task's hyper-parameters, the trainer config, the seed and the
+  shapes + sha256 of the training/validation arrays). ``train`` resumes from the
+  epoch after a checkpoint with the same fingerprint (a mismatching or unreadable one
+  is ignored with a warning and overwritten); since every RNG is restored, an
+  interrupted-and-resumed run is bit-identical on CPU to an uninterrupted one (all
+  columns but the two timings). A completed run resumes to "nothing left to do".
+
+``ctx.extra["_stop_after_epoch"] = k`` (test-only) raises :class:`TrainingInterrupted`
+right after epoch ``k``'s checkpoint and log are written.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import random
+import time
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from torch import nn
+
+from cdgtmll.io import atomic_path, atomic_write
+
+CHECKPOINT = "checkpoint.pt"
+TRAIN_LOG = "train_log.csv"
+CHECKPOINT_VERSION = 1
+PREDICT_CHUNK = 8192
+
+
+class TrainingInterrupted(RuntimeError):
+    """Raised by the test-only ``_stop_after_epoch`` knob."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation settings (App. E.1/E.2). Yeast: B=256, 100 epochs, eta_0=2e-3.
+
+    ``lr_head=None`` means eta_head = eta_0: the paper gives eta_head only for images
+    (3e-4 vs eta_0=1e-4) and XMC (5e-4), not for tabular data.
+    """
+
+    epochs: int = 100
+    batch_size: int = 256
+    lr_backbone: float = 2e-3
+    lr_head: float | None = None
+    weight_decay: float = 1e-4
+    grad_clip: float | None = 5.0
+
+    @property
+    def head_lr(self) -> float:
+        return self.lr_backbone if self.lr_head is None else float(self.lr_head)
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1 or self.batch_size < 1:
+            raise ValueError(f"epochs and batch_size must be >= 1, got {self.epochs}, {self.batch_size}")
+
+
+class TrainTask:
+    """What a method supplies to :func:`train`; override the first four."""
+
+    def build_model(self, X_train: np.ndarray, Y_train: np.ndarray) -> nn.Module:
+        """Build the model (called after seeding, so its initialisation is seeded)."""
+        raise NotImplementedError
+
+    def param_groups(self, model: nn.Module) -> dict[str, list[nn.Parameter]]:
+        """``{'backbone': [...], 'head': [...], 'fusion': [...]}`` ('fusion' optional);
+        every trainable parameter must appear in exactly one group."""
+        raise NotImplementedError
+
+    def training_step(
+        self, model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, progress: float
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Forward one batch; return the objective to *minimise* and scalars to log.
+        ``progress`` = global step / total steps, in [0, 1)."""
+        raise NotImplementedError
+
+    def predict(self, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        """Probabilities ``[n, L]`` for a chunk of rows (model in eval mode, no grad)."""
+        raise NotImplementedError
+
+    def clip_gradients(self, model: nn.Module, max_norm: float) -> None:
+        """Default: global-norm clipping over all parameters."""
+        nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None], max_norm)
+
+    def after_optimizer_step(self, model: nn.Module) -> None:
+        """Hook after every optimiser step (e.g. EMA buffers)."""
+
+    def epoch_end(
+        self, model: nn.Module, epoch: int, X_val: torch.Tensor | None, Y_val: torch.Tensor | None, workdir: Path
+    ) -> dict[str, float]:
+        """Extra per-epoch log columns / artefacts (model in eval mode, no grad)."""
+        return {}
+
+    def extra_state(self) -> dict[str, Any]:
+        """Task state beyond the model that must survive a resume."""
+        return {}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        pass
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def resolve_device(device: str | None) -> torch.device:
+    """'auto' -> CUDA when available; 'cuda' without CUDA falls back to CPU with a warning."""
+    device = (device or "cpu").lower()
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        warnings.warn("CUDA requested but not available; training on CPU", stacklevel=3)
+        return torch.device("cpu")
+    return torch.device(device)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def as_float32(X: Any) -> np.ndarray:
+    """Dense C-contiguous float32 (sparse inputs are densified: tabular use only)."""
+    if sp.issparse(X):
+        X = X.toarray()
+    return np.ascontiguousarray(np.asarray(X, dtype=np.float32))
+
+
+def _array_digest(a: np.ndarray | None) -> list[Any] | None:
+    if a is None:
+        return None
+    a = np.ascontiguousarray(a)
+    return [list(a.shape), str(a.dtype), hashlib.sha256(a.tobytes()).hexdigest()]
+
+
+def fingerprint_hash(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def cosine_factor(step: int, total: int) -> float:
+    return 0.5 * (1.0 + math.cos(math.pi * min(step, total) / max(total, 1)))
+
+
+def validation_metrics(Y: np.ndarray, S: np.ndarray) -> dict[str, float]:
+    """val mAP (scikit-learn AP per label, macro over labels with >= 1 validation
+    positive) and micro-F1 of ``S > 0.5``."""
+    from sklearn.metrics import average_precision_score
+
+    Y = np.asarray(Y) > 0.5
+    keep = Y.any(axis=0)
+    mAP = float(average_precision_score(Y[:, keep], S[:, keep], average="macro")) if keep.any() else float("nan")
+    pred = S > 0.5
+    tp = float(np.logical_and(pred, Y).sum())
+    denom = float(pred.sum() + Y.sum())
+    return {"val_mAP": mAP, "val_microF1": 2.0 * tp / denom if denom > 0 else 0.0}
+
+
+@torch.no_grad()
+def predict_in_chunks(fn: Callable[[torch.Tensor], torch.Tensor], X: Any, device: torch.device) -> np.ndarray:
+    X = as_float32(X)
+    outs = [fn(torch.from_numpy(X[s : s + PREDICT_CHUNK]).to(device)).float().cpu() for s in range(0, X.shape[0], PREDICT_CHUNK)]
+    if not outs:
+        raise ValueError("predict on zero rows")
+    return torch.cat(outs).numpy()
+
+
+def write_log(path: Path, rows: list[dict[str, Any]]) -> None:
+    buf = io.StringIO()
+    if rows:
+        w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    atomic_write(path, buf.getvalue())
+
+
+def read_log(path: str | Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+# ---------------------------------------------------------------------------- trainer
+
+
+def train(
+    task: TrainTask,
+    X_train: Any,
+    Y_train: Any,
+    X_val: Any,
+    Y_val: Any,
+    cfg: TrainConfig,
+    ctx: Any,
+    fingerprint: dict[str, Any],
+) -> tuple[nn.Module, list[dict[str, Any]]]:
+    """Train ``task``'s model; returns ``(model in eval mode, log rows)``.
+
+    ``ctx`` is a :class:`cdgtmll.methods.base.RunContext` (seed, workdir, device,
+    progress, extra). ``fingerprint`` identifies the task's configuration (method
+    name and hyper-parameters) for checkpoint matching.
+    """
+    device = resolve_device(getattr(ctx, "device", "cpu"))
+    prev_det = torch.are_deterministic_algorithms_enabled()
+    if device.type == "cpu":
+        torch.use_deterministic_algorithms(True)
+    try:
+        return _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device)
+    finally:
+        torch.use_deterministic_algorithms(prev_det)
+
+
+def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
+    workdir = Path(ctx.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    Xtr, Ytr = as_float32(X_train), as_float32(Y_train)
+    has_val = X_val is not None and Y_val is not None and np.shape(Y_val)[0] > 0
+    Xva = as_float32(X_val) if has_val else None
+    Yva = as_float32(Y_val) if has_val else None
+
+    seed_everything(ctx.seed)
+    model = task.build_model(Xtr, Ytr).to(device)
+    groups = task.param_groups(model)
+    _check_groups(model, groups)
+    base_lr = {"backbone": cfg.lr_backbone, "head": cfg.head_lr, "fusion": cfg.lr_backbone}
+    opt = torch.optim.AdamW(
+        [{"params": ps, "lr": base_lr[name], "name": name} for name, ps in groups.items() if ps],
+        weight_decay=cfg.weight_decay,
+    )
+    n, B = Xtr.shape[0], cfg.batch_size
+    steps_per_epoch = math.ceil(n / B)
+    total_steps = cfg.epochs * steps_per_epoch
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: cosine_factor(s, total_steps))
+    gen = torch.Generator().manual_seed(ctx.seed)
+
+    fp = {
+        "version": CHECKPOINT_VERSION,
+        "task": fingerprint,
+        "train_config": asdict(cfg),
+        "seed": ctx.seed,
+        "data": [_array_digest(a) for a in (Xtr, Ytr, Xva, Yva)],
+    }
+    fp_hash = fingerprint_hash(fp)
+    ckpt_path, log_path = workdir / CHECKPOINT, workdir / TRAIN_LOG
+    start_epoch, rows = 1, []
+    state = _load_checkpoint(ckpt_path, fp_hash)
+    if state is not None:
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        task.load_extra_state(state["task_state"])
+        _set_rng_state(state["rng"], gen)
+        rows, start_epoch = list(state["rows"]), int(state["epoch"]) + 1
+
+    X_t, Y_t = torch.from_numpy(Xtr).to(device), torch.from_numpy(Ytr).to(device)
+    Xv_t = torch.from_numpy(Xva).to(device) if has_val else None
+    Yv_t = torch.from_numpy(Yva).to(device) if has_val else None
+    stop_after = (getattr(ctx, "extra", None) or {}).get("_stop_after_epoch")
+    lr_names = [g["name"] for g in opt.param_groups]
+
+    bar = None
+    if getattr(ctx, "progress", False) and start_epoch <= cfg.epochs:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=cfg.epochs, initial=start_epoch - 1, desc=str(fingerprint.get("method", "train")), leave=False)
+    for epoch in range(start_epoch, cfg.epochs + 1):
+        model.train()
+        lrs = {name: g["lr"] for name, g in zip(lr_names, opt.param_groups)}
+        t0 = time.perf_counter()
+        perm = torch.randperm(n, generator=gen).to(device)
+        names: list[str] | None = None
+        acc = None
+        for b in range(steps_per_epoch):
+            idx = perm[b * B : (b + 1) * B]
+            xb, yb = X_t[idx], Y_t[idx]
+            step = (epoch - 1) * steps_per_epoch + b
+            loss, terms = task.training_step(model, xb, yb, step / total_steps)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.grad_clip:
+                task.clip_gradients(model, cfg.grad_clip)
+            opt.step()
+            sched.step()
+            task.after_optimizer_step(model)
+            if names is None:
+                names = ["loss", *terms]
+            vec = torch.stack([loss.detach(), *(torch.as_tensor(v, device=device).detach() for v in terms.values())])
+            acc = vec * idx.numel() if acc is None else acc + vec * idx.numel()
+        epoch_time = time.perf_counter() - t0
+        row: dict[str, Any] = {"epoch": epoch}
+        row.update({k: float(v) / n for k, v in zip(names, acc.double().cpu())})
+        row["lr_backbone"] = lrs.get("backbone", float("nan"))
+        row["lr_head"] = lrs.get("head", float("nan"))
+
+        t1 = time.perf_counter()
+        model.eval()
+        with torch.no_grad():
+            if has_val:
+                S = predict_in_chunks(lambda x: task.predict(model, x), Xva, device)
+                row.update(validation_metrics(Yva, S))
+            else:
+                row.update({"val_mAP": float("nan"), "val_microF1": float("nan")})
+            row.update(task.epoch_end(model, epoch, Xv_t, Yv_t, workdir))
+        row["epoch_time"] = epoch_time
+        row["val_time"] = time.perf_counter() - t1
+        rows.append(row)
+
+        _save_checkpoint(
+            ckpt_path,
+            {
+                "fingerprint": fp_hash,
+                "fingerprint_obj": fp,
+                "epoch": epoch,
+                "model": model.state_dict(),
+                "optimizer": opt.state_dict(),
+                "scheduler": sched.state_dict(),
+                "task_state": task.extra_state(),
+                "rng": _get_rng_state(gen),
+                "rows": rows,
+            },
+        )
+        write_log(log_path, rows)
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(loss=f"{row['loss']:.4g}", mAP=f"{row['val_mAP']:.4f}")
+        if stop_after is not None and epoch == int(stop_after):
+            if bar is not None:
+                bar.close()
+            raise TrainingInterrupted(f"stopped after epoch {epoch} (_stop_after_epoch)")
+    if bar is not None:
+        bar.close()
+    if start_epoch > cfg.epochs:  # already complete: make sure the log is there
+        write_log(log_path, rows)
+    model.eval()
+    return model, rows
+
+
+def _check_groups(model: nn.Module, groups: dict[str, list[nn.Parameter]]) -> None:
+    unknown = set(groups) - {"backbone", "head", "fusion"}
+    if unknown:
+        raise ValueError(f"unknown parameter group(s) {sorted(unknown)}")
+    seen = [id(p) for ps in groups.values() for p in ps]
+    trainable = {id(p) for p in model.parameters() if p.requires_grad}
+    if len(seen) != len(set(seen)) or set(seen) != trainable:
+        raise ValueError("param_groups must list every trainable parameter exactly once")
+
+
+def _get_rng_state(gen: torch.Generator) -> dict[str, Any]:
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+        "numpy": np.random.get_state(),
+        "python": random.getstate(),
+        "generator": gen.get_state(),
+    }
+
+
+def _set_rng_state(state: dict[str, Any], gen: torch.Generator) -> None:
+    torch.set_rng_state(state["torch"])
+    if state.get("cuda") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    gen.set_state(state["generator"])
+
+
+def _save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
+
+
+def _load_checkpoint(path: Path, fp_hash: str) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)  # our own file
+    except Exception as e:  # noqa: BLE001 - a corrupt checkpoint is ignored, not fatal
+        warnings.warn(f"ignoring unreadable checkpoint {path}: {e}", stacklevel=3)
+        return None
+    if state.get("fingerprint") != fp_hash:
+        warnings.warn(
+            f"ignoring checkpoint {path}: it was written for a different configuration "
+            "(hyper-parameters, seed or data); training from scratch",
+            stacklevel=3,
+        )
+        return None
+    return state
