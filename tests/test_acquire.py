@@ -7,7 +7,6 @@ import http.server
 import json
 import socket
 import threading
-import warnings
 from pathlib import Path
 
 import pytest
@@ -183,7 +182,7 @@ def test_downloads_disabled(server, tmp_path, no_env_mirror):
 def test_unknown_sha_records_hash_and_warns(server, tmp_path, no_env_mirror):
     base, hits = server
     spec = _spec(f"{base}/good.csv", sha=None)
-    with pytest.warns(UnverifiedWarning, match=f"NOT verified"):
+    with pytest.warns(UnverifiedWarning, match="NOT verified"):
         res = fetch(spec, "data.csv", tmp_path / "raw")
     assert res.sha256 == SHA and res.verified is False
     prov = json.loads((tmp_path / "raw" / "data.csv.source.json").read_text())
@@ -258,6 +257,15 @@ def test_packaged_river_copy_used_without_mirror(tmp_path, monkeypatch):
     assert fetch(spec, RIVER_YEAST, tmp_path / "raw2").source == "packaged"
 
 
+def test_nested_voc_label_file_from_mirror(mirror, tmp_path, monkeypatch):
+    monkeypatch.delenv(acquire.MIRROR_ENV, raising=False)
+    spec = get_spec("voc2007")
+    f = spec.file("ImageSets/Main/aeroplane_trainval.txt")
+    res = fetch(spec, f, tmp_path / "raw", mirror=mirror, allow_download=False)
+    assert res.source == "mirror" and res.verified and res.sha256 == f.sha256
+    assert (tmp_path / "raw" / "ImageSets" / "Main" / "aeroplane_trainval.txt.source.json").is_file()
+
+
 def test_packaged_copy_not_preferred_over_mirror(mirror, tmp_path, monkeypatch):
     monkeypatch.delenv(acquire.MIRROR_ENV, raising=False)
     res = fetch(get_spec("yeast"), "yeast-train.arff", tmp_path / "raw", mirror=mirror, allow_download=False)
@@ -286,7 +294,7 @@ def test_registry_contents():
         for f in spec.files:
             assert f.sha256 is None or len(f.sha256) == 64
             assert f.urls or f.manual, f"{name}/{f.name}: neither URL nor manual instructions"
-            assert f.sha256 is not None or (f.manual and "unknown" in f.manual) or spec.name == "mediamill"
+            assert f.sha256 is not None or (f.manual and "unknown: not published" in f.manual)
     assert get_spec("yeast").file("train").urls == (
         "https://raw.githubusercontent.com/tsoumakas/mulan/43f6389/data/multi-label/yeast/yeast-train.arff",)
     assert get_spec("coco2014").loader is None and get_spec("yeast").loader

@@ -50,6 +50,7 @@ TINY = {
     "r_variants": {"sampling_seeds": [0], "severities": {"yeast": [0.5]}},
     "training": {"default": {"epochs": 2}},
     "methods": {"BR-LogReg": {"C": 1.0}},
+    "thresholds": {"global": 0.5},  # dvc.yaml tracks this section as a param
 }
 
 
@@ -57,6 +58,7 @@ TINY = {
 def tiny_run(tmp_path_factory, mirror):
     repo = _copy_repo(tmp_path_factory.mktemp("e2e") / "repo")
     (repo / "config/tiny.yaml").write_text(yaml.safe_dump(TINY))
+    (repo / "config/config.yaml").write_text(yaml.safe_dump(TINY))  # the default of this copy, for DVC
     env = _env(mirror)
     res = _snakemake(repo, env, "--cores", "2", "all", "--configfile", "config/tiny.yaml")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
@@ -123,3 +125,22 @@ def test_lint_and_dry_run_default_config(tiny_run):
     assert "Lints for" not in lint.stdout + lint.stderr
     dry = _snakemake(repo, env, "-n", "all")
     assert dry.returncode == 0, dry.stdout[-2000:] + dry.stderr[-2000:]
+
+
+def _dvc(repo: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dvc", *args], cwd=repo, env=dict(env, DVC_NO_ANALYTICS="1"),
+                          capture_output=True, text=True, timeout=900)
+
+
+def test_dvc_repro_status_metrics(tiny_run):
+    repo, env = tiny_run
+    # `lint`/`-n` above ran with the default config == TINY, so dvc's stages find snakemake up to date
+    repro = _dvc(repo, env, "repro")
+    assert repro.returncode == 0, repro.stdout[-3000:] + repro.stderr[-3000:]
+    lock = yaml.safe_load((repo / "dvc.lock").read_text())
+    assert set(lock["stages"]) == {"data", "experiments", "report"}
+    assert lock["stages"]["experiments"]["params"]["config/config.yaml"]["methods"] == TINY["methods"]
+    status = _dvc(repo, env, "status")
+    assert status.returncode == 0 and "up to date" in status.stdout.lower(), status.stdout
+    shown = _dvc(repo, env, "metrics", "show")
+    assert shown.returncode == 0 and "global/yeast/clean/BR-LogReg" in shown.stdout.replace(".", "/"), shown.stdout

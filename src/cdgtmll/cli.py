@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "datasets":
         from cdgtmll.data import registry
 
-        for spec in registry.all_specs():
+        for spec in (registry.get_spec(n) for n in registry.available()):
             loader = spec.loader or "loader not implemented yet"
             print(f"{spec.name:16s} {spec.kind:8s} {spec.format:12s} L={spec.n_labels}  {loader}")
         return 0

@@ -79,7 +79,28 @@ def validate(config: dict, source: str = "config") -> dict:
     if errors:
         raise ConfigError(f"{source}: " + "; ".join(_describe(e) for e in errors[:5]))
     _semantic_checks(config, source)
+    _default_figures(config)
     return config
+
+
+def _default_figures(config: dict) -> None:
+    """figures.pr_curve: the first run dataset with severities, at its largest severity."""
+    pr = config["figures"].setdefault("pr_curve", {})
+    if "dataset" in pr and "severity" in pr:
+        return
+    sev = config["r_variants"]["severities"]
+    candidates = [d for d in config["experiments"]["datasets"] if sev.get(d)]
+    if "dataset" not in pr and candidates:
+        pr["dataset"] = candidates[0]
+    if "dataset" in pr and "severity" not in pr and sev.get(pr["dataset"]):
+        pr["severity"] = max(sev[pr["dataset"]])
+
+
+def pr_curve_enabled(config: dict) -> bool:
+    pr = config["figures"].get("pr_curve", {})
+    return bool(config["experiments"].get("r_variants", True) and "dataset" in pr and "severity" in pr
+                and pr["dataset"] in config["experiments"]["datasets"]
+                and pr["severity"] in config["r_variants"]["severities"].get(pr["dataset"], []))
 
 
 def _semantic_checks(config: dict, source: str) -> None:
@@ -89,8 +110,15 @@ def _semantic_checks(config: dict, source: str) -> None:
     def fail(key: str, msg: str) -> None:
         raise ConfigError(f"{source}: config error at '{key}': {msg}")
 
+    from cdgtmll.data.registry import spec_from_config
+
     custom = config["data"].get("custom", {})
     known = set(custom)
+    for name, cfg in custom.items():
+        try:
+            spec_from_config(name, cfg)
+        except ValueError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
 
     def check_dataset(name: str, key: str) -> None:
         if name in known:

@@ -2,7 +2,7 @@
 import json
 from pathlib import Path
 
-from cdgtmll.config import CLEAN, run_spec, variants
+from cdgtmll.config import CLEAN, pr_curve_enabled, run_spec, variant_id, variants
 
 DATASETS = config["experiments"]["datasets"]
 METHODS = config["experiments"]["methods"]
@@ -43,3 +43,14 @@ def all_metrics():
 
 def spec_json(wc):
     return json.dumps(run_spec(config, wc.dataset, wc.variant, wc.method), sort_keys=True)
+
+
+def pr_inputs(wc):
+    fig = config["figures"]["pr_curve"]
+    d, sev = fig["dataset"], fig["severity"]
+    return [
+        f"results/runs/{d}/{variant_id(sev, s)}/{m}/seed{k}/predictions.npz"
+        for s in config["r_variants"]["sampling_seeds"]
+        for m in METHODS
+        for k in SEEDS
+    ]

@@ -6,7 +6,8 @@ TABLES = [
     for suffix in ("", "_adaptive")
     for ext in ("csv", "md", "tex")
 ]
-ALL_TARGETS = TABLES + ["results/tables/metrics_full.csv", "results/metrics.json"]
+FIGURES = ["figures/pr_tail.pdf", "figures/pr_tail.png", "figures/pr_tail.csv"] if pr_curve_enabled(config) else []
+ALL_TARGETS = TABLES + FIGURES + ["results/tables/metrics_full.csv", "results/metrics.json"]
 
 
 rule tables:
@@ -32,3 +33,32 @@ rule tables:
     shell:
         "python -m cdgtmll.tables --metrics {input} --methods {params.methods} "
         "--threshold {params.threshold} --out results/tables --summary-json {output.summary} > {log} 2>&1"
+
+
+rule figure_pr:
+    input:
+        predictions=pr_inputs,
+        clean=lambda wc: processed(config["figures"]["pr_curve"]["dataset"]),
+    output:
+        pdf=report("figures/pr_tail.pdf", category="Figures", caption="../report/pr_tail.rst"),
+        png="figures/pr_tail.png",
+        csv="figures/pr_tail.csv",
+    params:
+        q=config["r_variants"]["tail_fraction"],
+        tie_seed=config["r_variants"]["tie_seed"],
+        title=lambda wc: "{}-R @{:.0f}%: tail-label PR".format(
+            config["figures"]["pr_curve"]["dataset"], 100 * config["figures"]["pr_curve"]["severity"]
+        ),
+        out=lambda wc, output: str(Path(output.pdf).with_suffix("")),
+    conda:
+        ENV
+    log:
+        "logs/report/figure_pr.log",
+    benchmark:
+        "benchmarks/out/report/figure_pr.tsv"
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    shell:
+        "python -m cdgtmll.figures pr --predictions {input.predictions} --clean {input.clean} "
+        "--q {params.q} --tie-seed {params.tie_seed} --title '{params.title}' --out {params.out} > {log} 2>&1"

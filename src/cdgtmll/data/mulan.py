@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import io
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass

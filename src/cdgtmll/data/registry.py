@@ -20,7 +20,7 @@ XML file naming which attributes are labels.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 MULAN_COMMIT = "43f6389"
@@ -232,7 +232,7 @@ _MEDIAMILL = DatasetSpec(
             size=None,
             role=role,
             manual=f"inside {MULAN_SOURCEFORGE}/mediamill.rar (RAR archive, not in the MULAN GitHub "
-            "repository): extract it and put this file in <mirror>/mediamill/",
+            "repository; sha256 unknown: not published): extract it and put this file in <mirror>/mediamill/",
         )
         for role, fname in (("train", "mediamill-train.arff"), ("test", "mediamill-test.arff"), ("labels", "mediamill.xml"))
     ),
@@ -396,7 +396,8 @@ def _xmc(name: str, display: str, archive: str, n_labels: int, n_train: int, n_t
                 role="bow",
                 manual=f"bag-of-words version from the Extreme Classification Repository {XMC_PAGE} "
                 "(hosted on Google Drive, no direct URL); sha256 unknown: not published. "
-                f"Download by hand and put it in <mirror>/{name}/{archive}",
+                f"Download by hand and put it in <mirror>/{name}/{archive} (the name is this "
+                "registry's choice; the loader is not implemented yet)",
             ),
         ),
         n_train=n_train,

@@ -227,6 +227,35 @@ def bernoulli_kl(z: torch.Tensor, q: torch.Tensor, p: torch.Tensor | None = None
 DIVERGENCE_FNS = {"jsd": bernoulli_jsd, "kl": bernoulli_kl}
 
 
+class _DivergenceSum(torch.autograd.Function):
+    """``sum D(sigmoid(z), q)`` with a closed-form gradient w.r.t. ``z`` (training path).
+
+    Same value as ``DIVERGENCE_FNS[kind](z, q).sum()``; the gradient is computed in the
+    forward pass (``dJSD/dz = p(1-p)(z - logit(m))/2``, ``dKL/dz = p(1-p)(z - logit(q))``)
+    instead of autograd's ~20 element-wise backward kernels. ``p = sigmoid(z)`` and the
+    peer ``q`` are passed detached; only ``z`` receives a gradient.
+    """
+
+    @staticmethod
+    def forward(ctx, z, p, q, kind):  # noqa: D102
+        if kind == "jsd":
+            m = (p + q).mul_(0.5)
+            lm, l1m = torch.log(m), torch.log1p(-m)
+            val = 0.5 * (_neg_entropy_logit(z, p).sum() + _neg_entropy(q).sum()) - (m * (lm - l1m) + l1m).sum()
+            dp = (z - (lm - l1m)).mul_(0.5)
+        else:
+            lq, l1q = torch.log(q), torch.log1p(-q)
+            val = _neg_entropy_logit(z, p).sum() - (p * (lq - l1q) + l1q).sum()
+            dp = z - (lq - l1q)
+        ctx.save_for_backward(dp.mul_(p * (1 - p)))
+        return val
+
+    @staticmethod
+    def backward(ctx, g):  # noqa: D102
+        (dz,) = ctx.saved_tensors
+        return dz * g, None, None, None
+
+
 # ----------------------------------------------------------------------------- model
 
 
@@ -348,27 +377,50 @@ class CDGTMLLNet(nn.Module):
             out[:, self.ov_labels] = self.fuse_overlap(torch.sigmoid(z[:, self.n_single :]))
         return out.clamp_(self.eps, 1 - self.eps)
 
-    def potential_terms(self, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
+    def target_layout(self, y: torch.Tensor) -> torch.Tensor:
+        """Training targets re-laid once per run: ``[y[:, pair_label] | y[:, ov_labels]]``
+        (``[n, P + n_ov]``), so a batch needs no column gathers."""
+        return torch.cat([y[:, self.pair_label], y[:, self.ov_labels]], dim=1)
+
+    def potential_terms(self, x: torch.Tensor, yt: torch.Tensor) -> dict[str, torch.Tensor]:
         """Batch estimates of R, sum_i E_B[C_i]'s log-likelihood part and its D part (before
-        beta), from one shared forward; ``Phi = R + alpha (C_loglik + beta C_div)``."""
-        B, L1 = x.shape[0], self.n_single
+        beta), from one shared forward; ``Phi = R + alpha (C_loglik + beta C_div)``.
+        ``yt`` = :meth:`target_layout` rows."""
+        B, L1, P = x.shape[0], self.n_single, self.n_pairs
         h, z = self.pair_logits(x)
-        y_pair = y[:, self.pair_label]
-        # sum_i E_B[ sum_{l in L_i} 1/(1+freq) log-lik ]: one weighted BCE over all pairs
-        c_ll = -F.binary_cross_entropy_with_logits(z, y_pair, weight=self.c_pair, reduction="sum") / B
-        # R on singly-covered labels: p_hat = clip(sigmoid(z)) == sigmoid(clamp(z))
-        z1 = z[:, :L1].clamp(self.logit_lo, -self.logit_lo)
-        R = -F.binary_cross_entropy_with_logits(z1, y_pair[:, :L1], weight=self.w_single, reduction="sum") / B
-        if self.ov_labels.numel():
+        y_pair = yt[:, :P]
+        # per-pair column means of the logistic loss, shared by the curiosity log-likelihood
+        # (all pairs, weights 1/(1+freq)) and R on singly-covered labels (weights w_l)
+        bce = F.binary_cross_entropy_with_logits(z, y_pair, reduction="none").sum(0) / B
+        c_ll = -(bce @ self.c_pair)
+        R = -(bce[:L1] @ self.w_single) + self._clip_correction(z[:, :L1], y_pair[:, :L1], B)
+        if P > L1:
             z_ov = z[:, L1:]
             p_ov = torch.sigmoid(z_ov)
             p_hat = self.fuse_overlap(p_ov).clamp(self.eps, 1 - self.eps)
-            R = R - F.binary_cross_entropy(p_hat, y[:, self.ov_labels], weight=self.w_ov, reduction="sum") / B
-            q = self.peer_mean(h.detach(), p_ov)
-            c_div = DIVERGENCE_FNS[self.divergence](z_ov, q, p_ov).sum() / B
+            R = R - F.binary_cross_entropy(p_hat, yt[:, P:], weight=self.w_ov, reduction="sum") / B
+            p_det = p_ov.detach()
+            q = self.peer_mean(h.detach(), p_det)
+            c_div = _DivergenceSum.apply(z_ov, p_det, q, self.divergence) / B
         else:
             c_div = z.new_zeros(())
         return {"R": R, "C_loglik": c_ll, "C_div": c_div}
+
+    def _clip_correction(self, z1: torch.Tensor, y1: torch.Tensor, B: int) -> torch.Tensor | float:
+        """R on singly-covered labels uses ``p_hat = clip(sigmoid(z), eps, 1-eps) =
+        sigmoid(clamp(z, logit(eps), logit(1-eps)))``. It is computed above without the
+        clamp; this adds ``w (bce(z) - bce(clamp(z)))`` on the (rare) clamped entries so that
+        value and gradient (0 there) are those of the clipped form."""
+        hi = -self.logit_lo
+        lo_hi = torch.aminmax(z1.detach())
+        if float(lo_hi.min) >= -hi and float(lo_hi.max) <= hi:
+            return 0.0
+        idx = (z1.detach().abs() > hi).nonzero(as_tuple=True)
+        zc, yc = z1[idx], y1[idx]
+        diff = F.binary_cross_entropy_with_logits(zc, yc, reduction="none") - F.binary_cross_entropy_with_logits(
+            zc.detach().clamp(-hi, hi), yc, reduction="none"
+        )
+        return (self.w_single[idx[1]] * diff).sum() / B
 
     def per_player_curiosity(self, x: torch.Tensor, y: torch.Tensor, beta: float) -> torch.Tensor:
         """E_B[C_i] for each player [N] (diagnostics and tests; not the training path)."""
@@ -491,7 +543,7 @@ class CDGTMLL(NeuralMethod):
 
     def training_step(self, model: CDGTMLLNet, xb, yb, progress):
         beta = self.beta(progress)
-        t = model.potential_terms(xb, yb)
+        t = model.potential_terms(xb, yb)  # yb: rows of train_targets = target_layout(Y)
         phi = t["R"] + self.alpha * (t["C_loglik"] + beta * t["C_div"])
         return -phi, {**t, "Phi": phi.detach(), "beta": beta}
 
@@ -509,6 +561,9 @@ class CDGTMLL(NeuralMethod):
         coef = (max_norm / (norms + 1e-6)).clamp_(max=1.0)[model.pair_player]
         gw.mul_(coef.unsqueeze(1))
         gb.mul_(coef)
+
+    def train_targets(self, model: CDGTMLLNet, Y: torch.Tensor) -> torch.Tensor:
+        return model.target_layout(Y)
 
     def after_optimizer_step(self, model: CDGTMLLNet) -> None:
         model.update_ema()

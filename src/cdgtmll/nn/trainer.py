@@ -109,8 +109,14 @@ class TrainTask:
         self, model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, progress: float
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Forward one batch; return the objective to *minimise* and scalars to log.
-        ``progress`` = global step / total steps, in [0, 1)."""
+        ``yb`` are rows of :meth:`train_targets`; ``progress`` = global step / total
+        steps, in [0, 1)."""
         raise NotImplementedError
+
+    def train_targets(self, model: nn.Module, Y: torch.Tensor) -> torch.Tensor:
+        """Training targets as ``training_step`` receives them (rows gathered per batch);
+        a task may re-lay the columns once here instead of per batch. Default: ``Y``."""
+        return Y
 
     def predict(self, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
         """Probabilities ``[n, L]`` for a chunk of rows (model in eval mode, no grad)."""
@@ -255,17 +261,10 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
 
     seed_everything(ctx.seed)
     model = task.build_model(Xtr, Ytr).to(device)
-    groups = task.param_groups(model)
-    _check_groups(model, groups)
-    base_lr = {"backbone": cfg.lr_backbone, "head": cfg.head_lr, "fusion": cfg.lr_backbone}
-    opt = torch.optim.AdamW(
-        [{"params": ps, "lr": base_lr[name], "name": name} for name, ps in groups.items() if ps],
-        weight_decay=cfg.weight_decay,
-    )
     n, B = Xtr.shape[0], cfg.batch_size
     steps_per_epoch = math.ceil(n / B)
     total_steps = cfg.epochs * steps_per_epoch
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: cosine_factor(s, total_steps))
+    opt, sched = make_optimizer(task, model, cfg, total_steps)
     gen = torch.Generator().manual_seed(ctx.seed)
 
     fp = {
@@ -287,7 +286,8 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
         _set_rng_state(state["rng"], gen)
         rows, start_epoch = list(state["rows"]), int(state["epoch"]) + 1
 
-    X_t, Y_t = torch.from_numpy(Xtr).to(device), torch.from_numpy(Ytr).to(device)
+    X_t = torch.from_numpy(Xtr).to(device)
+    Y_t = task.train_targets(model, torch.from_numpy(Ytr).to(device))
     Xv_t = torch.from_numpy(Xva).to(device) if has_val else None
     Yv_t = torch.from_numpy(Yva).to(device) if has_val else None
     stop_after = (getattr(ctx, "extra", None) or {}).get("_stop_after_epoch")
@@ -299,31 +299,13 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
 
         bar = tqdm(total=cfg.epochs, initial=start_epoch - 1, desc=str(fingerprint.get("method", "train")), leave=False)
     for epoch in range(start_epoch, cfg.epochs + 1):
-        model.train()
         lrs = {name: g["lr"] for name, g in zip(lr_names, opt.param_groups)}
         t0 = time.perf_counter()
         perm = torch.randperm(n, generator=gen).to(device)
-        names: list[str] | None = None
-        acc = None
-        for b in range(steps_per_epoch):
-            idx = perm[b * B : (b + 1) * B]
-            xb, yb = X_t[idx], Y_t[idx]
-            step = (epoch - 1) * steps_per_epoch + b
-            loss, terms = task.training_step(model, xb, yb, step / total_steps)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.grad_clip:
-                task.clip_gradients(model, cfg.grad_clip)
-            opt.step()
-            sched.step()
-            task.after_optimizer_step(model)
-            if names is None:
-                names = ["loss", *terms]
-            vec = torch.stack([loss.detach(), *(torch.as_tensor(v, device=device).detach() for v in terms.values())])
-            acc = vec * idx.numel() if acc is None else acc + vec * idx.numel()
+        sums = train_epoch(task, model, opt, sched, X_t, Y_t, perm, B, (epoch - 1) * steps_per_epoch, total_steps, cfg.grad_clip)
         epoch_time = time.perf_counter() - t0
         row: dict[str, Any] = {"epoch": epoch}
-        row.update({k: float(v) / n for k, v in zip(names, acc.double().cpu())})
+        row.update({k: v / n for k, v in sums.items()})
         row["lr_backbone"] = lrs.get("backbone", float("nan"))
         row["lr_head"] = lrs.get("head", float("nan"))
 
@@ -368,6 +350,59 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
         write_log(log_path, rows)
     model.eval()
     return model, rows
+
+
+def make_optimizer(
+    task: TrainTask, model: nn.Module, cfg: TrainConfig, total_steps: int
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
+    """AdamW over the task's param groups (backbone/fusion at eta_0, heads at eta_head)
+    and a per-step cosine decay to 0 over ``total_steps``."""
+    groups = task.param_groups(model)
+    _check_groups(model, groups)
+    base_lr = {"backbone": cfg.lr_backbone, "head": cfg.head_lr, "fusion": cfg.lr_backbone}
+    opt = torch.optim.AdamW(
+        [{"params": ps, "lr": base_lr[name], "name": name} for name, ps in groups.items() if ps],
+        weight_decay=cfg.weight_decay,
+    )
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: cosine_factor(s, total_steps))
+    return opt, sched
+
+
+def train_epoch(
+    task: TrainTask,
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    sched: Any,
+    X_t: torch.Tensor,
+    Y_t: torch.Tensor,
+    perm: torch.Tensor,
+    batch_size: int,
+    step0: int,
+    total_steps: int,
+    grad_clip: float | None,
+) -> dict[str, float]:
+    """One pass over ``perm`` in batches; returns sample-weighted sums of the objective
+    (``loss``) and of the task's logged terms."""
+    model.train()
+    device = X_t.device
+    names: list[str] = []
+    acc = None
+    for b, s in enumerate(range(0, perm.numel(), batch_size)):
+        idx = perm[s : s + batch_size]
+        xb, yb = X_t[idx], Y_t[idx]
+        loss, terms = task.training_step(model, xb, yb, (step0 + b) / total_steps)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if grad_clip:
+            task.clip_gradients(model, grad_clip)
+        opt.step()
+        sched.step()
+        task.after_optimizer_step(model)
+        if acc is None:
+            names = ["loss", *terms]
+        vec = torch.stack([loss.detach(), *(torch.as_tensor(v, device=device).detach() for v in terms.values())])
+        acc = vec * idx.numel() if acc is None else acc + vec * idx.numel()
+    return {k: float(v) for k, v in zip(names, acc.double().cpu())}
 
 
 def _check_groups(model: nn.Module, groups: dict[str, list[nn.Parameter]]) -> None:
