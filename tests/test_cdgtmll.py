@@ -265,15 +265,16 @@ def test_clipped_payoff_on_saturated_logits():
     with torch.no_grad():
         model.heads.bias[:3] += 15.0  # sigmoid(15) > 1 - eps: clipped
         model.heads.bias[3:6] -= 15.0
-    x, y = batch(data)
+    model.double()  # float32 cannot resolve 1 - sigmoid(15) well enough for the naive reference
+    x, y = (t.double() for t in batch(data))
     t = model.potential_terms(x, model.target_layout(y))
     R, _ = reference_terms(model, x, y, prevalence(data.Y_train))
-    assert torch.allclose(t["R"], R, rtol=1e-5, atol=1e-4)
+    assert torch.allclose(t["R"], R, rtol=1e-7, atol=1e-7)
     params = [model.heads.weight, model.heads.bias, model.fusion_logits, *model.backbone.parameters()]
     g_hot, g_ref = grads(t["R"], params), grads(R, params)
     for a, b in zip(g_hot, g_ref):
-        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
-    assert (g_hot[1][:6] == 0).all()  # clipped entries carry no payoff gradient
+        assert torch.allclose(a, b, rtol=1e-7, atol=1e-9)
+    assert g_hot[1][:6].abs().max() < 1e-12  # clipped entries carry no payoff gradient
 
 
 def _player_rows(model, i):

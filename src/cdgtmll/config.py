@@ -233,6 +233,13 @@ def method_hparams(config: dict, dataset: str, method: str) -> dict:
     return hp
 
 
+def not_runnable(config: dict, dataset: str, method: str) -> str | None:
+    """The method's own reason it cannot run on this dataset here (e.g. no pretrained encoder)."""
+    from cdgtmll.methods import base
+
+    return base.build(method, method_hparams(config, dataset, method)).not_runnable_reason()
+
+
 def run_spec(config: dict, dataset: str, variant: str, method: str) -> dict:
     """Everything that determines the result of one (dataset, variant, method) job."""
     return {

@@ -5,7 +5,8 @@
 For each seed directory, reads ``predictions.npz`` and writes ``metrics.json``
 with two blocks: ``global@<tau>`` (one threshold for every label, default 0.5)
 and ``adaptive`` (per-label thresholds tuned on the validation split, fixed at
-test; App. E.1 "Thresholds and calibration"). Ground truth for validation and
+test; App. E.1 "Thresholds and calibration"), plus a ``method`` block for methods
+whose decision rule is part of the method (plug-in estimators: PE, SRB). Ground truth for validation and
 test always comes from the *clean* processed data (R-variants edit training
 labels only), and Rare-F1's tail is the bottom ``tail_fraction`` of labels by
 clean training prevalence (App. E.4), i.e. the same labels an R-variant
@@ -30,6 +31,7 @@ from cdgtmll.labels import label_counts, tail_labels
 def evaluate_run(clean: ProcessedData, pred_path: Path, tail: np.ndarray, threshold: float) -> dict:
     with np.load(pred_path, allow_pickle=False) as z:
         s_val, s_test = z["val"], z["test"]
+        own = z["method_thresholds"] if "method_thresholds" in z.files else None
         for split, key in (("val", "idx_val"), ("test", "idx_test")):
             if not np.array_equal(z[key], clean.splits[split]):
                 raise ValueError(f"{pred_path}: field '{key}' does not match the {split} rows of the clean data")
@@ -37,6 +39,9 @@ def evaluate_run(clean: ProcessedData, pred_path: Path, tail: np.ndarray, thresh
     _, Y_test = clean.part("test")
     Y_val, Y_test = np.asarray(Y_val), np.asarray(Y_test)
     result = metrics.evaluate_all(Y_test, s_test, Y_val, s_val, tail, global_threshold=threshold)
+    if own is not None:  # the method's own decision rule (PE, SRB): see Method.decision_thresholds
+        result["method"] = metrics.evaluate(Y_test, s_test, tail, own)
+        result["method_thresholds"] = [float(t) for t in own]
     return result
 
 

@@ -91,8 +91,13 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
     extra = method.extra_outputs()
     if extra:
         write_json(outdir / "method_outputs.json", extra)
+    arrays = {"val": s_val, "test": s_test, "idx_val": data.splits["val"], "idx_test": data.splits["test"]}
+    own = method.decision_thresholds()
+    if own is not None:
+        own = np.broadcast_to(np.asarray(own, dtype=np.float64), (data.n_labels,)).copy()
+        arrays["method_thresholds"] = own
     with atomic_path(pred_path, suffix=".npz") as tmp, open(tmp, "wb") as fh:
-        np.savez(fh, val=s_val, test=s_test, idx_val=data.splits["val"], idx_test=data.splits["test"])
+        np.savez(fh, **arrays)
     rec = provenance.record(spec=spec, spec_sha256=spec_sha, inputs=inputs, seed=seed,
                             device=ctx.device, started=started,
                             extra={"fit_seconds": round(fit_seconds, 3),

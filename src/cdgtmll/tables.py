@@ -73,13 +73,14 @@ def collect(paths: list[Path]) -> pd.DataFrame:
         parsed = parse_variant(variant)
         sev, sseed = (None, None) if parsed is None else parsed
         for mode in MODES:
-            block = m[_mode_key(m, mode)]
+            own = mode == "global" and "method" in m
+            block = m["method"] if own else m[_mode_key(m, mode)]
             row = {"dataset": dataset, "variant": variant, "severity": sev, "sampling_seed": sseed,
-                   "method": method, "seed": int(seed_dir.name[4:]), "mode": mode,
+                   "method": method, "seed": int(seed_dir.name[4:]), "mode": mode, "own_thresholds": own,
                    "metrics_path": str(mpath), "metrics_sha256": sha256_file(mpath)}
             row.update({k: block.get(k) for k in METRICS})
             rows.append(row)
-    cols = ["dataset", "variant", "severity", "sampling_seed", "method", "seed", "mode", *METRICS,
+    cols = ["dataset", "variant", "severity", "sampling_seed", "method", "seed", "mode", "own_thresholds", *METRICS,
             "metrics_path", "metrics_sha256"]
     return pd.DataFrame(rows, columns=cols)
 
@@ -102,6 +103,7 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
     out = g[list(METRICS)].agg(["mean", "std"])
     out.columns = [f"{m}_{s}" for m, s in out.columns]
     out["n"] = g.size()
+    out["own_thresholds"] = g["own_thresholds"].any()
     out["sources"] = g["metrics_path"].agg(list)
     return out.reset_index()
 
@@ -131,8 +133,9 @@ def _rank_marks(values: list[float | None]) -> list[str]:
     return marks
 
 
-def build_table(summary: pd.DataFrame, mode: str, columns: list[tuple[str, str, str, str]],
-                paper_rows: tuple[str, ...], methods_run: list[str]) -> dict:
+def build_table(summary: pd.DataFrame, mode: str, columns: list[tuple[str, str, str, str, str]],
+                paper_rows: tuple[str, ...], methods_run: list[str],
+                not_run: dict[tuple[str, str], str] | None = None) -> dict:
     """columns: (dataset, group title, setting, metric, subheader). Rows: methods run, paper order first."""
     rows = [m for m in paper_rows if m in methods_run] + [m for m in methods_run if m not in paper_rows]
     s = summary[summary["mode"] == mode] if not summary.empty else summary
@@ -140,14 +143,16 @@ def build_table(summary: pd.DataFrame, mode: str, columns: list[tuple[str, str, 
     for j, (ds, _, setting, metric, _sub) in enumerate(columns):
         for r in rows:
             hit = s[(s["dataset"] == ds) & (s["setting"] == setting) & (s["method"] == r)] if not s.empty else s
-            if len(hit):
+            if (ds, r) in (not_run or {}):
+                cells[(r, j)] = {"not_run": not_run[(ds, r)]}
+            elif len(hit):
                 h = hit.iloc[0]
                 cells[(r, j)] = {"mean": float(h[f"{metric}_mean"]), "std": float(h[f"{metric}_std"]),
                                  "n": int(h["n"]), "sources": list(h["sources"])}
     for j in range(len(columns)):
         marks = _rank_marks([cells.get((r, j), {}).get("mean") for r in rows])
         for r, mk in zip(rows, marks):
-            if (r, j) in cells:
+            if (r, j) in cells and "mean" in cells[(r, j)]:
                 cells[(r, j)]["mark"] = mk
     return {"rows": rows, "columns": columns, "cells": cells}
 
@@ -155,6 +160,8 @@ def build_table(summary: pd.DataFrame, mode: str, columns: list[tuple[str, str, 
 def _cell_text(cell: dict | None, style: str) -> str:
     if cell is None:
         return NOT_RUN
+    if "not_run" in cell:
+        return f"not run: {cell['not_run']}"
     t = _fmt(cell["mean"], cell["std"], cell["n"])
     if style == "md":
         return {"best": f"**{t}**", "second": f"<u>{t}</u>"}.get(cell.get("mark", ""), t)
@@ -173,9 +180,14 @@ def write_table(table: dict, out: Path, stem: str, caption: str, footnotes: list
         rec = {"method": r}
         for j, h in enumerate(headers):
             c = cells.get((r, j))
-            rec[f"{h} mean"] = None if c is None else round(100 * c["mean"], 4)
-            rec[f"{h} std"] = None if c is None or math.isnan(c["std"]) else round(100 * c["std"], 4)
-            rec[f"{h} n"] = 0 if c is None else c["n"]
+            if c is None or "not_run" in c:
+                rec.update({f"{h} mean": None, f"{h} std": None, f"{h} n": 0})
+                if c is not None:
+                    rec[f"{h} note"] = f"not run: {c['not_run']}"
+                continue
+            rec[f"{h} mean"] = round(100 * c["mean"], 4)
+            rec[f"{h} std"] = None if math.isnan(c["std"]) else round(100 * c["std"], 4)
+            rec[f"{h} n"] = c["n"]
         recs.append(rec)
     atomic_write(out / f"{stem}.csv", pd.DataFrame(recs).to_csv(index=False))
     # Markdown
@@ -208,7 +220,7 @@ def write_table(table: dict, out: Path, stem: str, caption: str, footnotes: list
             rf"\caption{{{_tex_escape(caption + ' ' + ' '.join(footnotes))}}}",
             r"\end{table*}"]
     atomic_write(out / f"{stem}.tex", "\n".join(tex) + "\n")
-    sources = {f"{r} | {headers[j]}": c["sources"] for (r, j), c in cells.items()}
+    sources = {f"{r} | {headers[j]}": c["sources"] for (r, j), c in cells.items() if "sources" in c}
     write_json(out / f"{stem}.sources.json",
                {"table": stem, "cells": {k: [{"path": p, "sha256": sha256_file(p)} for p in v]
                                          for k, v in sources.items()}})
@@ -245,6 +257,11 @@ def _footnotes(table: dict, summary: pd.DataFrame, mode: str, threshold: float) 
         "label-adaptive thresholds tuned per label on the validation split"
     notes.append(f"Values in %, mean ± sample std over runs (training seeds; R-variants also over sampling "
                  f"seeds); F1 metrics at {thr}. Best mean bold, second underlined.")
+    if mode == "global" and "own_thresholds" in summary:
+        own = sorted(set(summary.loc[summary["own_thresholds"] & (summary["mode"] == mode), "method"]))
+        if own:
+            notes.append(f"{', '.join(own)}: F1 metrics at the method's own thresholds, tuned on the "
+                         "validation split as part of the method (two-step plug-in rule).")
     return notes
 
 
@@ -256,8 +273,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threshold", type=float, default=0.5)
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--summary-json", type=Path, help="flat metrics summary for `dvc metrics show`")
+    ap.add_argument("--not-run", action="append", default=[], metavar="DATASET|METHOD|REASON",
+                    help="a configured method that could not run on a dataset, and why")
     args = ap.parse_args(argv)
     df = collect(args.metrics)
+    not_run = {}
+    for item in args.not_run:
+        ds, method, reason = item.split("|", 2)
+        not_run[(ds, method)] = reason
     args.out.mkdir(parents=True, exist_ok=True)
     atomic_write(args.out / "all_runs.csv", df.to_csv(index=False))
     summary = summarise(df)
@@ -271,11 +294,11 @@ def main(argv: list[str] | None = None) -> int:
     atomic_write(args.out / "metrics_full.md", "\n".join(md) + "\n")
     for mode in MODES:
         suffix = "" if mode == "global" else "_adaptive"
-        t1 = build_table(summary, mode, _col_titles(table1_columns(), False), PAPER_ROWS_T1, args.methods)
+        t1 = build_table(summary, mode, _col_titles(table1_columns(), False), PAPER_ROWS_T1, args.methods, not_run)
         write_table(t1, args.out, f"table1_standard{suffix}",
                     "Standard-frequency results (%). Rare-F1 on the bottom 20% labels by training prevalence.",
                     _footnotes(t1, summary, mode, args.threshold))
-        t2 = build_table(summary, mode, _col_titles(table2_columns(), True), PAPER_ROWS_T2, args.methods)
+        t2 = build_table(summary, mode, _col_titles(table2_columns(), True), PAPER_ROWS_T2, args.methods, not_run)
         write_table(t2, args.out, f"table2_rare{suffix}",
                     "Rare-F1 (%) on down-sampled R-variants; @x% = fraction of tail positives removed.",
                     _footnotes(t2, summary, mode, args.threshold))

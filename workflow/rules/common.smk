@@ -2,7 +2,7 @@
 import json
 from pathlib import Path
 
-from cdgtmll.config import CLEAN, pr_curve_enabled, run_spec, variant_id, variants
+from cdgtmll.config import CLEAN, not_runnable, pr_curve_enabled, run_spec, variant_id, variants
 
 DATASETS = config["experiments"]["datasets"]
 METHODS = config["experiments"]["methods"]
@@ -28,12 +28,18 @@ def variant_data(wc):
     return f"results/data/{wc.dataset}/variants/{wc.variant}.npz"
 
 
+# Methods that cannot run here (e.g. no pretrained encoder configured) are not scheduled;
+# the tables print their reason instead of a number.
+NOT_RUN = {(d, m): r for d in DATASETS for m in METHODS if (r := not_runnable(config, d, m))}
+
+
 def run_dirs():
     return [
         f"results/runs/{d}/{v}/{m}"
         for d in DATASETS
         for v in variants(config, d)
         for m in METHODS
+        if (d, m) not in NOT_RUN
     ]
 
 
@@ -52,5 +58,6 @@ def pr_inputs(wc):
         f"results/runs/{d}/{variant_id(sev, s)}/{m}/seed{k}/predictions.npz"
         for s in config["r_variants"]["sampling_seeds"]
         for m in METHODS
+        if (d, m) not in NOT_RUN
         for k in SEEDS
     ]

@@ -20,6 +20,7 @@ rule tables:
         summary="results/metrics.json",
     params:
         methods=" ".join(f"'{m}'" for m in METHODS),
+        not_run=" ".join(f"--not-run '{d}|{m}|{r}'" for (d, m), r in NOT_RUN.items()),
         threshold=config["thresholds"]["global"],
     conda:
         ENV
@@ -32,7 +33,7 @@ rule tables:
         runtime=10,
     shell:
         "python -m cdgtmll.tables --metrics {input} --methods {params.methods} "
-        "--threshold {params.threshold} --out results/tables --summary-json {output.summary} > {log} 2>&1"
+        "--threshold {params.threshold} {params.not_run} --out results/tables --summary-json {output.summary} > {log} 2>&1"
 
 
 rule figure_pr:

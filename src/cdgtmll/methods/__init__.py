@@ -3,9 +3,9 @@
 Importing this package registers all built-in methods.
 """
 
-from cdgtmll.methods.base import FitData, Method, RunContext, available, build, register
+from cdgtmll.methods.base import FitData, Method, NotRunnable, RunContext, available, build, register
 
-__all__ = ["FitData", "Method", "RunContext", "available", "build", "register"]
+__all__ = ["FitData", "Method", "NotRunnable", "RunContext", "available", "build", "register"]
 
 
 def _register_builtin() -> None:  # imported lazily so that a broken optional dep names itself

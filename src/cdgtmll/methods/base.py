@@ -68,6 +68,11 @@ class RunContext:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+class NotRunnable(RuntimeError):
+    """A method that cannot run in this environment (e.g. it needs a pretrained encoder
+    that is not configured). The pipeline does not schedule it; tables say why."""
+
+
 class Method(ABC):
     """Base class. Subclasses set ``name`` and implement ``fit`` and ``predict_proba``."""
 
@@ -80,6 +85,19 @@ class Method(ABC):
 
     @abstractmethod
     def predict_proba(self, X: Any) -> np.ndarray: ...
+
+    def not_runnable_reason(self) -> str | None:
+        """Why this configured method cannot run here (checked before scheduling), or None.
+        Such rows appear in the tables as 'not run: <reason>', never as a substitute."""
+        return None
+
+    def decision_thresholds(self) -> np.ndarray | None:
+        """Per-label thresholds of a method whose decision rule is part of the method
+        (plug-in estimators tune them on validation, e.g. PE and SRB). ``None`` for
+        the others. Evaluation reports them as the ``method`` block, and the tables'
+        global-threshold mode uses them in place of the constant for that row (with a
+        footnote), so that a two-step method is scored by its own rule."""
+        return None
 
     def extra_outputs(self) -> dict[str, Any]:
         """JSON-able diagnostics saved beside the run (e.g. the CD-GTMLL partition)."""

@@ -238,22 +238,70 @@ class _DivergenceSum(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, z, p, q, kind):  # noqa: D102
+        # -H(p) = p z - softplus(z);  -H(q) = q logit(q) + log(1-q)
+        neg_h_p = torch.sum(p * z) - F.softplus(z).sum()
         if kind == "jsd":
-            m = (p + q).mul_(0.5)
-            lm, l1m = torch.log(m), torch.log1p(-m)
-            val = 0.5 * (_neg_entropy_logit(z, p).sum() + _neg_entropy(q).sum()) - (m * (lm - l1m) + l1m).sum()
-            dp = (z - (lm - l1m)).mul_(0.5)
+            m = torch.lerp(p, q, 0.5)
+            l1m = torch.log1p(-m)
+            logit_m = torch.log(m).sub_(l1m)
+            l1q = torch.log1p(-q)
+            neg_h_q = torch.sum(q * torch.log(q).sub_(l1q)) + l1q.sum()
+            val = 0.5 * (neg_h_p + neg_h_q) - (torch.sum(m * logit_m) + l1m.sum())
+            dp = (z - logit_m).mul_(0.5)
         else:
-            lq, l1q = torch.log(q), torch.log1p(-q)
-            val = _neg_entropy_logit(z, p).sum() - (p * (lq - l1q) + l1q).sum()
-            dp = z - (lq - l1q)
-        ctx.save_for_backward(dp.mul_(p * (1 - p)))
+            l1q = torch.log1p(-q)
+            logit_q = torch.log(q).sub_(l1q)
+            val = neg_h_p - torch.sum(p * logit_q) - l1q.sum()
+            dp = z - logit_q
+        ctx.save_for_backward(dp.mul_(p).mul_(1 - p))
         return val
 
     @staticmethod
     def backward(ctx, g):  # noqa: D102
         (dz,) = ctx.saved_tensors
         return dz * g, None, None, None
+
+
+class _LogLikColumns(torch.autograd.Function):
+    """Per-label (column) batch sums of the Bernoulli log-likelihood of ``sigmoid(z)``:
+    ``ll[k] = sum_b y log s + (1-y) log(1-s) = sum_b y z - softplus(z)``.
+
+    With ``hi`` given it also returns ``llc``, the same sums with ``s`` clipped to
+    ``[sigmoid(-hi), sigmoid(hi)]`` (= ``z`` clamped to ``[-hi, hi]``), whose gradient is 0
+    on the clipped entries; clipped entries are rare and handled sparsely. Gradient:
+    ``(y - s) * (g_ll + g_llc * unclipped)``, i.e. what autograd gives for
+    ``BCE-with-logits`` on ``z`` and on ``clamp(z)``, in two element-wise passes.
+    """
+
+    @staticmethod
+    def forward(ctx, z, y, hi):  # noqa: D102
+        s = torch.sigmoid(z)
+        ll = (y * z).sum(0) - F.softplus(z).sum(0)
+        idx = None
+        if hi is None:
+            llc = ll.new_zeros(0)
+        else:
+            lo_hi = torch.aminmax(z)
+            llc = ll.clone()
+            if float(lo_hi.min) < -hi or float(lo_hi.max) > hi:
+                idx = (z.abs() > hi).nonzero(as_tuple=True)
+                zs, ys = z[idx], y[idx]
+                zc = zs.clamp(-hi, hi)
+                llc.index_add_(0, idx[1], (ys * zc - F.softplus(zc)) - (ys * zs - F.softplus(zs)))
+        ctx.save_for_backward(s, y)
+        ctx.idx = idx
+        return ll, llc
+
+    @staticmethod
+    def backward(ctx, g_ll, g_llc):  # noqa: D102
+        s, y = ctx.saved_tensors
+        r = y - s
+        coef = g_ll if g_llc.numel() == 0 else g_ll + g_llc
+        grad = r * coef
+        if ctx.idx is not None:
+            idx = ctx.idx
+            grad[idx] -= r[idx] * g_llc[idx[1]]
+        return grad, None, None
 
 
 # ----------------------------------------------------------------------------- model
@@ -308,6 +356,10 @@ class CDGTMLLNet(nn.Module):
         self.register_buffer("ov_labels", long(ov_labels))
         self.register_buffer("ov_group", long(ov_group))
         self.register_buffer("ov_peers", flt(cov[ov_labels][ov_group] - 1 if len(ov_group) else []))
+        # every overlap label has exactly two players (always so for make_partition):
+        # partner = the other pair of the same label (adjacent rows) -> gather-free fast path
+        self.pairs_of_two = bool(len(ov_labels)) and bool((cov[ov_labels] == 2).all())
+        self.register_buffer("ov_partner", long(np.arange(len(ov_group)) ^ 1 if self.pairs_of_two else []))
         freq = np.asarray(freq, dtype=np.float64)
         r = 1.0 / (1.0 + freq)
         w = L * r / r.sum() if payoff_weights == "rarity" else np.ones(L)
@@ -327,6 +379,8 @@ class CDGTMLLNet(nn.Module):
         a = self.fusion_logits
         if a.numel() == 0:
             return a
+        if self.pairs_of_two:  # softmax over two logits = sigmoid of their difference
+            return torch.sigmoid(a - a[self.ov_partner])
         amax = torch.zeros(self.ov_labels.numel(), dtype=a.dtype, device=a.device)
         amax = amax.scatter_reduce(0, self.ov_group, a.detach(), reduce="amax", include_self=False)
         e = torch.exp(a - amax[self.ov_group])
@@ -340,8 +394,10 @@ class CDGTMLLNet(nn.Module):
 
     def fuse_overlap(self, p_ov: torch.Tensor) -> torch.Tensor:
         """Fused probabilities of the overlap labels [B, n_ov] from overlap-pair probs."""
-        out = p_ov.new_zeros(p_ov.shape[0], self.ov_labels.numel())
-        return out.index_add(1, self.ov_group, p_ov * self.fusion_weights())
+        wp = p_ov * self.fusion_weights()
+        if self.pairs_of_two:  # the pairs of a label are adjacent columns
+            return wp.view(wp.shape[0], -1, 2).sum(-1)
+        return wp.new_zeros(wp.shape[0], self.ov_labels.numel()).index_add(1, self.ov_group, wp)
 
     def peer_mean(self, h: torch.Tensor, p_ov: torch.Tensor) -> torch.Tensor:
         """Detached peer average pbar_{-i,l} per overlap pair [B, |O|], clipped to [eps, 1-eps]."""
@@ -350,8 +406,12 @@ class CDGTMLLNet(nn.Module):
                 p_ov = torch.sigmoid(F.linear(h, self.ema_weight, self.ema_bias))
             else:
                 p_ov = p_ov.detach()
-            s = p_ov.new_zeros(p_ov.shape[0], self.ov_labels.numel()).index_add_(1, self.ov_group, p_ov)
-            return ((s[:, self.ov_group] - p_ov) / self.ov_peers).clamp_(self.eps, 1 - self.eps)
+            if self.pairs_of_two:  # the only peer is the partner pair
+                q = p_ov.index_select(1, self.ov_partner)
+            else:
+                s = p_ov.new_zeros(p_ov.shape[0], self.ov_labels.numel()).index_add_(1, self.ov_group, p_ov)
+                q = (s[:, self.ov_group] - p_ov) / self.ov_peers
+            return q.clamp_(self.eps, 1 - self.eps)
 
     @torch.no_grad()
     def update_ema(self) -> None:
@@ -387,40 +447,28 @@ class CDGTMLLNet(nn.Module):
         beta), from one shared forward; ``Phi = R + alpha (C_loglik + beta C_div)``.
         ``yt`` = :meth:`target_layout` rows."""
         B, L1, P = x.shape[0], self.n_single, self.n_pairs
+        hi = -self.logit_lo  # p_hat in [eps, 1-eps]  <=>  z in [-hi, hi] for a single player
         h, z = self.pair_logits(x)
-        y_pair = yt[:, :P]
-        # per-pair column means of the logistic loss, shared by the curiosity log-likelihood
-        # (all pairs, weights 1/(1+freq)) and R on singly-covered labels (weights w_l)
-        bce = F.binary_cross_entropy_with_logits(z, y_pair, reduction="none").sum(0) / B
-        c_ll = -(bce @ self.c_pair)
-        R = -(bce[:L1] @ self.w_single) + self._clip_correction(z[:, :L1], y_pair[:, :L1], B)
-        if P > L1:
-            z_ov = z[:, L1:]
-            p_ov = torch.sigmoid(z_ov)
-            p_hat = self.fuse_overlap(p_ov).clamp(self.eps, 1 - self.eps)
-            R = R - F.binary_cross_entropy(p_hat, yt[:, P:], weight=self.w_ov, reduction="sum") / B
-            p_det = p_ov.detach()
-            q = self.peer_mean(h.detach(), p_det)
-            c_div = _DivergenceSum.apply(z_ov, p_det, q, self.divergence) / B
-        else:
-            c_div = z.new_zeros(())
+        z1, z_ov = z.split([L1, P - L1], dim=1)
+        y1, y_ov, y_lab = yt.split([L1, P - L1, yt.shape[1] - P], dim=1)
+        # singly-covered labels: p_hat = clip(p); one pass gives the per-label log-likelihood
+        # sums for curiosity (unclipped) and for R (clipped)
+        ll1, llc1 = _LogLikColumns.apply(z1, y1, hi)
+        R = (llc1 @ self.w_single) / B
+        c_ll = (ll1 @ self.c_pair[:L1]) / B
+        if P == L1:  # no overlap (rho = 0 or N = 1)
+            return {"R": R, "C_loglik": c_ll, "C_div": z.new_zeros(())}
+        # overlap pairs: curiosity log-likelihood, fusion and R, divergence to detached peers
+        ll_ov, _ = _LogLikColumns.apply(z_ov, y_ov, None)
+        c_ll = c_ll + (ll_ov @ self.c_pair[L1:]) / B
+        p_ov = torch.sigmoid(z_ov)
+        p_hat = self.fuse_overlap(p_ov).clamp(self.eps, 1 - self.eps)
+        # binary targets: y log p + (1-y) log(1-p) = log(p if y else 1-p)
+        R = R + (torch.where(y_lab > 0.5, p_hat, 1 - p_hat).log_().sum(0) @ self.w_ov) / B
+        p_det = p_ov.detach()
+        q = self.peer_mean(h.detach(), p_det)
+        c_div = _DivergenceSum.apply(z_ov, p_det, q, self.divergence) / B
         return {"R": R, "C_loglik": c_ll, "C_div": c_div}
-
-    def _clip_correction(self, z1: torch.Tensor, y1: torch.Tensor, B: int) -> torch.Tensor | float:
-        """R on singly-covered labels uses ``p_hat = clip(sigmoid(z), eps, 1-eps) =
-        sigmoid(clamp(z, logit(eps), logit(1-eps)))``. It is computed above without the
-        clamp; this adds ``w (bce(z) - bce(clamp(z)))`` on the (rare) clamped entries so that
-        value and gradient (0 there) are those of the clipped form."""
-        hi = -self.logit_lo
-        lo_hi = torch.aminmax(z1.detach())
-        if float(lo_hi.min) >= -hi and float(lo_hi.max) <= hi:
-            return 0.0
-        idx = (z1.detach().abs() > hi).nonzero(as_tuple=True)
-        zc, yc = z1[idx], y1[idx]
-        diff = F.binary_cross_entropy_with_logits(zc, yc, reduction="none") - F.binary_cross_entropy_with_logits(
-            zc.detach().clamp(-hi, hi), yc, reduction="none"
-        )
-        return (self.w_single[idx[1]] * diff).sum() / B
 
     def per_player_curiosity(self, x: torch.Tensor, y: torch.Tensor, beta: float) -> torch.Tensor:
         """E_B[C_i] for each player [N] (diagnostics and tests; not the training path)."""
