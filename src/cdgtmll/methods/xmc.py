@@ -1,0 +1,376 @@
+r"""Extreme multi-label (XMC) baselines: ETU, XR-Linear, XR-Transformer, MatchXML.
+
+ETU (Schultheis et al., "Generalized test utilities for long-tail performance in
+extreme multi-label classification", NeurIPS 2023; ``schultheis2023generalized``)
+------------------------------------------------------------------------------------
+An inference-time rule. A probabilistic base model estimates the label marginals
+``eta_il = P(y_il = 1 | x_i)``: here the BCE row's model (shared MLP backbone + linear
+head + BCE, shared trainer and trainer hyper-parameters). For a utility that is a
+sum over labels of per-label recall / precision terms whose denominators do not
+depend on the prediction, the expected test utility of a top-k prediction is linear
+in the predicted sets, so the optimal prediction for row i is the ``k`` labels with
+the largest ``u_il = w_l * eta_il``:
+
+* ``utility='macro-recall'`` (default): expected macro-recall@k
+  ``= 1/L sum_l E[sum_i y_il yhat_il] / (n pi_l)``, with the per-label positive count
+  ``sum_i y_il`` replaced by its expectation ``n pi_l`` (the standard ETU
+  approximation for recall), so ``w_l = 1 / pi_l``;
+* ``utility='precision'`` (reference): expected precision@k = ``1/k sum_l eta_il
+  yhat_il``, so ``w_l = 1`` and the rule is plain top-k by eta.
+
+``pi_l`` is the training prior, Laplace-smoothed so that labels without training
+positives get a finite weight: ``pi_l = (n_l + a) / (n + 2a)`` with
+``a = prior_smoothing`` (default 1.0; ``a > 0`` required). (A test-set plug-in,
+``pi_l = mean_i eta_il`` over the rows being predicted, is the other common estimate;
+we use the training prior so that a row's decision does not depend on the other
+test rows.) The paper does not say which utility its ETU row optimised; the default
+is macro-recall@k and ``k`` defaults to 5. Neither is tuned.
+
+Output of ``predict_proba`` (the one documented behaviour): a score matrix ``S`` in
+[0, 1) whose per-row ranking is the ETU ranking by ``u`` (ties: lower label index
+first, the convention of :func:`cdgtmll.metrics.precision_at_k`) and whose
+0.5-threshold is exactly the ETU top-k decision. Per row,
+``S_il = u_il / (u_il + t_i)`` with ``t_i`` the midpoint between the k-th and
+(k+1)-th largest ``u`` (the odds ``S/(1-S)`` are the utility relative to the top-k
+boundary); the k chosen labels are then lifted to at least 0.5 and the others
+capped just below 0.5 (only matters for exact ties at the boundary). Consequences:
+P@k' for every k' is the ETU prediction at k' (the top-k rule is nested in k'), so
+``k`` only sets the thresholded decision; the global@0.5 / ``method`` blocks score
+the ETU top-k sets (``decision_thresholds`` returns 0.5 for every label); mAP and the
+adaptive-threshold F1 of this row are computed on these utility scores, which are
+*not* calibrated probabilities (per-row normalisation changes the order across
+rows within a label). The paper's XMC table uses ETU for P@k only. The base model's
+marginals are available from :meth:`ETUMethod.marginals`.
+
+XR-Linear (Yu et al., PECOS; the linear stage of XR-Transformer, Zhang et al. 2021)
+------------------------------------------------------------------------------------
+PECOS ``XLinearModel``: PIFA label embeddings (normalised sum of the label's
+positive instances' features), a hierarchical label tree by balanced (spherical)
+k-means, one-vs-rest linear rankers (L2-loss SVM, dual CD) per tree level with
+teacher-forced negatives, beam search at test time. Runs on the dataset's given
+features (for the XMC benchmarks the provided sparse BoW/TF-IDF vectors), rows
+l2-normalised when ``normalize=True``. Needs the optional package libpecos: version
+1.2.8 (the newest on PyPI) declares ``numpy<2`` and ``scipy<1.14`` and fails on
+numpy 2 / scipy >= 1.14 (removed ``scipy.sparse.sputils`` API, numpy-2 ``copy=``
+semantics), so it cannot run in an environment pinned to numpy 2; ``fit`` then raises
+:class:`NotRunnable` (a RuntimeError) naming the package, the pin and the conflict.
+(Checked in a side environment with numpy 1.26.4 / scipy 1.13.1: the code below
+trains and predicts there.) This row is named
+"XR-Linear", never "XR-Transformer". ``predict_proba``: PECOS's scores (post
+processor ``l3-hinge``, combined along the tree path, in [0, 1]) for the
+``only_topk`` labels found by beam search, 0 for every other label.
+
+XR-Transformer and MatchXML
+---------------------------
+Both need a pretrained transformer text encoder (and the raw texts). Hyper-parameter
+``encoder`` (path to a local HuggingFace-format model directory, default None). With
+no encoder, ``fit`` raises :class:`NotRunnable` ("not run: needs pretrained
+encoder"; :class:`NotRunnable` is :class:`cdgtmll.methods.base.NotRunnable`, a
+RuntimeError); with one, :class:`NotImplementedError` (the transformer stages are not
+implemented in this pipeline). ``not_runnable_reason`` reports either case before
+scheduling, so the tables show "not run: <reason>". No substitute model is ever run
+under these names. XR-Linear's missing / incompatible libpecos is reported the same
+way (its ``NotRunnable`` message names the pip pin).
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from cdgtmll.methods.base import FitData, Method, NotRunnable, RunContext, register
+from cdgtmll.methods.neural import BCEMethod
+
+UTILITIES = ("macro-recall", "precision")
+PECOS_PIN = "libpecos==1.2.8"
+_ROW_CHUNK = 2048
+
+
+# ------------------------------------------------------------------------------- ETU
+
+
+def label_priors(counts: np.ndarray, n_train: int, smoothing: float = 1.0) -> np.ndarray:
+    """Laplace-smoothed training priors ``(n_l + a) / (n + 2a)``."""
+    if smoothing <= 0:
+        raise ValueError(f"ETU: prior_smoothing must be > 0, got {smoothing}")
+    counts = np.asarray(counts, dtype=np.float64)
+    return (counts + smoothing) / (float(n_train) + 2.0 * smoothing)
+
+
+def utility_weights(utility: str, priors: np.ndarray) -> np.ndarray:
+    """Per-label weights ``w_l`` of the linear expected utility (module docstring)."""
+    if utility == "macro-recall":
+        return 1.0 / np.asarray(priors, dtype=np.float64)
+    if utility == "precision":
+        return np.ones(len(priors), dtype=np.float64)
+    raise ValueError(f"ETU: unknown utility '{utility}'; choose one of {UTILITIES}")
+
+
+def _rank(u: np.ndarray) -> np.ndarray:
+    """Per-row label order by ``u`` descending, ties by lower label index."""
+    return np.argsort(-u, axis=1, kind="stable")
+
+
+def etu_topk(eta: np.ndarray, weights: np.ndarray, k: int) -> np.ndarray:
+    """ETU decision: indices ``[n, k]`` of the labels maximising expected utility,
+    in decreasing order of ``u = eta * w``."""
+    u = np.asarray(eta, dtype=np.float64) * np.asarray(weights, dtype=np.float64)[None, :]
+    return _rank(u)[:, : min(int(k), u.shape[1])]
+
+
+def etu_scores(eta: np.ndarray, weights: np.ndarray, k: int) -> np.ndarray:
+    """Scores in [0, 1) ranked like ``u = eta * w`` with ``S >= 0.5`` exactly on the ETU
+    top-k set of each row (module docstring)."""
+    eta = np.asarray(eta, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    n, L = eta.shape
+    k = max(1, min(int(k), L))
+    below = np.nextafter(0.5, 0.0)
+    out = np.empty((n, L), dtype=np.float64)
+    for s in range(0, n, _ROW_CHUNK):
+        u = eta[s : s + _ROW_CHUNK] * w[None, :]
+        order = _rank(u)
+        rows = np.arange(u.shape[0])
+        uk = u[rows, order[:, k - 1]]
+        t = 0.5 * (uk + u[rows, order[:, k]]) if k < L else 0.5 * uk
+        t = np.maximum(t, np.finfo(np.float64).tiny)[:, None]
+        S = u / (u + t)
+        chosen = np.zeros(u.shape, dtype=bool)
+        np.put_along_axis(chosen, order[:, :k], True, axis=1)
+        out[s : s + _ROW_CHUNK] = np.where(chosen, np.maximum(S, 0.5), np.minimum(S, below))
+    return out
+
+
+@register("ETU")
+class ETUMethod(BCEMethod):
+    """BCE marginals + the ETU top-k rule at prediction (module docstring)."""
+
+    description = (
+        "ETU inference rule (expected macro-recall@k: top-k of eta/prior) on the BCE model's "
+        "marginals (MLP backbone + linear head + BCE)"
+    )
+
+    def __init__(
+        self,
+        utility: str = "macro-recall",
+        k: int = 5,
+        prior_smoothing: float = 1.0,
+        epochs: int = 100,
+        batch_size: int = 256,
+        lr_backbone: float = 2e-3,
+        lr_head: float | None = None,
+        weight_decay: float = 1e-4,
+        grad_clip: float | None = 5.0,
+        hidden_dim: int = 512,
+    ) -> None:
+        super().__init__(epochs, batch_size, lr_backbone, lr_head, weight_decay, grad_clip, hidden_dim)
+        if utility not in UTILITIES:
+            raise ValueError(f"ETU: unknown utility '{utility}'; choose one of {UTILITIES}")
+        if int(k) < 1:
+            raise ValueError(f"ETU: k must be >= 1, got {k}")
+        if float(prior_smoothing) <= 0:
+            raise ValueError(f"ETU: prior_smoothing must be > 0, got {prior_smoothing}")
+        self.utility = utility
+        self.k = int(k)
+        self.prior_smoothing = float(prior_smoothing)
+        self.priors_: np.ndarray | None = None
+        self.weights_: np.ndarray | None = None
+
+    def hparams(self) -> dict[str, Any]:
+        return {**super().hparams(), "utility": self.utility, "k": self.k, "prior_smoothing": self.prior_smoothing}
+
+    def prepare(self, data: FitData, ctx: RunContext) -> None:
+        super().prepare(data, ctx)
+        self.priors_ = label_priors(data.counts, data.n_train, self.prior_smoothing)
+        self.weights_ = utility_weights(self.utility, self.priors_)
+
+    def marginals(self, X: Any) -> np.ndarray:
+        """The base BCE model's probabilities ``eta``."""
+        return super().predict_proba(X)
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        if self.weights_ is None:
+            raise RuntimeError("ETU: predict_proba before fit")
+        return etu_scores(self.marginals(X), self.weights_, self.k)
+
+    def decision_thresholds(self) -> np.ndarray | None:
+        return None if self.weights_ is None else np.full(self.weights_.shape[0], 0.5)
+
+    def extra_outputs(self) -> dict[str, Any]:
+        if self.priors_ is None:
+            return {}
+        return {"etu_utility": self.utility, "etu_k": self.k, "etu_priors": [float(p) for p in self.priors_]}
+
+
+# ------------------------------------------------------------------------- XR-Linear
+
+
+def _version_tuple(v: str) -> tuple[int, ...]:
+    out = []
+    for part in v.split(".")[:3]:
+        digits = "".join(ch for ch in part if ch.isdigit())
+        if not digits:
+            break
+        out.append(int(digits))
+    return tuple(out)
+
+
+def import_pecos() -> tuple[Any, Any, Any]:
+    """``(XLinearModel, Indexer, LabelEmbeddingFactory)``, or :class:`NotRunnable` (a
+    RuntimeError) naming the package, the pin and what is wrong."""
+    try:
+        pecos_version = metadata.version("libpecos")
+        xlinear = importlib.import_module("pecos.xmc.xlinear.model")
+        xmc = importlib.import_module("pecos.xmc")
+    except (ImportError, metadata.PackageNotFoundError) as e:
+        raise NotRunnable(
+            f"XR-Linear needs the optional package libpecos (pip install {PECOS_PIN}): not installed ({e})"
+        ) from e
+    import scipy
+
+    if _version_tuple(pecos_version) <= (1, 2, 8) and (
+        _version_tuple(np.__version__) >= (2,) or _version_tuple(scipy.__version__) >= (1, 14)
+    ):
+        raise NotRunnable(
+            f"XR-Linear needs the optional package libpecos (pip install {PECOS_PIN}) with its declared "
+            f"requirements numpy<2 and scipy<1.14; found libpecos {pecos_version}, numpy {np.__version__}, "
+            f"scipy {scipy.__version__}, with which PECOS's sparse utilities fail"
+        )
+    return xlinear.XLinearModel, xmc.Indexer, xmc.LabelEmbeddingFactory
+
+
+def _csr32(X: Any, normalize: bool) -> sp.csr_matrix:
+    X = sp.csr_matrix(X, dtype=np.float32)
+    X.sort_indices()
+    if normalize:
+        norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+        norms[norms == 0] = 1.0
+        X = sp.csr_matrix(sp.diags((1.0 / norms).astype(np.float32)) @ X, dtype=np.float32)
+        X.sort_indices()
+    return X
+
+
+@register("XR-Linear")
+class XRLinearMethod(Method):
+    """PECOS XR-Linear (XLinearModel) on the given features (module docstring)."""
+
+    description = "PECOS XR-Linear: PIFA + balanced hierarchical k-means label tree, linear rankers, beam search"
+
+    def __init__(
+        self,
+        nr_splits: int = 16,
+        max_leaf_size: int = 100,
+        Cp: float = 1.0,
+        Cn: float = 1.0,
+        threshold: float = 0.1,
+        beam_size: int = 10,
+        only_topk: int = 100,
+        post_processor: str = "l3-hinge",
+        normalize: bool = True,
+        threads: int = -1,
+    ) -> None:
+        self.nr_splits = int(nr_splits)
+        self.max_leaf_size = int(max_leaf_size)
+        self.Cp, self.Cn, self.threshold = float(Cp), float(Cn), float(threshold)
+        self.beam_size, self.only_topk = int(beam_size), int(only_topk)
+        self.post_processor = str(post_processor)
+        self.normalize = bool(normalize)
+        self.threads = int(threads)
+        self.model: Any = None
+        self.n_labels = 0
+
+    def not_runnable_reason(self) -> str | None:
+        try:
+            import_pecos()
+        except NotRunnable as e:
+            return str(e)
+        return None
+
+    def fit(self, data: FitData, ctx: RunContext) -> "XRLinearMethod":
+        XLinearModel, Indexer, LabelEmbeddingFactory = import_pecos()
+        X = _csr32(data.X_train, self.normalize)
+        Y = sp.csc_matrix(data.Y_train, dtype=np.float32)
+        self.n_labels = Y.shape[1]
+        emb = LabelEmbeddingFactory.create(Y, X, method="pifa")
+        C = Indexer.gen(
+            emb,
+            indexer_type="hierarchicalkmeans",
+            nr_splits=self.nr_splits,
+            max_leaf_size=self.max_leaf_size,
+            seed=int(ctx.seed),
+            threads=self.threads,
+        )
+        self.model = XLinearModel.train(
+            X, Y, C=C, threshold=self.threshold, Cp=self.Cp, Cn=self.Cn, threads=self.threads,
+            beam_size=self.beam_size, only_topk=min(self.only_topk, self.n_labels), post_processor=self.post_processor,
+        )
+        return self
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        if self.model is None:
+            raise RuntimeError("XR-Linear: predict_proba before fit")
+        P = self.model.predict(
+            _csr32(X, self.normalize),
+            beam_size=self.beam_size,
+            only_topk=min(self.only_topk, self.n_labels),
+            post_processor=self.post_processor,
+            threads=self.threads,
+        )
+        return np.clip(np.asarray(P.toarray(), dtype=np.float64), 0.0, 1.0)
+
+
+# ---------------------------------------------------------- encoder-based (not run)
+
+
+class _EncoderMethod(Method):
+    """A method that needs a pretrained transformer text encoder (not implemented)."""
+
+    def __init__(self, encoder: str | None = None) -> None:
+        self.encoder = None if encoder is None else str(encoder)
+
+    def _missing_encoder(self) -> str | None:
+        if self.encoder is None:
+            return (
+                "needs pretrained encoder (set hyper-parameter 'encoder' to a local HuggingFace-format "
+                "model directory; none configured)"
+            )
+        if not Path(self.encoder).is_dir():
+            return f"needs pretrained encoder ('{self.encoder}' is not a directory)"
+        return None
+
+    def not_runnable_reason(self) -> str | None:
+        missing = self._missing_encoder()
+        if missing is not None:
+            return missing
+        return "transformer stage not implemented in this pipeline (an encoder is configured)"
+
+    def fit(self, data: FitData, ctx: RunContext) -> "_EncoderMethod":
+        missing = self._missing_encoder()
+        if missing is not None:
+            raise NotRunnable(f"{self.name}: not run: {missing}")
+        raise NotImplementedError(
+            f"{self.name}: the transformer stage (encoder '{self.encoder}') is not implemented in this pipeline; "
+            "no substitute model is run under this name"
+        )
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        raise RuntimeError(f"{self.name}: predict_proba before a successful fit")
+
+
+@register("XR-Transformer")
+class XRTransformerMethod(_EncoderMethod):
+    """XR-Transformer (Zhang et al. 2021): needs a pretrained text encoder; not run here."""
+
+    description = "XR-Transformer: needs a pretrained transformer text encoder (not run)"
+
+
+@register("MatchXML")
+class MatchXMLMethod(_EncoderMethod):
+    """MatchXML (Ye et al. 2024): needs a pretrained text encoder; not run here."""
+
+    description = "MatchXML: needs a pretrained transformer text encoder (not run)"

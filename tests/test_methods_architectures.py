@@ -1,0 +1,333 @@
+"""CC, ML-GCN, C-Tran, ML-Decoder: mechanism checks and short Yeast runs."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from cdgtmll.methods import FitData, RunContext, available, build
+from cdgtmll.methods.architectures import (
+    NEGATIVE,
+    POSITIVE,
+    UNKNOWN,
+    ClassifierChainMethod,
+    CTranMethod,
+    MLDecoderMethod,
+    MLGCNMethod,
+    chain_orders,
+    gen_adj,
+    mlgcn_correlation,
+    sample_label_states,
+)
+
+torch.set_num_threads(1)
+
+NAMES = ["CC", "ML-GCN", "C-Tran", "ML-Decoder"]
+SMALL = {"hidden_dim": 64, "batch_size": 64}
+
+
+def yeast_path() -> Path:
+    env = os.environ.get("CDGTMLL_DATA_MIRROR")
+    root = Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "datasets"
+    return root / "yeast" / "yeast-train.arff"
+
+
+def synthetic(n=120, d=12, L=6, seed=0) -> FitData:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)).astype(np.float32)
+    Y = (rng.random((n, L)) < np.linspace(0.1, 0.6, L)).astype(np.uint8)
+    return FitData(X[:90], Y[:90], X[90:], Y[90:], [f"l{k}" for k in range(L)])
+
+
+def build_unfitted(method, data: FitData, seed: int = 0):
+    """Method + model as ``fit`` builds them, without training."""
+    torch.manual_seed(seed)
+    method.prepare(data, RunContext(seed=seed, workdir=Path(".")))
+    model = method.build_model(np.asarray(data.X_train, np.float32), np.asarray(data.Y_train))
+    return model
+
+
+@pytest.fixture(scope="module")
+def yeast() -> FitData:
+    path = yeast_path()
+    if not path.exists():
+        pytest.skip(f"Yeast not found at {path} (set CDGTMLL_DATA_MIRROR)")
+    from cdgtmll.data.mulan import read_mulan_arff
+
+    X, Y, _ = read_mulan_arff(path, 14)
+    X, Y = np.asarray(X)[:500], np.asarray(Y)[:500]
+    return FitData(X[:380], Y[:380], X[380:], Y[380:], [f"l{k}" for k in range(14)])
+
+
+def test_registered_and_hparams():
+    assert set(NAMES) <= set(available())
+    for name in NAMES:
+        with pytest.raises(ValueError, match="unknown hyper-parameter"):
+            build(name, {"no_such_thing": 1})
+    with pytest.raises(ValueError):
+        build("CC", {"order": "alphabetical"})
+    with pytest.raises(ValueError):
+        build("CC", {"order": "frequency", "n_chains": 3})
+    with pytest.raises(ValueError):
+        build("C-Tran", {"hidden_dim": 100, "n_tokens": 8})
+    assert build("ML-GCN").hparams()["p"] == 0.2 and build("ML-GCN").hparams()["tau"] == 0.4
+
+
+# ------------------------------------------------------------------------------------ CC
+
+
+def test_cc_orders():
+    Y = np.array([[1, 0, 1], [1, 0, 0], [1, 1, 1], [0, 0, 1]])
+    np.testing.assert_array_equal(chain_orders(Y, "frequency", 1, 0), [[0, 2, 1]])
+    o = chain_orders(Y, "random", 4, 7)
+    assert o.shape == (4, 3) and all(sorted(r) == [0, 1, 2] for r in o.tolist())
+    np.testing.assert_array_equal(o, chain_orders(Y, "random", 4, 7))  # the run seed fixes them
+    np.testing.assert_array_equal(o[:1], chain_orders(Y, "random", 1, 7))
+
+
+def test_cc_mask_strictly_lower_triangular_in_chain_order():
+    data = synthetic(L=6)
+    m = ClassifierChainMethod(n_chains=3, **SMALL)
+    model = build_unfitted(m, data, seed=5)
+    for c in range(3):
+        order = model.orders[c]
+        Mc = model.mask[c][order][:, order]  # rows/cols in chain order
+        assert torch.equal(Mc, torch.tril(torch.ones(6, 6), diagonal=-1))
+    # gradient of logit k w.r.t. input label j is 0 whenever j is not before k in the chain
+    x = torch.as_tensor(data.X_train[:4])
+    y = torch.as_tensor(data.Y_train[:4], dtype=torch.float32)
+    J = torch.autograd.functional.jacobian(lambda yy: model.teacher_forced(x, yy), y)  # [C, B, L, B, L]
+    for c in range(3):
+        pos = torch.argsort(model.orders[c])
+        for k in range(6):
+            g = J[c, 0, k, 0]  # d logit_k / d y_j for row 0
+            for j in range(6):
+                if pos[j] >= pos[k]:
+                    assert g[j] == 0
+                else:
+                    assert g[j] != 0
+            assert torch.all(J[c, 0, k, 1:] == 0)  # rows do not mix
+
+
+def test_cc_teacher_forcing_in_training_and_own_predictions_at_test():
+    """Chain 1 -> 0: label 1 is first and predicted negative; label 0 copies label 1
+    through a large chain weight. Teacher forcing with y_1 = 1 gives a high label-0
+    logit; prediction feeds the chain's own 0 and must give the low one."""
+    data = synthetic(L=2)
+    m = ClassifierChainMethod(order="frequency", **SMALL)
+    m.prepare(data, RunContext(seed=0, workdir=Path(".")))
+    m.orders = np.array([[1, 0]])
+    torch.manual_seed(0)
+    model = m.build_model(np.asarray(data.X_train, np.float32), np.asarray(data.Y_train))
+    with torch.no_grad():
+        model.feature_head.weight.zero_()
+        model.feature_head.bias.copy_(torch.tensor([-3.0, -2.0]))  # b_0 = -3, b_1 = -2 (p_1 < 0.5)
+        model.label_weight.zero_()
+        model.label_weight[0, 0, 1] = 6.0  # label 0 <- label 1
+        model.label_weight[0, 1, 0] = 100.0  # label 1 <- label 0: masked (label 0 comes later)
+    x = torch.as_tensor(data.X_train[:5])
+    y_true = torch.ones(5, 2)
+    z_train = model.teacher_forced(x, y_true)[0]
+    torch.testing.assert_close(z_train[:, 0], torch.full((5,), 3.0))  # -3 + 6 * y_1(true = 1)
+    torch.testing.assert_close(z_train[:, 1], torch.full((5,), -2.0))  # the masked weight is ignored
+    m.model = model.eval()
+    P = m.predict_proba(np.asarray(data.X_train[:5]))  # no labels available to predict
+    np.testing.assert_allclose(P[:, 1], 1 / (1 + math.exp(2.0)), rtol=1e-6)
+    np.testing.assert_allclose(P[:, 0], 1 / (1 + math.exp(3.0)), rtol=1e-6)  # fed its own 0, not y_1 = 1
+    # a positive first prediction is fed as a hard 1 (not its probability)
+    with torch.no_grad():
+        model.feature_head.bias[1] = 0.5
+    P = m.predict_proba(np.asarray(data.X_train[:5]))
+    np.testing.assert_allclose(P[:, 0], 1 / (1 + math.exp(-3.0)), rtol=1e-6)  # -3 + 6 * 1
+    # training uses the true labels: training_step's loss equals BCE of the teacher-forced logits
+    loss, _ = m.training_step(model, x, y_true, 0.0)
+    ref = model.criterion(model.teacher_forced(x, y_true)[0], y_true)
+    torch.testing.assert_close(loss, ref)
+
+
+# -------------------------------------------------------------------------------- ML-GCN
+
+
+def test_mlgcn_adjacency_hand_computed():
+    # N = (3, 3, 2); M01 = 2, M02 = 1, M12 = 1
+    Y = np.array([[1, 1, 0], [1, 0, 0], [1, 1, 1], [0, 1, 0], [0, 0, 1]])
+    # P(1|0)=2/3 P(2|0)=1/3 | P(0|1)=2/3 P(2|1)=1/3 | P(0|2)=1/2 P(1|2)=1/2 ; tau=0.4 ->
+    # A = [[0,1,0],[1,0,0],[1,1,0]]; Eq. 8 with p = 0.2:
+    Ar = np.array([[0.8, 0.2, 0.0], [0.2, 0.8, 0.0], [0.1, 0.1, 0.8]])
+    np.testing.assert_allclose(mlgcn_correlation(Y, 0.4, 0.2), Ar, atol=1e-12)
+    # gen_adj: D = diag(rowsum)^-1/2 = I here, so A_hat = A'^T
+    np.testing.assert_allclose(gen_adj(torch.as_tensor(Ar)).numpy(), Ar.T, atol=1e-12)
+    # tau = 0.6 keeps only P >= 0.6: A = [[0,1,0],[1,0,0],[0,0,0]] -> label 2 isolated
+    Ar6 = np.array([[0.8, 0.2, 0.0], [0.2, 0.8, 0.0], [0.0, 0.0, 0.8]])
+    np.testing.assert_allclose(mlgcn_correlation(Y, 0.6, 0.2), Ar6, atol=1e-12)
+    # rowsum (1, 1, 0.8): A_hat = D^-1/2 A'^T D^-1/2 -> [2, 2] = 0.8 / 0.8 = 1
+    expect6 = np.array([[0.8, 0.2, 0.0], [0.2, 0.8, 0.0], [0.0, 0.0, 1.0]])
+    np.testing.assert_allclose(gen_adj(torch.as_tensor(Ar6)).numpy(), expect6, atol=1e-12)
+    # a non-symmetric D case: A'' with rowsums (1, 0.5) -> D^-1/2 A''^T D^-1/2 by hand
+    A2 = torch.tensor([[0.6, 0.4], [0.0, 0.5]], dtype=torch.float64)
+    d = np.array([1.0, 0.5]) ** -0.5
+    hand = np.array([[0.6 * d[0] * d[0], 0.0], [0.4 * d[1] * d[0], 0.5 * d[1] * d[1]]])
+    np.testing.assert_allclose(gen_adj(A2).numpy(), hand, atol=1e-12)
+
+
+def test_mlgcn_zero_count_label_no_nan():
+    data = synthetic(L=5)
+    Y = data.Y_train.copy()
+    Y[:, 3] = 0
+    data = FitData(data.X_train, Y, data.X_val, data.Y_val, data.label_names)
+    A = mlgcn_correlation(Y)
+    assert np.all(np.isfinite(A)) and A[3, 3] == pytest.approx(0.8)
+    assert np.all(A[3, [0, 1, 2, 4]] == 0) and np.all(A[[0, 1, 2, 4], 3] == 0)
+    m = MLGCNMethod(**SMALL)
+    model = build_unfitted(m, data)
+    assert torch.isfinite(model.adj).all() and model.adj[3, 3] == pytest.approx(1.0)
+    out = model(torch.as_tensor(data.X_train[:8]))
+    assert out.shape == (8, 5) and torch.isfinite(out).all()
+
+
+def test_mlgcn_uses_embedding_file(tmp_path):
+    data = synthetic(L=6)
+    E = np.random.default_rng(3).normal(size=(6, 16)).astype(np.float32)
+    np.save(tmp_path / "emb.npy", E)
+    m = build("ML-GCN", {"label_embeddings": str(tmp_path / "emb.npy"), **SMALL})
+    model = build_unfitted(m, data)
+    assert "label_embedding" in dict(model.named_buffers())  # fixed input, not trained
+    assert all("label_embedding" not in n for n, _ in model.named_parameters())
+    np.testing.assert_array_equal(model.label_embedding.numpy(), E)
+    assert model.gc1.weight.shape[0] == 16
+    info = m.extra_outputs()["label_embeddings"]
+    assert info["source"] == "file" and info["path"] == str(tmp_path / "emb.npy") and info["dim"] == 16
+    # classifiers change when the file changes
+    W1 = model.classifiers().detach()
+    with torch.no_grad():
+        model.label_embedding.mul_(2.0)
+    assert not torch.allclose(W1, model.classifiers())
+    # default: learnable 300-d embeddings, reported as such
+    m2 = build("ML-GCN", SMALL)
+    model2 = build_unfitted(m2, data)
+    assert model2.label_embedding.requires_grad and model2.label_embedding.shape == (6, 300)
+    assert m2.extra_outputs()["label_embeddings"]["source"] == "learnable"
+    np.save(tmp_path / "bad.npy", E[:5])
+    with pytest.raises(ValueError, match="shape"):
+        build_unfitted(build("ML-GCN", {"label_embeddings": str(tmp_path / "bad.npy"), **SMALL}), data)
+
+
+# -------------------------------------------------------------------------------- C-Tran
+
+
+def test_ctran_all_unknown_output_independent_of_labels():
+    data = synthetic(L=6)
+    m = CTranMethod(**SMALL)
+    model = build_unfitted(m, data).eval()
+    x = torch.as_tensor(data.X_val[:10])
+    with torch.no_grad():
+        p_pred = m.predict(model, x)
+        unk = torch.zeros(10, 6, dtype=torch.long)
+        torch.testing.assert_close(p_pred, torch.sigmoid(model(x, unk)))
+        # revealing labels does change the output (the label path is live) ...
+        y = torch.as_tensor(data.Y_val[:10]).float()
+        assert not torch.allclose(model(x, y.long() + 1), model(x, unk))
+        # ... but with every label unknown (states sampled with no label revealed), the true
+        # labels cannot matter: y and its complement give the same output
+        s1, s0 = sample_label_states(y, 0.0), sample_label_states(1 - y, 0.0)
+        assert (s1 == UNKNOWN).all() and (s0 == UNKNOWN).all()
+        torch.testing.assert_close(model(x, s1), model(x, s0), rtol=0, atol=0)
+        torch.testing.assert_close(torch.sigmoid(model(x, s1)), p_pred)
+
+
+def test_ctran_label_mask_training_reveals_subset():
+    torch.manual_seed(0)
+    L = 14
+    y = (torch.rand(4000, L) < 0.3).float()
+    s = sample_label_states(y, 0.75)
+    assert s.dtype == torch.long and set(s.unique().tolist()) <= {UNKNOWN, NEGATIVE, POSITIVE}
+    known = s != UNKNOWN
+    assert torch.equal(s[known], y[known].long() + 1)  # revealed state = true label
+    n_known = known.sum(1)
+    k_max = int(0.75 * L)  # 10
+    assert n_known.max() <= k_max and n_known.min() == 0
+    counts = torch.bincount(n_known, minlength=k_max + 1).float()
+    assert counts.numel() == k_max + 1 and (counts > 0).all()  # every count 0..10 occurs
+    assert counts.max() / counts.min() < 1.5  # ~uniform over {0, ..., 10}
+    assert (known.float().mean(0) - known.float().mean()).abs().max() < 0.05  # no label favoured
+
+    # the training step uses such states, and the loss counts only the unknown labels
+    data = synthetic(L=6)
+    m = CTranMethod(**SMALL)
+    model = build_unfitted(m, data)
+    seen = []
+    orig = m.sample_states
+    m.sample_states = lambda yb: seen.append(orig(yb)) or seen[-1]
+    xb = torch.as_tensor(data.X_train[:32])
+    yb = torch.as_tensor(data.Y_train[:32]).float()
+    torch.manual_seed(1)
+    loss, _ = m.training_step(model.eval(), xb, yb, 0.0)
+    st = seen[-1]
+    assert (st == UNKNOWN).any() and (st != UNKNOWN).any() and ((st != UNKNOWN).sum(1) <= int(0.75 * 6)).all()
+    logits = model(xb, st)
+    bce = torch.nn.functional.binary_cross_entropy_with_logits(logits, yb, reduction="none")
+    torch.testing.assert_close(loss, (bce * (st == UNKNOWN)).sum(1).mean())
+    # lmt=False: every label unknown in training too
+    assert (CTranMethod(lmt=False, **SMALL).sample_states(yb) == UNKNOWN).all()
+
+
+# ---------------------------------------------------------------------------- ML-Decoder
+
+
+def test_mldecoder_no_query_self_attention():
+    data = synthetic(L=6)
+    m = MLDecoderMethod(**SMALL)
+    model = build_unfitted(m, data).eval()
+    assert model.n_groups == 6 and model.group_size == 1  # L <= n_groups: one query per label
+    assert not model.queries.requires_grad  # official: non-learnable queries
+    x = torch.as_tensor(data.X_val[:7])
+    with torch.no_grad():
+        mem = model.memory(x)
+        Q = model.queries
+        full = model.decode(mem, Q)
+        perm = torch.tensor([3, 0, 5, 1, 4, 2])
+        torch.testing.assert_close(model.decode(mem, Q[perm]), full[:, perm], rtol=0, atol=1e-6)
+        for i in range(6):
+            alone = model.decode(mem, Q[i : i + 1])[:, 0]
+            torch.testing.assert_close(alone, full[:, i], rtol=0, atol=1e-6)
+        other = Q.clone()
+        other[1:] = torch.randn(5, Q.shape[1])  # change every other query
+        torch.testing.assert_close(model.decode(mem, other)[:, 0], full[:, 0], rtol=0, atol=1e-6)
+        torch.testing.assert_close(model(x), model.group_fc(full))
+
+
+def test_mldecoder_group_decoding():
+    data = synthetic(L=14, n=200)
+    m = MLDecoderMethod(n_groups=4, learnable_queries=True, **SMALL)
+    model = build_unfitted(m, data).eval()
+    assert model.n_groups == 4 and model.group_size == 4  # ceil(14 / 4)
+    assert model.duplicate_pooling.shape == (4, m.d_model, 4) and model.queries.requires_grad
+    x = torch.as_tensor(data.X_val[:3])
+    out = model(x)
+    assert out.shape == (3, 14)
+    for k in (0, 5, 13):
+        g = torch.autograd.grad(out[:, k].sum(), model.queries, retain_graph=True)[0]
+        nz = (g.abs().sum(1) > 0).nonzero().ravel().tolist()
+        assert nz == [k // 4]  # label k is read from query k // f only
+
+
+# ------------------------------------------------------------------------------ Yeast runs
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_yeast_two_epochs_deterministic(yeast, tmp_path, name):
+    hp = {"epochs": 2, **SMALL}
+    a = build(name, hp).fit(yeast, RunContext(seed=11, workdir=tmp_path / "a"))
+    Pa = a.predict_proba(yeast.X_val)
+    assert Pa.shape == (yeast.X_val.shape[0], 14) and Pa.dtype == np.float64
+    assert np.all(np.isfinite(Pa)) and Pa.min() >= 0 and Pa.max() <= 1
+    assert len(a.train_log) == 2 and np.isfinite(a.train_log[-1]["loss"])
+    assert a.train_log[-1]["loss"] < a.train_log[0]["loss"] * 1.5
+    b = build(name, hp).fit(yeast, RunContext(seed=11, workdir=tmp_path / "b"))
+    np.testing.assert_array_equal(Pa, b.predict_proba(yeast.X_val))
+    assert a.extra_outputs()
