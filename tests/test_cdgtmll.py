@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from cdgtmll.labels import ascending_order, prevalence, tail_labels
 from cdgtmll.methods import FitData, RunContext, build
@@ -48,6 +49,29 @@ def make_model(data: FitData, seed: int = 0, **hp):
     model = m.build_model(np.asarray(data.X_train, np.float32), np.asarray(data.Y_train))
     with torch.no_grad():  # non-trivial fusion weights
         model.fusion_logits.normal_(0, 0.5)
+    return m, model
+
+
+def make_triple_model(data: FitData, seed: int = 0, **hp):
+    """A hand-made partition where one label has three players and one has two
+    (exercises the general index_add fusion / peer path)."""
+    from cdgtmll.methods.cdgtmll import CDGTMLLNet, Partition
+    from cdgtmll.nn.backbone import MLPBackbone
+
+    L = data.n_labels
+    players = [list(range(0, L, 3)), list(range(1, L, 3)), list(range(2, L, 3))]
+    players[1].append(0)
+    players[2].append(0)  # label 0: players 0, 1, 2
+    players[0].append(1)  # label 1: players 1, 0
+    part = Partition(tuple(np.array(sorted(p)) for p in players), L, np.array([0, 1]))
+    torch.manual_seed(seed)
+    m = CDGTMLL(hidden_dim=16, **hp)
+    X = np.asarray(data.X_train, np.float32)
+    model = CDGTMLLNet(MLPBackbone.from_data(X, 16), part, prevalence(data.Y_train), m.payoff_weights, m.eps,
+                       m.ema_decay, m.divergence)  # fmt: skip
+    with torch.no_grad():
+        model.fusion_logits.normal_(0, 0.5)
+    assert not model.pairs_of_two and model.ov_labels.tolist() == [0, 1]
     return m, model
 
 
@@ -174,10 +198,11 @@ def test_partition_rho_and_tail_interaction_and_ablations():
 # ------------------------------------------------------------------------------- fusion
 
 
-def test_fusion_weights_sum_to_one_over_active_players():
+@pytest.mark.parametrize("layout", ["partition", "triple"])
+def test_fusion_weights_sum_to_one_over_active_players(layout):
     data = synthetic(L=15)
-    _, model = make_model(data, n_players=4)
-    assert model.ov_labels.numel() == 3  # floor(0.2 * 15) tail labels
+    _, model = make_model(data, n_players=4) if layout == "partition" else make_triple_model(data)
+    assert model.ov_labels.numel() == (3 if layout == "partition" else 2)  # floor(0.2 * 15) tail labels
     w = model.all_fusion_weights()
     dense = torch.zeros(model.n_players, model.n_labels).index_put_(
         (model.pair_player, model.pair_label), w, accumulate=True
@@ -215,16 +240,21 @@ def test_jsd_properties_and_kl_formula():
     assert np.allclose(jab.double().numpy(), 0.5 * kl(an, m) + 0.5 * kl(bn, m), atol=1e-5)
     assert np.allclose(bernoulli_kl(logit(a), b).double().numpy(), kl(an, bn), rtol=1e-4, atol=1e-5)
     # the training path's fused value+gradient matches autograd on the element-wise forms
-    from cdgtmll.methods.cdgtmll import _DivergenceSum
+    from cdgtmll.methods.cdgtmll import _OverlapCuriosity
 
+    A, Bq = a.view(50, 20), b.view(50, 20)
+    y = (torch.rand(50, 20, generator=g) < 0.3).float()
+    coef = torch.rand(20, generator=g)
     for kind, fn in (("jsd", bernoulli_jsd), ("kl", bernoulli_kl)):
-        z1 = logit(a).clone().requires_grad_(True)
-        z2 = logit(a).clone().requires_grad_(True)
-        v1 = _DivergenceSum.apply(z1, torch.sigmoid(z1).detach(), b, kind)
-        v2 = fn(z2, b).sum()
-        (3.0 * v1).backward()
-        (3.0 * v2).backward()
-        assert torch.allclose(v1, v2, rtol=1e-5) and torch.allclose(z1.grad, z2.grad, rtol=1e-4, atol=1e-6)
+        z1 = (3 * logit(A)).requires_grad_(True)
+        z2 = (3 * logit(A)).requires_grad_(True)
+        ll1, d1 = _OverlapCuriosity.apply(z1, y, Bq, logit(Bq), kind)
+        ll2 = (y * F.logsigmoid(z2) + (1 - y) * F.logsigmoid(-z2)).sum(0)
+        d2 = fn(z2, Bq).sum()
+        (ll1 @ coef + 3.0 * d1).backward()
+        (ll2 @ coef + 3.0 * d2).backward()
+        assert torch.allclose(ll1, ll2, rtol=1e-5, atol=1e-5) and torch.allclose(d1, d2, rtol=1e-5)
+        assert torch.allclose(z1.grad, z2.grad, rtol=1e-4, atol=1e-6)
     # saturated logits stay finite (log-sigmoid forms)
     z = torch.tensor([-60.0, 60.0], requires_grad=True)
     out = bernoulli_jsd(z, torch.tensor([0.5, 0.5])).sum() + bernoulli_kl(z, torch.tensor([0.3, 0.3])).sum()
@@ -237,9 +267,12 @@ def test_jsd_properties_and_kl_formula():
 
 @pytest.mark.parametrize("divergence", ["jsd", "kl"])
 @pytest.mark.parametrize("payoff", ["rarity", "uniform"])
-def test_hot_path_matches_reference_value_and_gradients(divergence, payoff):
+@pytest.mark.parametrize("layout", ["partition", "triple"])
+def test_hot_path_matches_reference_value_and_gradients(divergence, payoff, layout):
     data = synthetic(L=15)
-    m, model = make_model(data, n_players=4, divergence=divergence, payoff_weights=payoff)
+    maker = make_model if layout == "partition" else make_triple_model
+    hp = {"n_players": 4} if layout == "partition" else {}
+    m, model = maker(data, divergence=divergence, payoff_weights=payoff, **hp)
     x, y = batch(data)
     beta = 0.3
     phi, t = hot_phi(m, model, x, y, beta)

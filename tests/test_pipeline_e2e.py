@@ -144,3 +144,35 @@ def test_dvc_repro_status_metrics(tiny_run):
     assert status.returncode == 0 and "up to date" in status.stdout.lower(), status.stdout
     shown = _dvc(repo, env, "metrics", "show")
     assert shown.returncode == 0 and "global/yeast/clean/BR-LogReg" in shown.stdout.replace(".", "/"), shown.stdout
+
+
+def _audit(repo: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cdgtmll.cli", "audit", *args], cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_audit_traces_and_detects_tampering(tiny_run):
+    repo, env = tiny_run
+    ok = _audit(repo, env, "results/tables/table1_standard.md", "--cell", "BR-LogReg", "Yeast Rare-F1")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "results/runs/yeast/clean/BR-LogReg/seed0/metrics.json" in ok.stdout
+    assert "yeast-train.arff" in ok.stdout and "commit" in ok.stdout
+    fig = _audit(repo, env, "figures/pr_tail.pdf")
+    assert fig.returncode == 0 and "R0.50-s0/BR-LogReg/seed1/predictions.npz" in fig.stdout
+    target = repo / "results/runs/yeast/clean/BR-LogReg/seed1/metrics.json"
+    original = target.read_text()
+    try:
+        target.write_text(original.replace('"rare_f1": 0.', '"rare_f1": 0.9', 1))
+        bad = _audit(repo, env, "results/tables/table1_standard.md", "--cell", "BR-LogReg", "Yeast Rare-F1")
+        assert bad.returncode == 1
+        assert "MODIFIED metrics" in bad.stderr and str(target.relative_to(repo)) in bad.stderr
+    finally:
+        target.write_text(original)
+    data = repo / "results/data/yeast/processed.npz"
+    moved = data.with_suffix(".bak")
+    data.rename(moved)
+    try:
+        gone = _audit(repo, env, "results/tables/table1_standard.md", "--cell", "BR-LogReg", "Yeast Micro-F1")
+        assert gone.returncode == 1 and "MISSING" in gone.stderr and "processed.npz" in gone.stderr
+    finally:
+        moved.rename(data)

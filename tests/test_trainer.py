@@ -128,16 +128,22 @@ def test_schedule_overrides_and_log(tmp_path):
     assert list(rows[0]) == ["epoch", "loss", "lr_backbone", "lr_head", "val_mAP", "val_microF1", *TIMING]
 
 
-def test_validation_metrics():
+def test_validation_metrics_match_sklearn():
     from sklearn.metrics import average_precision_score, f1_score
 
+    from cdgtmll.nn.trainer import average_precision_per_label
+
     rng = np.random.default_rng(0)
-    Y = (rng.random((50, 6)) < 0.3).astype(np.uint8)
-    Y[:, 5] = 0  # no positive: excluded from mAP
-    S = rng.random((50, 6))
-    out = validation_metrics(Y, S)
-    assert out["val_mAP"] == pytest.approx(np.mean([average_precision_score(Y[:, k], S[:, k]) for k in range(5)]))
-    assert out["val_microF1"] == pytest.approx(f1_score(Y, (S > 0.5).astype(int), average="micro"))
+    Y = (rng.random((80, 7)) < 0.3).astype(np.uint8)
+    Y[:, 5] = 0  # no positive: NaN, excluded from mAP
+    Y[:, 6] = 1  # all positive
+    for S in (rng.random((80, 7)), np.round(rng.random((80, 7)), 1), np.full((80, 7), 0.3)):  # ties, all tied
+        ap = average_precision_per_label(Y, S)
+        ref = [average_precision_score(Y[:, k], S[:, k]) for k in (0, 1, 2, 3, 4, 6)]
+        assert np.allclose(ap[[0, 1, 2, 3, 4, 6]], ref, rtol=0, atol=1e-12) and np.isnan(ap[5])
+        out = validation_metrics(Y, S)
+        assert out["val_mAP"] == pytest.approx(np.mean(ref), abs=1e-12)
+        assert out["val_microF1"] == pytest.approx(f1_score(Y, (S > 0.5).astype(int), average="micro", zero_division=0))
 
 
 def test_param_groups_must_cover_model(tmp_path):

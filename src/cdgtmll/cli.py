@@ -3,6 +3,7 @@
   cdgtmll check-config config/config.yaml     validate a config (schema + registries)
   cdgtmll methods                             list registered methods
   cdgtmll datasets                            list the dataset registry
+  cdgtmll audit PATH [--cell ROW COLUMN]      trace a table cell or figure to its inputs
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("path")
     sub.add_parser("methods", help="list registered methods")
     sub.add_parser("datasets", help="list registered datasets")
+    p = sub.add_parser("audit", help="trace a table cell or a figure back to its inputs, re-verifying hashes")
+    p.add_argument("path", help="a table (.md/.csv/.tex) or figure (.pdf/.png/.csv) written by the pipeline")
+    p.add_argument("--cell", nargs=2, metavar=("ROW", "COLUMN"), help='e.g. CD-GTMLL "Yeast Rare-F1"')
     args = ap.parse_args(argv)
 
     if args.cmd == "check-config":
@@ -31,6 +35,21 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(f"{args.path}: valid (profile '{cfg['name']}', datasets {cfg['experiments']['datasets']}, "
               f"methods {cfg['experiments']['methods']})")
+        return 0
+    if args.cmd == "audit":
+        from cdgtmll.audit import audit
+
+        try:
+            rep = audit(args.path, tuple(args.cell) if args.cell else None)
+        except (FileNotFoundError, KeyError) as exc:
+            print(f"audit: {exc}", file=sys.stderr)
+            return 2
+        print("\n".join(rep.lines))
+        if rep.problems:
+            print("\nAUDIT FAILED:", file=sys.stderr)
+            for p_ in rep.problems:
+                print(f"  {p_}", file=sys.stderr)
+            return 1
         return 0
     if args.cmd == "methods":
         from cdgtmll.methods import base

@@ -99,7 +99,7 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
     with atomic_path(pred_path, suffix=".npz") as tmp, open(tmp, "wb") as fh:
         np.savez(fh, **arrays)
     rec = provenance.record(spec=spec, spec_sha256=spec_sha, inputs=inputs, seed=seed,
-                            device=ctx.device, started=started,
+                            device=str(getattr(method, "device", ctx.device)), started=started,
                             extra={"fit_seconds": round(fit_seconds, 3),
                                    "data_sources": data.meta.get("source_files")})
     write_json(prov_path, rec)

@@ -11,7 +11,9 @@ __all__ = ["FitData", "Method", "NotRunnable", "RunContext", "available", "build
 def _register_builtin() -> None:  # imported lazily so that a broken optional dep names itself
     import importlib
 
-    for mod in ("cdgtmll.methods.classic", "cdgtmll.methods.neural", "cdgtmll.methods.cdgtmll"):
+    for mod in ("cdgtmll.methods.classic", "cdgtmll.methods.neural", "cdgtmll.methods.cdgtmll",
+                "cdgtmll.methods.loss_methods", "cdgtmll.methods.two_step",
+                "cdgtmll.methods.lcifs", "cdgtmll.methods.xmc", "cdgtmll.methods.architectures", "cdgtmll.methods.mlcnc"):
         importlib.import_module(mod)
 
 

@@ -13,9 +13,11 @@ by label), so the hot path uses slices instead of gathers.
 
 Fusion (Eq. 4, E.1): per label, ``omega_{i,l} = softmax`` over the covering players of
 learnable logits (initialised to 0 = uniform); ``p_hat_l = sum_i omega_{i,l} p_{i,l}``
-(``index_add`` over the overlap pairs), clipped to ``[eps, 1 - eps]`` (Assumption 2(i)).
-A label with a single player has omega = 1 exactly (the softmax of one logit; its
-gradient is 0), so logits are stored only for overlap pairs.
+(``index_add`` over the overlap pairs; when every overlap label has exactly two players,
+as :func:`make_partition` always gives, the same sum over adjacent columns and the
+two-way softmax as a sigmoid of the logit difference), clipped to ``[eps, 1 - eps]``
+(Assumption 2(i)). A label with a single player has omega = 1 exactly (the softmax of
+one logit; its gradient is 0), so logits are stored only for overlap pairs.
 
 Objective (maximised; the trainer minimises ``-Phi``)
 -----------------------------------------------------
@@ -26,9 +28,11 @@ Objective (maximised; the trainer minimises ``-Phi``)
   R has the scale of the project's BCE: sum over labels, mean over the batch);
   ``'uniform'``: ``w_l = 1`` (plain logistic utility, the other example in Eq. 3).
   Rarity is the default because it is the utility Theorem 1(3) analyses ("tail-aware").
-  For singly-covered labels ``p_hat = sigmoid(z)`` and the term is evaluated as
-  BCE-with-logits on ``clamp(z, logit(eps), logit(1-eps))`` - the same value and
-  gradient as the clipped probability form, computed stably.
+  For singly-covered labels ``p_hat = clip(sigmoid(z)) = sigmoid(clamp(z, logit(eps),
+  logit(1-eps)))`` and the term is evaluated in log-sigmoid form on the clamped logit
+  (same value and gradient - 0 on clipped entries - as the clipped probability form,
+  computed stably). Targets are binary (uint8 Y), which the overlap-label term uses:
+  ``y log p + (1-y) log(1-p) = log(p (2y-1) + 1-y)``.
 * ``C_i = sum_{l in L_i} 1/(1+freq(l)) [y log p_il + (1-y) log(1-p_il)]
   + beta * sum_{l in O_i} D(p_il, pbar_{-i,l}^stop)`` (Eq. 7), freq = training
   prevalence in [0, 1], ``O_i`` = player i's labels covered by another player.
@@ -52,9 +56,9 @@ bias), updated after every optimiser step with decay ``min(ema_decay, 1 - 1/(t+1
 is not dominated by the random initialisation early on), and the peer probabilities are
 ``sigmoid(h(x).detach() @ W_ema^T + b_ema)`` on the same batch features. This keeps
 ``pbar`` per-instance, from the same batch, detached, and temporally smoothed; it costs
-one ``B x d' x |O|`` matmul (|O| = overlap pairs, Theta(rho L)). ``ema_decay = 0``
-disables it: the peers are then exactly the current detached probabilities
-(Alg. 1 as written).
+one forward-only ``B x d' x |O|`` matmul (|O| = overlap pairs, Theta(rho L)); on
+Delicious that is ~7% of a BCE step. ``ema_decay = 0`` disables it: the peers are then
+exactly the current detached probabilities (Alg. 1 as written).
 
 Per-batch update vs Algorithm 1
 -------------------------------
@@ -99,8 +103,17 @@ of a label is excluded, so when it is the unique least-loaded player the extra g
 above the minimum); within 1 for N = 2. The partition is fixed for the run and reported
 by :meth:`CDGTMLL.extra_outputs`.
 
+Cost
+----
+The hot path avoids per-batch column gathers (targets are re-laid once per run by
+:meth:`CDGTMLLNet.target_layout`), evaluates the log-likelihood terms in log-sigmoid form
+(:class:`_LogLikColumns`), and computes the divergence only on the overlap pairs with a
+closed-form gradient (:class:`_OverlapCuriosity`); no Python loop over players or labels.
+``benchmarks/bench_cdgtmll_cost.py`` measures the per-epoch time ratio to BCE.
+
 Per epoch the train log has ``R``, ``C_loglik`` (sum_i of the log-likelihood parts),
-``C_div`` (sum_i of the D parts, before beta), ``Phi``, ``beta`` (batch means), and
+``C_div`` (sum_i of the D parts, before beta), ``Phi``, ``beta`` (sample-weighted means
+of the per-batch values), and
 ``player_val_acc.npz`` in the workdir holds, per epoch and pair, the validation accuracy
 of thresholding the player's own probability at 0.5 (arrays ``epoch [E]``,
 ``player [P]``, ``label [P]``, ``accuracy [E, P]``).
@@ -227,77 +240,76 @@ def bernoulli_kl(z: torch.Tensor, q: torch.Tensor, p: torch.Tensor | None = None
 DIVERGENCE_FNS = {"jsd": bernoulli_jsd, "kl": bernoulli_kl}
 
 
-class _DivergenceSum(torch.autograd.Function):
-    """``sum D(sigmoid(z), q)`` with a closed-form gradient w.r.t. ``z`` (training path).
+class _OverlapCuriosity(torch.autograd.Function):
+    """Curiosity terms of the overlap pairs from one pass over their logits ``z`` [B, |O|]:
+    per-pair batch sums of the Bernoulli log-likelihood (as :class:`_LogLikColumns`) and
+    ``sum D(sigmoid(z), q)`` against the detached peers ``q`` (logits ``zq``).
 
-    Same value as ``DIVERGENCE_FNS[kind](z, q).sum()``; the gradient is computed in the
-    forward pass (``dJSD/dz = p(1-p)(z - logit(m))/2``, ``dKL/dz = p(1-p)(z - logit(q))``)
-    instead of autograd's ~20 element-wise backward kernels. ``p = sigmoid(z)`` and the
-    peer ``q`` are passed detached; only ``z`` receives a gradient.
+    Values equal ``DIVERGENCE_FNS[kind](z, q).sum()`` and the log-likelihood sums; the
+    gradient w.r.t. ``z`` is closed-form, computed in the forward pass:
+    ``dJSD/dz = p(1-p)(z - logit(m))/2`` (``m = (p+q)/2``), ``dKL/dz = p(1-p)(z - zq)``,
+    ``dll/dz = y - p``. Only ``z`` receives a gradient.
     """
 
     @staticmethod
-    def forward(ctx, z, p, q, kind):  # noqa: D102
-        # -H(p) = p z - softplus(z);  -H(q) = q logit(q) + log(1-q)
-        neg_h_p = torch.sum(p * z) - F.softplus(z).sum()
+    def forward(ctx, z, y, q, zq, kind):  # noqa: D102
+        p = torch.sigmoid(z)
+        sp_sum = F.softplus(z).sum(0)
+        ll = (y * z).sum(0) - sp_sum
+        # -H(p) = p z - softplus(z);  -H(q) = q zq + log(1-q)
+        neg_h_p = torch.sum(p * z) - sp_sum.sum()
+        l1q = torch.log1p(-q)
         if kind == "jsd":
             m = torch.lerp(p, q, 0.5)
             l1m = torch.log1p(-m)
             logit_m = torch.log(m).sub_(l1m)
-            l1q = torch.log1p(-q)
-            neg_h_q = torch.sum(q * torch.log(q).sub_(l1q)) + l1q.sum()
-            val = 0.5 * (neg_h_p + neg_h_q) - (torch.sum(m * logit_m) + l1m.sum())
+            neg_h_q = torch.sum(q * zq) + l1q.sum()
+            div = 0.5 * (neg_h_p + neg_h_q) - (torch.sum(m * logit_m) + l1m.sum())
             dp = (z - logit_m).mul_(0.5)
         else:
-            l1q = torch.log1p(-q)
-            logit_q = torch.log(q).sub_(l1q)
-            val = neg_h_p - torch.sum(p * logit_q) - l1q.sum()
-            dp = z - logit_q
-        ctx.save_for_backward(dp.mul_(p).mul_(1 - p))
-        return val
+            div = neg_h_p - torch.sum(p * zq) - l1q.sum()
+            dp = z - zq
+        ctx.save_for_backward(y - p, dp.mul_(p).mul_(1 - p))
+        return ll, div
 
     @staticmethod
-    def backward(ctx, g):  # noqa: D102
-        (dz,) = ctx.saved_tensors
-        return dz * g, None, None, None
+    def backward(ctx, g_ll, g_div):  # noqa: D102
+        r, d_div = ctx.saved_tensors
+        return torch.addcmul(r * g_ll, d_div, g_div), None, None, None, None
 
 
 class _LogLikColumns(torch.autograd.Function):
     """Per-label (column) batch sums of the Bernoulli log-likelihood of ``sigmoid(z)``:
-    ``ll[k] = sum_b y log s + (1-y) log(1-s) = sum_b y z - softplus(z)``.
-
-    With ``hi`` given it also returns ``llc``, the same sums with ``s`` clipped to
-    ``[sigmoid(-hi), sigmoid(hi)]`` (= ``z`` clamped to ``[-hi, hi]``), whose gradient is 0
-    on the clipped entries; clipped entries are rare and handled sparsely. Gradient:
-    ``(y - s) * (g_ll + g_llc * unclipped)``, i.e. what autograd gives for
-    ``BCE-with-logits`` on ``z`` and on ``clamp(z)``, in two element-wise passes.
+    ``ll[k] = sum_b y log s + (1-y) log(1-s) = sum_b y z - softplus(z)``, and ``llc``,
+    the same sums with ``s`` clipped to ``[sigmoid(-hi), sigmoid(hi)]`` (= ``z`` clamped
+    to ``[-hi, hi]``), whose gradient is 0 on the clipped entries. Clipped entries are
+    rare and handled sparsely (columns found by a column-wise min/max). Gradient:
+    ``(y - s) * (g_ll + g_llc * unclipped)``, what autograd gives for BCE-with-logits on
+    ``z`` and on ``clamp(z)``, in two element-wise passes.
     """
 
     @staticmethod
     def forward(ctx, z, y, hi):  # noqa: D102
         s = torch.sigmoid(z)
         ll = (y * z).sum(0) - F.softplus(z).sum(0)
+        llc = ll.clone()
+        cols = torch.logical_or(z.amin(0) < -hi, z.amax(0) > hi).nonzero().flatten()
         idx = None
-        if hi is None:
-            llc = ll.new_zeros(0)
-        else:
-            lo_hi = torch.aminmax(z)
-            llc = ll.clone()
-            if float(lo_hi.min) < -hi or float(lo_hi.max) > hi:
-                idx = (z.abs() > hi).nonzero(as_tuple=True)
-                zs, ys = z[idx], y[idx]
-                zc = zs.clamp(-hi, hi)
-                llc.index_add_(0, idx[1], (ys * zc - F.softplus(zc)) - (ys * zs - F.softplus(zs)))
-        ctx.save_for_backward(s, y)
+        if cols.numel():
+            zsub = z.index_select(1, cols)
+            rows, j = (zsub.abs() > hi).nonzero(as_tuple=True)
+            idx = (rows, cols[j])
+            zs, ys = z[idx], y[idx]
+            zc = zs.clamp(-hi, hi)
+            llc.index_add_(0, idx[1], (ys * zc - F.softplus(zc)) - (ys * zs - F.softplus(zs)))
+        ctx.save_for_backward(y - s)
         ctx.idx = idx
         return ll, llc
 
     @staticmethod
     def backward(ctx, g_ll, g_llc):  # noqa: D102
-        s, y = ctx.saved_tensors
-        r = y - s
-        coef = g_ll if g_llc.numel() == 0 else g_ll + g_llc
-        grad = r * coef
+        (r,) = ctx.saved_tensors
+        grad = r * (g_ll + g_llc)
         if ctx.idx is not None:
             idx = ctx.idx
             grad[idx] -= r[idx] * g_llc[idx[1]]
@@ -357,7 +369,7 @@ class CDGTMLLNet(nn.Module):
         self.register_buffer("ov_group", long(ov_group))
         self.register_buffer("ov_peers", flt(cov[ov_labels][ov_group] - 1 if len(ov_group) else []))
         # every overlap label has exactly two players (always so for make_partition):
-        # partner = the other pair of the same label (adjacent rows) -> gather-free fast path
+        # partner = the other pair of the same label (adjacent rows) -> cheaper fast path
         self.pairs_of_two = bool(len(ov_labels)) and bool((cov[ov_labels] == 2).all())
         self.register_buffer("ov_partner", long(np.arange(len(ov_group)) ^ 1 if self.pairs_of_two else []))
         freq = np.asarray(freq, dtype=np.float64)
@@ -399,19 +411,21 @@ class CDGTMLLNet(nn.Module):
             return wp.view(wp.shape[0], -1, 2).sum(-1)
         return wp.new_zeros(wp.shape[0], self.ov_labels.numel()).index_add(1, self.ov_group, wp)
 
-    def peer_mean(self, h: torch.Tensor, p_ov: torch.Tensor) -> torch.Tensor:
-        """Detached peer average pbar_{-i,l} per overlap pair [B, |O|], clipped to [eps, 1-eps]."""
+    def peer_mean(self, h: torch.Tensor, z_ov: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Detached peer average ``pbar_{-i,l}`` per overlap pair [B, |O|], clipped to
+        ``[eps, 1-eps]``, and its logit. Peers are the EMA heads on ``h`` when the EMA is on,
+        else the current (detached) overlap logits ``z_ov``."""
+        hi = -self.logit_lo
         with torch.no_grad():
             if self.ema_weight is not None:
-                p_ov = torch.sigmoid(F.linear(h, self.ema_weight, self.ema_bias))
-            else:
-                p_ov = p_ov.detach()
+                z_ov = F.linear(h, self.ema_weight, self.ema_bias)
             if self.pairs_of_two:  # the only peer is the partner pair
-                q = p_ov.index_select(1, self.ov_partner)
-            else:
-                s = p_ov.new_zeros(p_ov.shape[0], self.ov_labels.numel()).index_add_(1, self.ov_group, p_ov)
-                q = (s[:, self.ov_group] - p_ov) / self.ov_peers
-            return q.clamp_(self.eps, 1 - self.eps)
+                zq = z_ov.index_select(1, self.ov_partner).clamp_(-hi, hi)
+                return torch.sigmoid(zq), zq
+            p_ov = torch.sigmoid(z_ov)
+            s = p_ov.new_zeros(p_ov.shape[0], self.ov_labels.numel()).index_add_(1, self.ov_group, p_ov)
+            q = ((s[:, self.ov_group] - p_ov) / self.ov_peers).clamp_(self.eps, 1 - self.eps)
+            return q, torch.log(q) - torch.log1p(-q)
 
     @torch.no_grad()
     def update_ema(self) -> None:
@@ -458,17 +472,14 @@ class CDGTMLLNet(nn.Module):
         c_ll = (ll1 @ self.c_pair[:L1]) / B
         if P == L1:  # no overlap (rho = 0 or N = 1)
             return {"R": R, "C_loglik": c_ll, "C_div": z.new_zeros(())}
-        # overlap pairs: curiosity log-likelihood, fusion and R, divergence to detached peers
-        ll_ov, _ = _LogLikColumns.apply(z_ov, y_ov, None)
+        # overlap pairs: fusion and R (binary targets: y log p + (1-y) log(1-p) = log(p (2y-1) + 1-y))
+        p_hat = self.fuse_overlap(torch.sigmoid(z_ov)).clamp(self.eps, 1 - self.eps)
+        R = R + (torch.addcmul(1 - y_lab, p_hat, 2 * y_lab - 1).log_().sum(0) @ self.w_ov) / B
+        # ... curiosity log-likelihood and divergence to the detached peers
+        q, zq = self.peer_mean(h.detach(), z_ov.detach())
+        ll_ov, c_div = _OverlapCuriosity.apply(z_ov, y_ov, q, zq, self.divergence)
         c_ll = c_ll + (ll_ov @ self.c_pair[L1:]) / B
-        p_ov = torch.sigmoid(z_ov)
-        p_hat = self.fuse_overlap(p_ov).clamp(self.eps, 1 - self.eps)
-        # binary targets: y log p + (1-y) log(1-p) = log(p if y else 1-p)
-        R = R + (torch.where(y_lab > 0.5, p_hat, 1 - p_hat).log_().sum(0) @ self.w_ov) / B
-        p_det = p_ov.detach()
-        q = self.peer_mean(h.detach(), p_det)
-        c_div = _DivergenceSum.apply(z_ov, p_det, q, self.divergence) / B
-        return {"R": R, "C_loglik": c_ll, "C_div": c_div}
+        return {"R": R, "C_loglik": c_ll, "C_div": c_div / B}
 
     def per_player_curiosity(self, x: torch.Tensor, y: torch.Tensor, beta: float) -> torch.Tensor:
         """E_B[C_i] for each player [N] (diagnostics and tests; not the training path)."""
@@ -477,8 +488,8 @@ class CDGTMLLNet(nn.Module):
         ll = -F.binary_cross_entropy_with_logits(z, y[:, self.pair_label], reduction="none") * self.c_pair
         per_pair = ll.sum(0) / B
         if self.ov_labels.numel():
-            p_ov = torch.sigmoid(z[:, L1:])
-            div = DIVERGENCE_FNS[self.divergence](z[:, L1:], self.peer_mean(h.detach(), p_ov), p_ov)
+            q, _ = self.peer_mean(h.detach(), z[:, L1:].detach())
+            div = DIVERGENCE_FNS[self.divergence](z[:, L1:], q)
             per_pair = per_pair + beta * torch.cat([per_pair.new_zeros(L1), div.sum(0) / B])
         return per_pair.new_zeros(self.n_players).index_add(0, self.pair_player, per_pair)
 

@@ -10,7 +10,11 @@ everything else, identically for BCE, the other loss-based baselines and CD-GTML
 * seeding (python / numpy / torch from ``ctx.seed``), a seeded ``torch.Generator`` for
   the per-epoch shuffle, ``torch.use_deterministic_algorithms(True)`` on CPU (restored
   on exit), so the same seed gives bit-identical predictions on CPU;
-* AdamW (decoupled weight decay 1e-4) with param groups ``backbone`` (eta_0), ``head``
+* no DataLoader: the (tabular) training arrays live on the device as tensors and a
+  batch is an index gather from the epoch's seeded ``randperm``; a task may re-lay the
+  target columns once (:meth:`TrainTask.train_targets`);
+* AdamW (decoupled weight decay 1e-4 on every parameter, biases and fusion logits
+  included: PyTorch's default, the paper names no exclusions) with param groups ``backbone`` (eta_0), ``head``
   (eta_head) and ``fusion`` (eta_0, E.1), each with a per-step cosine decay from its
   base rate to 0 over all ``epochs * ceil(n / B)`` steps (no warm-up; the last partial
   batch of an epoch is kept);
@@ -21,7 +25,8 @@ everything else, identically for BCE, the other loss-based baselines and CD-GTML
 * one row per epoch in ``ctx.workdir/train_log.csv``: ``epoch``, ``loss`` (mean
   objective over the epoch's samples), the task's terms (same weighting),
   ``lr_backbone`` / ``lr_head`` (rates of the epoch's first step), ``val_mAP`` (macro
-  AP over the labels with a validation positive, scikit-learn), ``val_microF1``
+  AP over the labels with a validation positive, = scikit-learn's per-label
+  ``average_precision_score``, vectorised), ``val_microF1``
   (threshold 0.5, ``p > 0.5``), the task's ``epoch_end`` columns, ``epoch_time``
   (seconds of the training loop only) and ``val_time``;
 * a checkpoint after every epoch, ``ctx.workdir/checkpoint.pt``, written atomically:
@@ -185,17 +190,40 @@ def cosine_factor(step: int, total: int) -> float:
     return 0.5 * (1.0 + math.cos(math.pi * min(step, total) / max(total, 1)))
 
 
-def validation_metrics(Y: np.ndarray, S: np.ndarray) -> dict[str, float]:
-    """val mAP (scikit-learn AP per label, macro over labels with >= 1 validation
-    positive) and micro-F1 of ``S > 0.5``."""
-    from sklearn.metrics import average_precision_score
-
+def average_precision_per_label(Y: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """Per-label average precision ``[L]`` (NaN where a label has no positive), the same
+    quantity as ``sklearn.metrics.average_precision_score`` column by column
+    (``AP = sum_k (R_k - R_{k-1}) P_k`` over distinct score thresholds, tied scores
+    grouped), vectorised over labels: scikit-learn's per-label loop takes seconds per
+    epoch at L ~ 1000. Equality with scikit-learn is tested."""
     Y = np.asarray(Y) > 0.5
-    keep = Y.any(axis=0)
-    mAP = float(average_precision_score(Y[:, keep], S[:, keep], average="macro")) if keep.any() else float("nan")
-    pred = S > 0.5
-    tp = float(np.logical_and(pred, Y).sum())
-    denom = float(pred.sum() + Y.sum())
+    S = np.asarray(S, dtype=np.float64)
+    n = S.shape[0]
+    order = np.argsort(-S, axis=0, kind="stable")
+    s_sorted = np.take_along_axis(S, order, axis=0)
+    y_sorted = np.take_along_axis(Y, order, axis=0)
+    tp = np.cumsum(y_sorted, axis=0)
+    # position of the last row of each tie group (a threshold of the PR curve)
+    is_end = np.ones_like(s_sorted, dtype=bool)
+    is_end[:-1] = s_sorted[:-1] != s_sorted[1:]
+    pos = np.where(is_end, np.arange(n)[:, None], n)
+    group_end = np.minimum.accumulate(pos[::-1], axis=0)[::-1]
+    precision_at_end = np.take_along_axis(tp, group_end, axis=0) / (group_end + 1)
+    n_pos = Y.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ap = (y_sorted * precision_at_end).sum(axis=0) / n_pos
+    return np.where(n_pos > 0, ap, np.nan)
+
+
+def validation_metrics(Y: np.ndarray, S: np.ndarray) -> dict[str, float]:
+    """val mAP (average precision per label, macro over labels with >= 1 validation
+    positive) and micro-F1 of ``S > 0.5``."""
+    Yb = np.asarray(Y) > 0.5
+    ap = average_precision_per_label(Yb, S)
+    mAP = float(np.nanmean(ap)) if Yb.any() else float("nan")
+    pred = np.asarray(S) > 0.5
+    tp = float(np.logical_and(pred, Yb).sum())
+    denom = float(pred.sum() + Yb.sum())
     return {"val_mAP": mAP, "val_microF1": 2.0 * tp / denom if denom > 0 else 0.0}
 
 
