@@ -346,7 +346,8 @@ class MLCNCNet(nn.Module):
     @torch.no_grad()
     def refresh_prototypes(self) -> None:
         cnt = self.proto_count[:, None]
-        self.proto_bank.copy_(torch.where(cnt > 0, self.proto_sum / cnt.clamp_min(1.0), torch.zeros_like(self.proto_sum)))
+        mean = self.proto_sum / cnt.clamp_min(1.0)
+        self.proto_bank.copy_(torch.where(cnt > 0, mean, torch.zeros_like(mean)))
 
 
 # ============================================================================ method
@@ -404,11 +405,14 @@ class MLCNCMethod(NeuralMethod):
             raise ValueError("MLC-NC: warmup_epochs must be >= 0")
         if not 0.0 <= float(dropout) < 1.0:
             raise ValueError("MLC-NC: dropout must be in [0, 1)")
-        self.n_tokens, self.d_model, self.n_heads, self.dropout = int(n_tokens), int(d_model), int(n_heads), float(dropout)
+        self.n_tokens, self.d_model = int(n_tokens), int(d_model)
+        self.n_heads, self.dropout = int(n_heads), float(dropout)
         self.proj_dim, self.proto_temperature = int(proj_dim), float(proto_temperature)
         self.tp, self.tn = float(tp), float(tn)
         self.warmup_epochs = int(warmup_epochs)
-        self.weight_proto, self.weight_twoway, self.weight_align = float(weight_proto), float(weight_twoway), float(weight_align)
+        self.weight_proto = float(weight_proto)
+        self.weight_twoway = float(weight_twoway)
+        self.weight_align = float(weight_align)
         self.class_aware_sampling = bool(class_aware_sampling)
         self.etf_classifier_trainable = bool(etf_classifier_trainable)
         self._seed = 0
