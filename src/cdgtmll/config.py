@@ -135,25 +135,39 @@ def _semantic_checks(config: dict, source: str) -> None:
     for d in config["training"]:
         if d != "default":
             check_dataset(d, f"training.{d}")
-    for i, m in enumerate(config["experiments"]["methods"]):
-        if m not in methods.available():
-            fail(f"experiments.methods[{i}]", f"unknown method '{m}'; registered: {', '.join(methods.available())}")
-    for m, hp in config["methods"].items():
-        if m not in methods.available():
-            fail(f"methods.{m}", f"unknown method '{m}'; registered: {', '.join(methods.available())}")
+    aliases = config.get("aliases", {})
+    for a, spec in aliases.items():
+        if a in methods.available() or "@" in a:
+            fail(f"aliases.{a}", "an alias must not shadow a registered method or contain '@'")
+        if spec["method"] not in methods.available():
+            fail(f"aliases.{a}.method", f"unknown method '{spec['method']}'; registered: {', '.join(methods.available())}")
+
+    def check_method(m: str, key: str, dataset: str | None = None) -> None:
         try:
-            methods.build(m, hp)
+            registered, _ = resolve_method(config, m)
+        except ConfigError as exc:
+            fail(key, str(exc).split(": ", 1)[-1])
+        if registered not in methods.available():
+            fail(key, f"unknown method '{m}'; registered: {', '.join(methods.available())}"
+                      + (f"; aliases: {', '.join(sorted(aliases))}" if aliases else ""))
+        try:
+            methods.build(registered, method_hparams(config, dataset or "", m))
         except (TypeError, ValueError) as exc:
-            fail(f"methods.{m}", str(exc))
+            fail(key, str(exc))
+
+    for i, m in enumerate(config["experiments"]["methods"]):
+        check_method(m, f"experiments.methods[{i}]")
+    for m in config["methods"]:
+        check_method(m, f"methods.{m}")
     for d, per_method in config.get("dataset_overrides", {}).items():
         check_dataset(d, f"dataset_overrides.{d}")
-        for m, hp in per_method.items():
-            if m not in methods.available():
-                fail(f"dataset_overrides.{d}.{m}", f"unknown method '{m}'; registered: {', '.join(methods.available())}")
-            try:
-                methods.build(m, method_hparams(config, d, m))
-            except (TypeError, ValueError) as exc:
-                fail(f"dataset_overrides.{d}.{m}", str(exc))
+        for m in per_method:
+            check_method(m, f"dataset_overrides.{d}.{m}", d)
+    for study, spec in config.get("studies", {}).items():
+        if "dataset" in spec:
+            check_dataset(spec["dataset"], f"studies.{study}.dataset")
+        for i, m in enumerate(study_methods(config, study)):
+            check_method(m, f"studies.{study}.methods[{i}]", spec.get("dataset"))
     pr = config.get("figures", {}).get("pr_curve")
     if pr and "dataset" in pr:
         check_dataset(pr["dataset"], "figures.pr_curve.dataset")
@@ -201,14 +215,39 @@ def variant_id(severity: float, sampling_seed: int) -> str:
 
 
 def parse_variant(variant: str) -> tuple[float, int] | None:
-    """Inverse of :func:`variant_id`; ``None`` for the clean data."""
-    if variant == CLEAN:
+    """Inverse of :func:`variant_id`; ``None`` for the clean data and other kinds (noise)."""
+    if variant == CLEAN or not variant.startswith("R"):
         return None
     try:
         sev, seed = variant[1:].split("-s")
         return float(sev), int(seed)
     except ValueError:
         raise ConfigError(f"variant '{variant}': expected '{CLEAN}' or 'R<severity>-s<seed>'") from None
+
+
+def parse_noise(variant: str) -> tuple[float, int] | None:
+    """``N0.10-s0`` -> (0.10, 0); None for other variants."""
+    if not variant.startswith("N"):
+        return None
+    try:
+        rate, seed = variant[1:].split("-s")
+        return float(rate), int(seed)
+    except ValueError:
+        raise ConfigError(f"variant '{variant}': expected 'N<rate>-s<seed>'") from None
+
+
+def variant_setting(variant: str) -> str:
+    """The table setting a variant belongs to: 'clean', 'R@0.40' (pooled over sampling
+    seeds) or 'N@0.10' (label noise)."""
+    if variant == CLEAN:
+        return CLEAN
+    r = parse_variant(variant)
+    if r is not None:
+        return f"R@{r[0]:.2f}"
+    n = parse_noise(variant)
+    if n is not None:
+        return f"N@{n[0]:.2f}"
+    raise ConfigError(f"variant '{variant}': unknown kind")
 
 
 def variants(config: dict, dataset: str) -> list[str]:
@@ -226,10 +265,44 @@ def training_protocol(config: dict, dataset: str) -> dict:
     return proto
 
 
+def split_method(name: str) -> tuple[str, dict]:
+    """``'CD-GTMLL@alpha=0.2,n_players=4'`` -> ``('CD-GTMLL', {'alpha': 0.2, 'n_players': 4})``.
+
+    The ``@key=value`` suffix names a variant of a method with some hyper-parameters
+    overridden (sensitivity sweeps); values are parsed as YAML scalars."""
+    if "@" not in name:
+        return name, {}
+    base_name, _, spec = name.partition("@")
+    over = {}
+    for item in spec.split(","):
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise ConfigError(f"method '{name}': expected '<method>@<key>=<value>[,<key>=<value>]'")
+        over[key] = yaml.safe_load(value)
+    return base_name, over
+
+
+def resolve_method(config: dict, name: str) -> tuple[str, dict]:
+    """(registered method, hyper-parameter overrides) for a method name, an alias from
+    ``aliases`` (ablations: No-Curiosity, Single-Predictor, ...) or a ``@key=value`` variant."""
+    base_name, over = split_method(name)
+    alias = config.get("aliases", {}).get(base_name)
+    if alias is not None:
+        return alias["method"], {**alias.get("hparams", {}), **over}
+    return base_name, over
+
+
 def method_hparams(config: dict, dataset: str, method: str) -> dict:
-    """methods.<method> with dataset_overrides.<dataset>.<method> merged over it."""
-    hp = dict(config["methods"].get(method, {}))
-    hp.update(config.get("dataset_overrides", {}).get(dataset, {}).get(method, {}))
+    """methods.<registered> <- aliases/@-overrides <- methods.<name> <- dataset_overrides.<dataset>.<name>."""
+    registered, over = resolve_method(config, method)
+    hp = dict(config["methods"].get(registered, {}))
+    hp.update(over)
+    if method != registered:
+        hp.update(config["methods"].get(method, {}))
+    overrides = config.get("dataset_overrides", {}).get(dataset, {})
+    hp.update(overrides.get(registered, {}))
+    if method != registered:
+        hp.update(overrides.get(method, {}))
     return hp
 
 
@@ -237,7 +310,8 @@ def not_runnable(config: dict, dataset: str, method: str) -> str | None:
     """The method's own reason it cannot run on this dataset here (e.g. no pretrained encoder)."""
     from cdgtmll.methods import base
 
-    return base.build(method, method_hparams(config, dataset, method)).not_runnable_reason()
+    registered, _ = resolve_method(config, method)
+    return base.build(registered, method_hparams(config, dataset, method)).not_runnable_reason()
 
 
 def run_spec(config: dict, dataset: str, variant: str, method: str) -> dict:
@@ -246,6 +320,7 @@ def run_spec(config: dict, dataset: str, variant: str, method: str) -> dict:
         "dataset": dataset,
         "variant": variant,
         "method": method,
+        "registered_method": resolve_method(config, method)[0],
         "hparams": method_hparams(config, dataset, method),
         "training": training_protocol(config, dataset),
         "seeds": list(config["experiments"]["seeds"]),
@@ -253,3 +328,37 @@ def run_spec(config: dict, dataset: str, variant: str, method: str) -> dict:
         "data": {k: config["data"][k] for k in ("val_fraction", "split_seed")},
         "r_variants": {k: config["r_variants"][k] for k in ("tail_fraction", "tie_seed")},
     }
+
+
+# ---------------------------------------------------------------- studies (figures)
+
+SWEEP_PARAMS = {"alpha": "alpha", "players": "n_players"}
+
+
+def study_methods(config: dict, study: str) -> list[str]:
+    """Methods a study runs; sweeps expand to ``<method>@<param>=<value>``."""
+    spec = config.get("studies", {}).get(study, {})
+    if study in SWEEP_PARAMS:
+        base_method = spec.get("method", "CD-GTMLL")
+        return [f"{base_method}@{SWEEP_PARAMS[study]}={v}" for v in spec.get("values", [])]
+    return list(spec.get("methods", []))
+
+
+def noise_id(rate: float, seed: int) -> str:
+    return f"N{rate:.2f}-s{seed}"
+
+
+def study_jobs(config: dict) -> dict[str, list[tuple[str, str, str]]]:
+    """(dataset, variant, method) jobs of each configured study."""
+    out: dict[str, list[tuple[str, str, str]]] = {}
+    for study, spec in config.get("studies", {}).items():
+        d = spec["dataset"]
+        ms = study_methods(config, study)
+        if study == "noise":
+            vs = [CLEAN] + [noise_id(r, s) for r in spec["rates"] for s in spec.get("sampling_seeds", [0])]
+        elif study == "occlusion":
+            vs = []  # image datasets only; see README (needs the image fine-tuning path)
+        else:
+            vs = [spec.get("variant", CLEAN)]
+        out[study] = [(d, v, m) for v in vs for m in ms]
+    return out

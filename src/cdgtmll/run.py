@@ -75,7 +75,7 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
     X_te, _ = data.part("test")
     fit = FitData(X_tr, Y_tr, X_va, Y_va, data.label_names, tail=tail)
     set_seed(seed)
-    method = build_method(spec["method"], spec["hparams"], spec["training"])
+    method = build_method(spec.get("registered_method", spec["method"]), spec["hparams"], spec["training"])
     ctx = RunContext(seed=seed, workdir=outdir, device=spec.get("device", "auto"), progress=progress,
                      extra={"training": spec["training"]})
     method.fit(fit, ctx)

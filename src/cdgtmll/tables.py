@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cdgtmll.config import CLEAN, parse_variant
+from cdgtmll.config import CLEAN, parse_variant, variant_setting
 from cdgtmll.io import atomic_write, read_json, sha256_file, write_json
 
 METRICS = ("mAP", "micro_f1", "macro_f1", "rare_f1", "p@1", "p@3", "p@5")
@@ -75,12 +75,13 @@ def collect(paths: list[Path]) -> pd.DataFrame:
         for mode in MODES:
             own = mode == "global" and "method" in m
             block = m["method"] if own else m[_mode_key(m, mode)]
-            row = {"dataset": dataset, "variant": variant, "severity": sev, "sampling_seed": sseed,
+            row = {"dataset": dataset, "variant": variant, "setting": variant_setting(variant),
+                   "severity": sev, "sampling_seed": sseed,
                    "method": method, "seed": int(seed_dir.name[4:]), "mode": mode, "own_thresholds": own,
                    "metrics_path": str(mpath), "metrics_sha256": sha256_file(mpath)}
             row.update({k: block.get(k) for k in METRICS})
             rows.append(row)
-    cols = ["dataset", "variant", "severity", "sampling_seed", "method", "seed", "mode", "own_thresholds", *METRICS,
+    cols = ["dataset", "variant", "setting", "severity", "sampling_seed", "method", "seed", "mode", "own_thresholds", *METRICS,
             "metrics_path", "metrics_sha256"]
     return pd.DataFrame(rows, columns=cols)
 
@@ -98,7 +99,6 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
     """Mean, sample std and n per (mode, dataset, setting, method); setting is 'clean' or the severity."""
     if df.empty:
         return pd.DataFrame(columns=["mode", "dataset", "setting", "method", "n"])
-    df = df.assign(setting=df["severity"].map(lambda s: CLEAN if s is None or pd.isna(s) else f"R@{s:.2f}"))
     g = df.groupby(["mode", "dataset", "setting", "method"], sort=False)
     out = g[list(METRICS)].agg(["mean", "std"])
     out.columns = [f"{m}_{s}" for m, s in out.columns]

@@ -228,7 +228,9 @@ class BalanceMixMethod(_BCEDataSide):
     does not say whether training-time or a separate pass; we use a separate pass);
     (3) the GMM specifics are ours: losses min-max normalised per set, sklearn
     ``GaussianMixture`` (``reg_covar=5e-4``, ``tol=1e-3``, 100 EM iterations, seeded),
-    sets with fewer than 10 entries or constant losses are all clean; (4) λ is drawn per
+    sets with fewer than 10 entries or constant losses are all clean (as in the paper, a
+    2-component GMM also splits a unimodal, noise-free loss set, so on clean data the
+    higher-loss part of each set becomes "ambiguous" and is down-weighted); (4) λ is drawn per
     pair (the paper does not say per pair or per batch); (5) optimiser, schedule, epochs,
     backbone are the BCE row's (the paper fine-tunes a ResNet-50 with SGD). The
     official code (DISL-Lab/BalanceMix) was not available to us; everything is from the
@@ -968,7 +970,8 @@ class _LSFAHeadTask(TrainTask):
         row_w = torch.where(syn > 0.5, torch.full_like(syn, active * self.calib_weight), torch.ones_like(syn))
         ell = F.binary_cross_entropy_with_logits(model(xb), y, reduction="none") * mask * row_w
         n_rows = ((syn <= 0.5) | (active > 0)).sum().clamp(min=1)
-        return ell.sum() / n_rows, {"synthetic_rows": (syn > 0.5).float().sum() * active}
+        # logged per epoch by the trainer as (active synthetic rows seen) / (rows)
+        return ell.sum() / n_rows, {"synthetic_frac": (syn > 0.5).float().mean() * active}
 
     def predict(self, model, x):
         return torch.sigmoid(model(x))
