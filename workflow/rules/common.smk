@@ -2,7 +2,7 @@
 import json
 from pathlib import Path
 
-from cdgtmll.config import CLEAN, not_runnable, pr_curve_enabled, run_spec, variant_id, variants
+from cdgtmll.config import CLEAN, not_runnable, pr_curve_enabled, run_spec, study_jobs, variant_id, variants
 
 DATASETS = config["experiments"]["datasets"]
 METHODS = config["experiments"]["methods"]
@@ -14,8 +14,8 @@ GPU_JOBS = 1 if config["experiments"].get("device") == "cuda" else 0
 
 wildcard_constraints:
     dataset=r"[A-Za-z0-9_.\-]+",
-    variant=r"clean|R[0-9.]+-s[0-9]+",
-    method=r"[A-Za-z0-9_.\-]+",
+    variant=r"clean|R[0-9.]+-s[0-9]+|N[0-9.]+-s[0-9]+",
+    method=r"[A-Za-z0-9_.\-@=,]+",
 
 
 def processed(dataset):
@@ -28,23 +28,30 @@ def variant_data(wc):
     return f"results/data/{wc.dataset}/variants/{wc.variant}.npz"
 
 
+# Every (dataset, variant, method) job: the main experiments (tables) and the studies (figures).
+MAIN_JOBS = [(d, v, m) for d in DATASETS for v in variants(config, d) for m in METHODS]
+STUDY_JOBS = study_jobs(config)
+ALL_JOBS = list(dict.fromkeys(MAIN_JOBS + [j for js in STUDY_JOBS.values() for j in js]))
+ALL_DATASETS = list(dict.fromkeys(d for d, _, _ in ALL_JOBS))
+
+
 # Methods that cannot run here (e.g. no pretrained encoder configured) are not scheduled;
 # the tables print their reason instead of a number.
-NOT_RUN = {(d, m): r for d in DATASETS for m in METHODS if (r := not_runnable(config, d, m))}
+NOT_RUN = {
+    (d, m): r for d, m in dict.fromkeys((d, m) for d, _, m in ALL_JOBS) if (r := not_runnable(config, d, m))
+}
 
 
-def run_dirs():
-    return [
-        f"results/runs/{d}/{v}/{m}"
-        for d in DATASETS
-        for v in variants(config, d)
-        for m in METHODS
-        if (d, m) not in NOT_RUN
-    ]
+def run_dirs(jobs=None):
+    return [f"results/runs/{d}/{v}/{m}" for d, v, m in (ALL_JOBS if jobs is None else jobs) if (d, m) not in NOT_RUN]
 
 
-def all_metrics():
-    return [f"{r}/seed{s}/metrics.json" for r in run_dirs() for s in SEEDS]
+def all_metrics(jobs=None):
+    return [f"{r}/seed{s}/metrics.json" for r in run_dirs(jobs) for s in SEEDS]
+
+
+def study_seed_dirs(study):
+    return [f"{r}/seed{s}" for r in run_dirs(STUDY_JOBS.get(study, [])) for s in SEEDS]
 
 
 def spec_json(wc):

@@ -33,5 +33,5 @@ rule prepare_dataset:
 
 rule data_all:
     input:
-        [processed(d) for d in DATASETS],
-        [f"results/data/{d}/variants/{v}.npz" for d in DATASETS for v in variants(config, d) if v != CLEAN],
+        [processed(d) for d in ALL_DATASETS],
+        sorted({f"results/data/{d}/variants/{v}.npz" for d, v, _ in ALL_JOBS if v != CLEAN}),

@@ -1,8 +1,10 @@
 # R-variants (App. E.3): down-sample tail positives of the training split only.
-from cdgtmll.config import parse_variant
+from cdgtmll.config import parse_noise, parse_variant
 
 
 rule r_variant:
+    wildcard_constraints:
+        variant=r"R[0-9.]+-s[0-9]+",
     input:
         "results/data/{dataset}/processed.npz",
     output:
@@ -25,4 +27,30 @@ rule r_variant:
     shell:
         "python -m cdgtmll.variants --in {input} --severity {params.severity} "
         "--sampling-seed {params.sampling_seed} --q {params.q} --tie-seed {params.tie_seed} "
+        "--out {output.data} --bookkeeping {output.bookkeeping} > {log} 2>&1"
+
+
+rule noise_variant:
+    # Label noise (Sec. 5.3 "Noise-rho"): each training positive flipped to 0 with prob. rho.
+    wildcard_constraints:
+        variant=r"N[0-9.]+-s[0-9]+",
+    input:
+        "results/data/{dataset}/processed.npz",
+    output:
+        data="results/data/{dataset}/variants/{variant}.npz",
+        bookkeeping="results/data/{dataset}/variants/{variant}.json",
+    params:
+        rate=lambda wc: parse_noise(wc.variant)[0],
+        seed=lambda wc: parse_noise(wc.variant)[1],
+    conda:
+        ENV
+    log:
+        "logs/variants/{dataset}/{variant}.log",
+    benchmark:
+        "benchmarks/out/variants/{dataset}/{variant}.tsv"
+    resources:
+        mem_mb=4000,
+        runtime=10,
+    shell:
+        "python -m cdgtmll.noise --in {input} --rate {params.rate} --seed {params.seed} "
         "--out {output.data} --bookkeeping {output.bookkeeping} > {log} 2>&1"
