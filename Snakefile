@@ -20,9 +20,11 @@ include: "workflow/rules/variants.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/figures.smk"
 
 
 rule all:
     input:
         ALL_TARGETS,
+        FIGURE_TARGETS,
     default_target: True

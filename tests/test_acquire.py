@@ -297,7 +297,7 @@ def test_registry_contents():
             assert f.sha256 is not None or (f.manual and "unknown: not published" in f.manual)
     assert get_spec("yeast").file("train").urls == (
         "https://raw.githubusercontent.com/tsoumakas/mulan/43f6389/data/multi-label/yeast/yeast-train.arff",)
-    assert get_spec("coco2014").loader is None and get_spec("yeast").loader
+    assert get_spec("coco2014").loader and get_spec("voc2007").loader and get_spec("yeast").loader
     with pytest.raises(KeyError, match="unknown dataset 'nope'; known: .*yeast"):
         get_spec("nope")
 

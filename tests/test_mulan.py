@@ -220,7 +220,14 @@ def test_prepare_config_defined_dataset_via_file_urls(mirror, tmp_path, no_env_m
     assert rc == 0 and np.array_equal(ProcessedData.load(tmp_path / "m2.npz").Y, d.Y)
 
 
-def test_cli_unimplemented_loader_and_unknown_dataset(tmp_path, capsys):
+def test_cli_unimplemented_loader_and_unknown_dataset(tmp_path, capsys, monkeypatch):
+    import dataclasses
+
+    from cdgtmll.data import prepare as prepare_mod
+
+    real = prepare_mod.get_spec
+    monkeypatch.setattr(prepare_mod, "get_spec",  # a registry entry whose loader does not exist yet
+                        lambda name, *a, **k: dataclasses.replace(real(name), loader=None))
     rc = prepare_main(["--dataset", "coco2014", "--raw-dir", str(tmp_path), "--out", str(tmp_path / "c.npz")])
     assert rc != 0
     assert "dataset 'coco2014': loader not implemented yet (format coco-json)" in capsys.readouterr().err

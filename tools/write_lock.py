@@ -27,7 +27,7 @@ def main(freeze: str) -> None:
     pins = sorted(
         (line.strip() for line in Path(freeze).read_text().splitlines()
          if "==" in line and not line.lower().startswith("cdgtmll")),
-        key=str.lower,
+        key=lambda pin: pin.split("==")[0].lower(),
     )
     Path("requirements.lock").write_text(LOCK_HEADER + "\n".join(pins) + "\n")
     env_pins = [p for p in pins if not p.startswith("pip==")]

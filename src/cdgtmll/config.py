@@ -338,6 +338,8 @@ SWEEP_PARAMS = {"alpha": "alpha", "players": "n_players"}
 def study_methods(config: dict, study: str) -> list[str]:
     """Methods a study runs; sweeps expand to ``<method>@<param>=<value>``."""
     spec = config.get("studies", {}).get(study, {})
+    if study == "diagnostics":
+        return [spec.get("method", "CD-GTMLL")]
     if study in SWEEP_PARAMS:
         base_method = spec.get("method", "CD-GTMLL")
         return [f"{base_method}@{SWEEP_PARAMS[study]}={v}" for v in spec.get("values", [])]
@@ -357,7 +359,9 @@ def study_jobs(config: dict) -> dict[str, list[tuple[str, str, str]]]:
         if study == "noise":
             vs = [CLEAN] + [noise_id(r, s) for r in spec["rates"] for s in spec.get("sampling_seeds", [0])]
         elif study == "occlusion":
-            vs = []  # image datasets only; see README (needs the image fine-tuning path)
+            # the clean baselines; occluded variants need training images (image datasets,
+            # fine-tuning path), so on tabular data the figure states that it does not apply
+            vs = [CLEAN]
         else:
             vs = [spec.get("variant", CLEAN)]
         out[study] = [(d, v, m) for v in vs for m in ms]

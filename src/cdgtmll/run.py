@@ -6,11 +6,27 @@ One job trains all seeds in one process (a fresh Python process with torch costs
 about 3 s; see shared notes), and writes per seed, under ``DIR/seed<k>/``:
 
 * ``predictions.npz`` – validation and test probabilities (float64) and row indices,
+  or, for large label spaces (``L > TOPK_MIN_LABELS``), the top-``TOPK`` labels per row
+  (see "Top-K predictions" below),
 * ``provenance.json`` – git state, run-spec hash, input hashes, seed, packages, device,
 * anything the method writes into its work dir (``train_log.csv``, checkpoints, ...).
 
 Files are written atomically; a seed whose ``predictions.npz`` exists and whose
 recorded spec hash matches is skipped, so a killed job resumes where it stopped.
+
+Top-K predictions (large label spaces)
+--------------------------------------
+A dense score matrix is impossible for XMC test sets (AmazonCat-13K: 306,782 x 13,330
+float64 = 32.7 GB). When ``L > TOPK_MIN_LABELS`` (2000) ``predict_proba`` is called on
+row chunks of ``PREDICT_ROWS`` rows (methods are row-independent) and only each row's
+top ``K = min(TOPK, L)`` labels are kept, ordered by score descending, ties by lower
+label index (the convention of :func:`cdgtmll.metrics.precision_at_k`):
+``predictions.npz`` then holds ``format='topk'``, ``topk=K``, and per split
+``<split>_topk_idx`` (int32 ``[n, K]``) and ``<split>_topk_score`` (float32 ``[n, K]``),
+plus ``idx_val``/``idx_test`` and ``method_thresholds`` as before. Memory is
+O(PREDICT_ROWS x L) for scoring plus O(n x K) for the result. P@k for k <= K computed
+from it equals the dense P@k exactly (:func:`cdgtmll.evaluate.precision_at_k_topk`).
+Files without ``format`` are the dense format (unchanged for ``L <= TOPK_MIN_LABELS``).
 """
 
 from __future__ import annotations
@@ -28,9 +44,17 @@ import numpy as np
 from cdgtmll import provenance
 from cdgtmll.config import config_hash
 from cdgtmll.data.processed import ProcessedData
+from cdgtmll.evaluate import topk_from_scores
 from cdgtmll.io import atomic_path, read_json, write_json
 from cdgtmll.labels import tail_labels
 from cdgtmll.methods import FitData, RunContext, base
+
+#: label spaces with more labels than this store top-K predictions (see module docstring)
+TOPK_MIN_LABELS = 2000
+#: labels kept per row in the top-K format
+TOPK = 100
+#: rows per predict_proba call in the top-K path
+PREDICT_ROWS = 512
 
 
 def build_method(name: str, hparams: dict, training: dict) -> base.Method:
@@ -80,18 +104,21 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
                      extra={"training": spec["training"]})
     method.fit(fit, ctx)
     fit_seconds = time.perf_counter() - t0
-    s_val = np.asarray(method.predict_proba(X_va), dtype=np.float64)
-    s_test = np.asarray(method.predict_proba(X_te), dtype=np.float64)
-    for split, s in (("val", s_val), ("test", s_test)):
-        if s.shape != (data.splits[split].size, data.n_labels):
-            raise ValueError(f"{spec['method']}: predict_proba returned {s.shape} for split '{split}', "
-                             f"expected {(data.splits[split].size, data.n_labels)}")
-        if not np.all(np.isfinite(s)) or s.min() < 0 or s.max() > 1:
-            raise ValueError(f"{spec['method']}: predict_proba returned values outside [0, 1] on '{split}'")
+    if data.n_labels > TOPK_MIN_LABELS:
+        arrays = {"format": np.asarray("topk"), "topk": np.asarray(min(TOPK, data.n_labels), dtype=np.int64)}
+        for split, X_s in (("val", X_va), ("test", X_te)):
+            idx, score = predict_topk(method, X_s, data.splits[split].size, data.n_labels, spec["method"], split)
+            arrays[f"{split}_topk_idx"], arrays[f"{split}_topk_score"] = idx, score
+    else:
+        s_val = np.asarray(method.predict_proba(X_va), dtype=np.float64)
+        s_test = np.asarray(method.predict_proba(X_te), dtype=np.float64)
+        for split, s in (("val", s_val), ("test", s_test)):
+            _check_scores(s, data.splits[split].size, data.n_labels, spec["method"], split)
+        arrays = {"val": s_val, "test": s_test}
     extra = method.extra_outputs()
     if extra:
         write_json(outdir / "method_outputs.json", extra)
-    arrays = {"val": s_val, "test": s_test, "idx_val": data.splits["val"], "idx_test": data.splits["test"]}
+    arrays.update({"idx_val": data.splits["val"], "idx_test": data.splits["test"]})
     own = method.decision_thresholds()
     if own is not None:
         own = np.broadcast_to(np.asarray(own, dtype=np.float64), (data.n_labels,)).copy()
@@ -106,6 +133,30 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
     print(f"[run] {spec['dataset']}/{spec['variant']}/{spec['method']} seed {seed}: "
           f"fit {fit_seconds:.1f}s", flush=True)
     return pred_path
+
+
+def _check_scores(s: np.ndarray, n: int, L: int, method: str, split: str) -> None:
+    if s.shape != (n, L):
+        raise ValueError(f"{method}: predict_proba returned {s.shape} for split '{split}', expected {(n, L)}")
+    if not np.all(np.isfinite(s)) or s.min(initial=0.0) < 0 or s.max(initial=0.0) > 1:
+        raise ValueError(f"{method}: predict_proba returned values outside [0, 1] on '{split}'")
+
+
+def predict_topk(method: base.Method, X, n: int, L: int, name: str = "method", split: str = "?",
+                 k: int | None = None, rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``min(k, L)`` labels (int32) and scores (float32) per row of ``X``, scoring
+    ``rows`` rows per ``predict_proba`` call (never the whole dense matrix); defaults
+    ``TOPK`` and ``PREDICT_ROWS``."""
+    K = min(int(TOPK if k is None else k), L)
+    rows = int(PREDICT_ROWS if rows is None else rows)
+    idx = np.empty((n, K), dtype=np.int32)
+    score = np.empty((n, K), dtype=np.float32)
+    for a in range(0, n, rows):
+        b = min(n, a + rows)
+        s = np.asarray(method.predict_proba(X[a:b]), dtype=np.float64)
+        _check_scores(s, b - a, L, name, split)
+        idx[a:b], score[a:b] = topk_from_scores(s, K)
+    return idx, score
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -68,3 +68,7 @@ def pr_inputs(wc):
         if (d, m) not in NOT_RUN
         for k in SEEDS
     ]
+
+
+def study_metrics(study):
+    return [f"{d}/metrics.json" for d in study_seed_dirs(study)]

@@ -11,6 +11,13 @@ followed by the official test split, ``X = [X_train; X_test]``; ``splits['train'
 rows) and ``splits['val']`` are carved from the first ``n_train`` rows with
 :func:`cdgtmll.data.splits.carve_validation`, ``splits['test']`` is ``n_train..n-1``.
 
+XMC datasets (``spec.kind == 'xmc'``) are the exception: their validation rows are a
+seeded uniform random ``val_fraction`` of the train rows
+(:func:`cdgtmll.data.xmc.random_validation_split`), because iterative stratification
+needs the dense label matrix (AmazonCat-13K: 1.19M x 13,330) and does not scale to
+10^4 labels; their Y stays sparse (CSR). ``--loader-options`` (JSON) is passed to the
+loader as keyword arguments, e.g. ``'{"tfidf": false}'`` for :func:`cdgtmll.data.xmc.load_xmc_bow`.
+
 ``--dataset-config`` takes a JSON mapping (inline, or a path to a .json file) defining a
 MULAN-format dataset not in the registry (see :func:`cdgtmll.data.registry.spec_from_config`).
 """
@@ -53,6 +60,7 @@ def prepare(
     split_seed: int = splits_mod.DEFAULT_SEED,
     dataset_config: Mapping[str, Any] | None = None,
     timeout: float = 60,
+    loader_options: Mapping[str, Any] | None = None,
 ) -> ProcessedData:
     """Acquire, load, split and save one dataset; returns what was saved to ``out``.
 
@@ -78,16 +86,26 @@ def prepare(
             fetched[f.name].source == "cached" and fetched[f.name].original_source == "packaged"
         ):
             break  # one packaged copy stands in for all the raw files
-    tt = loader(spec, fetched)
+    tt = loader(spec, fetched, **dict(loader_options or {}))
 
     n_train = tt.Y_train.shape[0]
     n_test = tt.Y_test.shape[0]
-    fit, val = splits_mod.carve_validation(tt.Y_train, fraction=val_fraction, seed=split_seed)
+    split_method = splits_mod.METHOD
+    if spec.kind == "xmc":  # XMC: seeded random split (stratification infeasible at 10^4 labels)
+        from cdgtmll.data.xmc import SPLIT_METHOD, random_validation_split
+
+        fit, val = random_validation_split(n_train, fraction=val_fraction, seed=split_seed)
+        split_method = SPLIT_METHOD
+    else:
+        fit, val = splits_mod.carve_validation(tt.Y_train, fraction=val_fraction, seed=split_seed)
     if sp.issparse(tt.X_train):
         X = sp.vstack([tt.X_train, tt.X_test], format="csr", dtype=np.float32)
     else:
         X = np.concatenate([tt.X_train, tt.X_test]).astype(np.float32, copy=False)
-    Y = np.concatenate([tt.Y_train, tt.Y_test]).astype(np.uint8, copy=False)
+    if sp.issparse(tt.Y_train) or sp.issparse(tt.Y_test):  # XMC: keep Y sparse
+        Y = sp.vstack([sp.csr_matrix(tt.Y_train), sp.csr_matrix(tt.Y_test)], format="csr", dtype=np.uint8)
+    else:
+        Y = np.concatenate([tt.Y_train, tt.Y_test]).astype(np.uint8, copy=False)
     sources = []
     for r in {id(r): r for r in fetched.values()}.values():
         sources.append(r.record())
@@ -101,7 +119,7 @@ def prepare(
         "official_split": {"n_train": n_train, "n_test": n_test,
                            "registry_n_train": spec.n_train, "registry_n_test": spec.n_test},
         "split": {
-            "method": splits_mod.METHOD,
+            "method": split_method,
             "fraction": val_fraction,
             "seed": split_seed,
             "carved_from": "official train split",
@@ -111,6 +129,11 @@ def prepare(
         "n_features": int(X.shape[1]),
         "row_layout": "rows 0..n_train-1 = official train split (file order), n_train..n-1 = official test split",
     }
+    if getattr(tt, "preprocessing", None):  # e.g. XMC: TF-IDF / l2 applied by the loader
+        meta["preprocessing"] = tt.preprocessing
+    if loader_options:
+        meta["loader_options"] = dict(loader_options)
+    meta.update(getattr(tt, "meta", None) or {})  # loader-specific meta (image paths, category ids, ...)
     data = ProcessedData(
         name=spec.name,
         X=X,
@@ -145,9 +168,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--val-fraction", type=float, default=splits_mod.DEFAULT_FRACTION)
     ap.add_argument("--split-seed", type=int, default=splits_mod.DEFAULT_SEED)
     ap.add_argument("--dataset-config", default=None, help="JSON (inline or .json path) defining a MULAN dataset")
+    ap.add_argument("--loader-options", default=None,
+                    help='JSON object of loader keyword arguments, e.g. \'{"tfidf": false}\' (XMC)')
     args = ap.parse_args(argv)
     try:
         cfg = _load_config_arg(args.dataset_config) if args.dataset_config else None
+        opts = _load_config_arg(args.loader_options) if args.loader_options else None
         data = prepare(
             args.dataset,
             args.raw_dir,
@@ -157,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             val_fraction=args.val_fraction,
             split_seed=args.split_seed,
             dataset_config=cfg,
+            loader_options=opts,
         )
     except (LoaderNotImplemented, AcquisitionError, ChecksumError, KeyError, ValueError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc

@@ -19,8 +19,11 @@ key                content
                    with sha256, split provenance (seed, fraction, method)
 =================  ==========================================================
 
-Image datasets store paths instead of pixels: ``X`` is then absent and
-``meta['image_paths']`` lists the files (see ``cdgtmll.data.images``).
+Image datasets store paths instead of pixels: ``X`` is a float32 ``[n, 1]`` column of
+row ids into ``meta['image_paths']`` (relative to ``meta['image_root']``,
+``meta['x_kind'] == 'image-row-id'``), so that any row subset still maps to its files
+(see ``cdgtmll.data.images``); ``python -m cdgtmll.data.features`` turns such a file into
+one whose ``X`` holds frozen backbone features.
 """
 
 from __future__ import annotations

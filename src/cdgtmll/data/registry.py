@@ -339,12 +339,18 @@ _VOC = DatasetSpec(
     kind="image",
     format="voc-devkit",
     n_labels=20,
-    files=_voc_files(),
+    # only the label files: the image tars (role images-*) are fetched by the loader when
+    # no extracted JPEGImages/ is found (cdgtmll.data.images), so that an extracted devkit
+    # in the mirror suffices and prepare never requires the 900 MB of tars
+    files=tuple(f for f in _voc_files() if f.role.startswith("labels-")),
     n_train=5011,
     n_test=4952,
-    loader=None,
+    loader="cdgtmll.data.images.load_voc2007",
     notes="Everingham et al. (2010). 9,963 images: trainval 5,011 / test 4,952. Image-level labels "
-    "from ImageSets/Main/<class>_<split>.txt (1 present, -1 absent, 0 difficult).",
+    "from ImageSets/Main/<class>_<split>.txt (1 present, -1 absent, 0 difficult; difficult = negative by "
+    "default). Images JPEGImages/<id>.jpg from an extracted devkit (<raw>/voc2007/ or <mirror>/voc2007/) "
+    "or the official tars VOCtrainval_06-Nov-2007.tar / VOCtest_06-Nov-2007.tar (sha256 unknown: not "
+    "published). Processed X = image row ids, meta image_paths (cdgtmll.data.images).",
 )
 
 _COCO = DatasetSpec(
@@ -360,67 +366,70 @@ _COCO = DatasetSpec(
             role="annotations",
             manual="sha256 unknown: not published",
         ),
-        RemoteFile(
-            name="train2014.zip",
-            urls=("http://images.cocodataset.org/zips/train2014.zip",),
-            role="images-train",
-            manual="sha256 unknown: not published",
-        ),
-        RemoteFile(
-            name="val2014.zip",
-            urls=("http://images.cocodataset.org/zips/val2014.zip",),
-            role="images-test",
-            manual="sha256 unknown: not published",
-        ),
+        # image archives train2014.zip / val2014.zip: cdgtmll.data.coco.IMAGE_ARCHIVES,
+        # fetched by the loader only when no extracted train2014/ val2014/ is found
     ),
     n_train=82081,
     n_test=40504,
-    loader=None,
-    notes="Lin et al. (2014). Paper: 82,081 train / 40,504 val images, val used as the test split.",
+    loader="cdgtmll.data.coco.load_coco2014",
+    notes="Lin et al. (2014). Paper: 82,081 train / 40,504 val images, val used as the test split. "
+    "Official train2014 has 82,783 images; the 702 without any instance annotation are dropped (= 82,081); "
+    "all 40,504 val2014 images are kept (unannotated ones as all-zero rows). 80 labels in ascending "
+    "category id. Processed X = image row ids, meta image_paths (cdgtmll.data.coco).",
 )
 
 
-def _xmc(name: str, display: str, archive: str, n_labels: int, n_train: int, n_test: int,
-         n_features: int, notes: str) -> DatasetSpec:
+def _xmc(name: str, display: str, archive: str, stems: tuple[str, str], n_labels: int, n_train: int,
+         n_test: int, n_features: int, notes: str) -> DatasetSpec:
+    """An XC Repository BoW dataset: the two data files (header ``N D L``, rows
+    ``l1,l2 f:v ...``) of the repository's bag-of-words archive, read by
+    :func:`cdgtmll.data.xmc.load_xmc_bow` (file names and format: see that module)."""
+    files = tuple(
+        RemoteFile(
+            name=fname,
+            urls=(),
+            sha256=None,
+            role=role,
+            manual=f"inside the bag-of-words archive {archive} of the Extreme Classification Repository "
+            f"{XMC_PAGE} (hosted on Google Drive, no direct URL); sha256 unknown: not published. "
+            f"Download by hand, unpack, and put this file in <mirror>/{name}/{fname}",
+        )
+        for role, fname in zip(("train", "test"), stems)
+    )
     return DatasetSpec(
         name=name,
         display_name=display,
         kind="xmc",
         format="xmc-bow",
         n_labels=n_labels,
-        files=(
-            RemoteFile(
-                name=archive,
-                urls=(),
-                sha256=None,
-                role="bow",
-                manual=f"bag-of-words version from the Extreme Classification Repository {XMC_PAGE} "
-                "(hosted on Google Drive, no direct URL); sha256 unknown: not published. "
-                f"Download by hand and put it in <mirror>/{name}/{archive} (the name is this "
-                "registry's choice; the loader is not implemented yet)",
-            ),
-        ),
+        files=files,
         n_train=n_train,
         n_test=n_test,
-        loader=None,
+        loader="cdgtmll.data.xmc.load_xmc_bow",
         notes=notes,
         n_features=n_features,
     )
 
 
+_XMC_NOTE = (" Loader: TF-IDF fitted on the train rows on top of the provided values, then l2 row "
+             "normalisation (cdgtmll.data.xmc); validation = a seeded random val_fraction (default 10%) of the train rows.")
 _EURLEX = _xmc(
-    "eurlex-4k", "Eurlex-4K", "Eurlex-4K.zip", 3993, 15539, 3809, 5000,
+    "eurlex-4k", "Eurlex-4K", "for Eurlex-4K (unpacks to Eurlex/)", ("eurlex_train.txt", "eurlex_test.txt"),
+    3993, 15539, 3809, 5000,
     "Mencia & Fürnkranz (2008). Sizes from the XC repository (BoW: 5,000 features, 3,993 labels, "
-    "15,539 / 3,809); the paper quotes 3,984 labels and 55k documents.",
+    "15,539 / 3,809); the paper quotes 3,984 labels and 55k documents." + _XMC_NOTE,
 )
 _WIKI10 = _xmc(
-    "wiki10-31k", "Wiki10-31K", "Wiki10-31K.zip", 30938, 14146, 6616, 101938,
-    "Zubiaga (2012). Sizes from the XC repository (BoW: 101,938 features, 30,938 labels, 14,146 / 6,616).",
+    "wiki10-31k", "Wiki10-31K", "for Wiki10-31K (unpacks to Wiki10/)", ("wiki10_train.txt", "wiki10_test.txt"),
+    30938, 14146, 6616, 101938,
+    "Zubiaga (2012). Sizes from the XC repository (BoW: 101,938 features, 30,938 labels, 14,146 / 6,616)."
+    + _XMC_NOTE,
 )
 _AMAZONCAT = _xmc(
-    "amazoncat-13k", "AmazonCat-13K", "AmazonCat-13K.zip", 13330, 1186239, 306782, 203882,
+    "amazoncat-13k", "AmazonCat-13K", "for AmazonCat-13K (unpacks to AmazonCat/)",
+    ("amazonCat_train.txt", "amazonCat_test.txt"), 13330, 1186239, 306782, 203882,
     "McAuley & Leskovec (2013). Sizes from the XC repository (BoW: 203,882 features, 13,330 labels, "
-    "1,186,239 / 306,782).",
+    "1,186,239 / 306,782)." + _XMC_NOTE,
 )
 
 REGISTRY: dict[str, DatasetSpec] = {

@@ -8,6 +8,12 @@ as defaults): ``epochs=100``, ``batch_size=256``, ``lr_backbone=2e-3`` (eta_0),
 (d'). ``RunContext.epochs`` / ``.batch_size`` override ``epochs`` / ``batch_size`` when
 set.
 
+Backbone: the MLP (:class:`cdgtmll.nn.backbone.MLPBackbone`), or the TF-IDF linear
+backbone (:class:`cdgtmll.nn.sparse.SparseLinearBackbone`, ``d' = hidden_dim``) when the
+dataset's training protocol says ``backbone: tfidf-linear`` (read from
+``ctx.extra['training']``) or names none and X is ``scipy.sparse``
+(:func:`cdgtmll.nn.sparse.use_sparse_backbone`); sparse X is then never densified.
+
 Adding a loss-based baseline is one line once its loss is in :mod:`cdgtmll.losses`::
 
     register_loss_method("ASL", "asl", defaults={"gamma_neg": 4.0, "gamma_pos": 0.0})
@@ -29,6 +35,7 @@ from torch import nn
 from cdgtmll.losses import LOSSES, build_loss
 from cdgtmll.methods.base import FitData, Method, RunContext, register
 from cdgtmll.nn.backbone import MLPBackbone
+from cdgtmll.nn.sparse import SparseLinearBackbone, use_sparse_backbone
 from cdgtmll.nn.trainer import TrainConfig, TrainTask, predict_in_chunks, resolve_device, train
 
 
@@ -60,6 +67,8 @@ class NeuralMethod(Method, TrainTask):
         self.model: nn.Module | None = None
         self.train_log: list[dict[str, Any]] = []
         self.device = torch.device("cpu")
+        self._backbone_kind: str | None = None  # training protocol's 'backbone' (set in fit)
+        self._sparse_input = False
 
     # -- configuration ---------------------------------------------------------------
     def hparams(self) -> dict[str, Any]:
@@ -85,16 +94,27 @@ class NeuralMethod(Method, TrainTask):
         )
 
     def fingerprint(self) -> dict[str, Any]:
-        return {"method": self.name or type(self).__name__, "hparams": self.hparams()}
+        fp = {"method": self.name or type(self).__name__, "hparams": self.hparams()}
+        if getattr(self, "_sparse_input", False):  # only then, so MLP checkpoints keep their fingerprint
+            fp["backbone"] = "tfidf-linear"
+        return fp
 
     def prepare(self, data: FitData, ctx: RunContext) -> None:
         """Hook: derive data-dependent state (label statistics, partition) before training."""
 
-    def backbone(self, X_train: np.ndarray) -> MLPBackbone:
+    def backbone(self, X_train: np.ndarray) -> MLPBackbone | SparseLinearBackbone:
+        if getattr(self, "_sparse_input", False):
+            return SparseLinearBackbone(int(X_train.shape[1]), hidden_dim=self.hidden_dim)
         return MLPBackbone.from_data(X_train, hidden_dim=self.hidden_dim)
+
+    def wants_sparse_input(self, X_train: Any) -> bool:
+        """Trainer hook: keep a CSR X sparse (TF-IDF linear backbone)."""
+        return bool(getattr(self, "_sparse_input", False))
 
     # -- Method interface --------------------------------------------------------------
     def fit(self, data: FitData, ctx: RunContext) -> "NeuralMethod":
+        self._backbone_kind = ((ctx.extra or {}).get("training") or {}).get("backbone")
+        self._sparse_input = use_sparse_backbone(data.X_train, self._backbone_kind)
         self.prepare(data, ctx)
         self.device = resolve_device(ctx.device)
         self.model, self.train_log = train(
@@ -106,7 +126,8 @@ class NeuralMethod(Method, TrainTask):
         if self.model is None:
             raise RuntimeError(f"{self.name}: predict_proba before fit")
         self.model.eval()
-        return predict_in_chunks(lambda x: self.predict(self.model, x), X, self.device).astype(np.float64)
+        return predict_in_chunks(lambda x: self.predict(self.model, x), X, self.device,
+                                 sparse_ok=getattr(self, "_sparse_input", False)).astype(np.float64)
 
 
 class LinearHeadNet(nn.Module):

@@ -39,6 +39,16 @@ everything else, identically for BCE, the other loss-based baselines and CD-GTML
   interrupted-and-resumed run is bit-identical on CPU to an uninterrupted one (all
   columns but the two timings). A completed run resumes to "nothing left to do".
 
+Sparse inputs (XMC; :mod:`cdgtmll.nn.sparse`): a CSR ``X_train`` stays sparse when the
+task asks for it (``task.wants_sparse_input(X_train)``, True for a neural method on the
+TF-IDF linear backbone); a CSR ``Y`` always stays sparse. Such matrices stay in host
+memory and a batch is the CSR row gather of the epoch's ``randperm`` indices, sent to
+the device as a sparse COO tensor (X) or a dense float32 block (Y; the task's
+``train_targets`` is then applied per batch, which equals the once-per-run re-lay
+because it is row-wise). Validation and prediction run in row chunks; with a CSR
+``Y_val`` the log gets ``val_p@1/3/5`` too and ``val_mAP`` is NaN above
+``nn.sparse.DENSE_VAL_MAX_CELLS``. Dense inputs take exactly the previous code path.
+
 ``ctx.extra["_stop_after_epoch"] = k`` (test-only) raises :class:`TrainingInterrupted`
 right after epoch ``k``'s checkpoint and log are written.
 """
@@ -63,6 +73,7 @@ import torch
 from torch import nn
 
 from cdgtmll.io import atomic_path, atomic_write
+from cdgtmll.nn import sparse as sparse_mod
 
 CHECKPOINT = "checkpoint.pt"
 TRAIN_LOG = "train_log.csv"
@@ -178,6 +189,8 @@ def as_float32(X: Any) -> np.ndarray:
 def _array_digest(a: np.ndarray | None) -> list[Any] | None:
     if a is None:
         return None
+    if sp.issparse(a):
+        return sparse_mod.matrix_digest(a)
     a = np.ascontiguousarray(a)
     return [list(a.shape), str(a.dtype), hashlib.sha256(a.tobytes()).hexdigest()]
 
@@ -228,7 +241,13 @@ def validation_metrics(Y: np.ndarray, S: np.ndarray) -> dict[str, float]:
 
 
 @torch.no_grad()
-def predict_in_chunks(fn: Callable[[torch.Tensor], torch.Tensor], X: Any, device: torch.device) -> np.ndarray:
+def predict_in_chunks(fn: Callable[[torch.Tensor], torch.Tensor], X: Any, device: torch.device,
+                      sparse_ok: bool = False) -> np.ndarray:
+    if sparse_ok and sp.issparse(X):  # sparse backbone: one sparse COO tensor per chunk
+        outs = [torch.from_numpy(s) for _, _, s in sparse_mod.predict_sparse_chunks(fn, X, device, PREDICT_CHUNK)]
+        if not outs:
+            raise ValueError("predict on zero rows")
+        return torch.cat(outs).numpy()
     X = as_float32(X)
     outs = [fn(torch.from_numpy(X[s : s + PREDICT_CHUNK]).to(device)).float().cpu() for s in range(0, X.shape[0], PREDICT_CHUNK)]
     if not outs:
@@ -282,10 +301,13 @@ def train(
 def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
     workdir = Path(ctx.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    Xtr, Ytr = as_float32(X_train), as_float32(Y_train)
+    # sparse X only when the task wants it; sparse Y always stays sparse (nn.sparse)
+    keep_sparse = sp.issparse(X_train) and bool(getattr(task, "wants_sparse_input", lambda X: False)(X_train))
+    Xtr = sparse_mod.as_csr32(X_train) if keep_sparse else as_float32(X_train)
+    Ytr = sparse_mod.as_csr32(Y_train) if sp.issparse(Y_train) else as_float32(Y_train)
     has_val = X_val is not None and Y_val is not None and np.shape(Y_val)[0] > 0
-    Xva = as_float32(X_val) if has_val else None
-    Yva = as_float32(Y_val) if has_val else None
+    Xva = (sparse_mod.as_csr32(X_val) if keep_sparse and sp.issparse(X_val) else as_float32(X_val)) if has_val else None
+    Yva = (sparse_mod.as_csr32(Y_val) if sp.issparse(Y_val) else as_float32(Y_val)) if has_val else None
 
     seed_everything(ctx.seed)
     model = task.build_model(Xtr, Ytr).to(device)
@@ -314,10 +336,13 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
         _set_rng_state(state["rng"], gen)
         rows, start_epoch = list(state["rows"]), int(state["epoch"]) + 1
 
-    X_t = torch.from_numpy(Xtr).to(device)
-    Y_t = task.train_targets(model, torch.from_numpy(Ytr).to(device))
-    Xv_t = torch.from_numpy(Xva).to(device) if has_val else None
-    Yv_t = torch.from_numpy(Yva).to(device) if has_val else None
+    X_t = sparse_mod.rows_on(Xtr, device)  # a tensor, or SparseRows for CSR
+    if sp.issparse(Ytr):
+        Y_t = sparse_mod.SparseRows(Ytr, device, dense=True, transform=lambda y: task.train_targets(model, y))
+    else:
+        Y_t = task.train_targets(model, torch.from_numpy(Ytr).to(device))
+    Xv_t = sparse_mod.rows_on(Xva, device) if has_val else None
+    Yv_t = sparse_mod.rows_on(Yva, device, dense=True) if has_val else None
     stop_after = (getattr(ctx, "extra", None) or {}).get("_stop_after_epoch")
     lr_names = [g["name"] for g in opt.param_groups]
 
@@ -340,8 +365,10 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
         t1 = time.perf_counter()
         model.eval()
         with torch.no_grad():
-            if has_val:
-                S = predict_in_chunks(lambda x: task.predict(model, x), Xva, device)
+            if has_val and sp.issparse(Yva):
+                row.update(sparse_mod.validation_metrics_sparse(lambda x: task.predict(model, x), Xva, Yva, device))
+            elif has_val:
+                S = predict_in_chunks(lambda x: task.predict(model, x), Xva, device, sparse_ok=keep_sparse)
                 row.update(validation_metrics(Yva, S))
             else:
                 row.update({"val_mAP": float("nan"), "val_microF1": float("nan")})

@@ -1,0 +1,184 @@
+"""Image backbone for VOC2007 / COCO2014: torchvision ResNet-50 without its classifier.
+
+``ResNet50Backbone(x)`` maps ``[B, 3, H, W]`` ImageNet-normalised images to the 2048-d
+global-average-pooled features (``torchvision.models.resnet50`` with ``fc`` replaced by
+``Identity``); ``out_dim = 2048`` (the attribute heads use, as for ``MLPBackbone``).
+
+Weights (ImageNet-1k, torchvision ``IMAGENET1K_V1`` by default, the weights ML-GCN/ASL
+start from as ``pretrained=True``) are read from a local file, never downloaded:
+
+1. ``weights=PATH``: a ``state_dict`` saved with ``torch.save`` (``.pth``); wrappers
+   ``{'state_dict': ...}`` / ``{'model': ...}`` and ``module.`` prefixes are accepted,
+   ``fc.*`` entries are ignored;
+2. else torchvision's cache, ``torch.hub.get_dir()/checkpoints/<file>`` (i.e.
+   ``$TORCH_HOME/hub/checkpoints``, default ``~/.cache/torch/hub/checkpoints``), file
+   ``resnet50-0676ba61.pth`` (V1) or ``resnet50-11ad3fa6.pth`` (V2).
+
+A torchvision-named file (``resnet50-<8 hex>.pth``) must have a sha256 starting with
+those 8 hex digits (torch.hub's convention). Nothing found and ``pretrained=True``:
+:class:`WeightsNotFound` naming every place looked at. ``pretrained=False``: random
+initialisation (torchvision's, from a seeded RNG), recorded as ``'random init'``.
+
+Mixed precision: :func:`autocast` is ``torch.autocast('cuda', bfloat16 or float16)`` on
+CUDA and a no-op elsewhere (CPU runs in float32).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+import torch
+from torch import nn
+
+from cdgtmll.io import sha256_file
+
+FEATURE_DIM = 2048
+ARCH = "resnet50"
+TORCHVISION_FILES = {"IMAGENET1K_V1": "resnet50-0676ba61.pth", "IMAGENET1K_V2": "resnet50-11ad3fa6.pth"}
+DEFAULT_VARIANT = "IMAGENET1K_V1"
+RANDOM_INIT = "random init"
+_HUB_NAME = re.compile(r"^resnet50-([0-9a-f]{8})\.pth$")
+
+
+class WeightsNotFound(FileNotFoundError):
+    """No ImageNet weights file was found; the message lists where we looked."""
+
+
+def torchvision_cache_dir() -> Path:
+    """Where torchvision caches downloaded weights (honours ``$TORCH_HOME``)."""
+    return Path(torch.hub.get_dir()) / "checkpoints"
+
+
+def find_weights(weights: str | Path | None = None, variant: str = DEFAULT_VARIANT) -> Path:
+    """The weights file to load (module docstring); raises :class:`WeightsNotFound`."""
+    if weights is not None:
+        p = Path(weights).expanduser()
+        if p.is_file():
+            return p
+        raise WeightsNotFound(f"ResNet-50 weights file {p} not found (configured weights path)")
+    if variant not in TORCHVISION_FILES:
+        raise ValueError(f"unknown ResNet-50 weights variant {variant!r}; known: {sorted(TORCHVISION_FILES)}")
+    p = torchvision_cache_dir() / TORCHVISION_FILES[variant]
+    if p.is_file():
+        return p
+    raise WeightsNotFound(
+        f"ImageNet weights for ResNet-50 ({variant}) not found: looked for {p} (torchvision cache, "
+        "$TORCH_HOME/hub/checkpoints) and no weights path was configured. This machine may be offline: put "
+        f"the file there (torchvision's {variant} URL) or pass a state_dict file (weights: PATH / --weights), "
+        "or use pretrained: false / --no-pretrained for a randomly initialised backbone"
+    )
+
+
+def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
+    """A ResNet-50 state_dict from ``path`` without ``fc.*`` entries (module docstring)."""
+    path = Path(path)
+    m = _HUB_NAME.match(path.name)
+    if m:
+        digest = sha256_file(path)
+        if not digest.startswith(m.group(1)):
+            raise ValueError(f"{path}: sha256 {digest} does not start with {m.group(1)} (corrupt download?)")
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - torch raises many types for a bad file
+        raise ValueError(f"{path}: not a loadable state_dict: {exc}") from None
+    for key in ("state_dict", "model"):
+        if isinstance(obj, Mapping) and key in obj and isinstance(obj[key], Mapping):
+            obj = obj[key]
+    if not isinstance(obj, Mapping):
+        raise ValueError(f"{path}: expected a state_dict (mapping), got {type(obj).__name__}")
+    sd = {}
+    for k, v in obj.items():
+        k = k[len("module."):] if k.startswith("module.") else k
+        if not k.startswith("fc."):
+            sd[k] = v
+    return sd
+
+
+class ResNet50Backbone(nn.Module):
+    """torchvision ResNet-50 with ``fc = Identity``: ``[B, 3, H, W] -> [B, 2048]``."""
+
+    def __init__(self, state_dict: Mapping[str, torch.Tensor] | None = None) -> None:
+        super().__init__()
+        from torchvision.models import resnet50
+
+        net = resnet50(weights=None)
+        net.fc = nn.Identity()
+        if state_dict is not None:
+            try:
+                missing, unexpected = net.load_state_dict(dict(state_dict), strict=False)
+            except RuntimeError as exc:  # shape mismatches
+                raise ValueError(f"state_dict does not fit torchvision's ResNet-50: {exc}") from None
+            if missing or unexpected:
+                raise ValueError(
+                    "state_dict does not fit torchvision's ResNet-50: "
+                    f"missing {list(missing)[:5]}{' ...' if len(missing) > 5 else ''}, "
+                    f"unexpected {list(unexpected)[:5]}{' ...' if len(unexpected) > 5 else ''}"
+                )
+        self.net = net
+        self.out_dim = FEATURE_DIM
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+def build_image_backbone(
+    pretrained: bool = True,
+    weights: str | Path | None = None,
+    variant: str = DEFAULT_VARIANT,
+    seed: int = 0,
+) -> tuple[ResNet50Backbone, dict[str, Any]]:
+    """``(backbone, info)``; ``info`` = ``{'backbone', 'weights_file', 'weights_sha256'}``
+    (``weights_sha256 = 'random init'`` and ``init_seed`` without weights). Random
+    initialisation draws from a forked RNG seeded with ``seed`` (global RNG untouched)."""
+    info: dict[str, Any] = {"backbone": f"torchvision.models.{ARCH} (fc removed; {FEATURE_DIM}-d pooled features)"}
+    if pretrained:
+        path = find_weights(weights, variant)
+        model = ResNet50Backbone(load_state_dict(path))
+        info.update(weights_file=str(path), weights_sha256=sha256_file(path),
+                    weights_variant=variant if weights is None else None)
+    else:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(seed))
+            model = ResNet50Backbone(None)
+        info.update(weights_file=None, weights_sha256=RANDOM_INIT, init_seed=int(seed))
+    return model, info
+
+
+def from_config(cfg: Mapping[str, Any]) -> tuple[ResNet50Backbone, dict[str, Any]]:
+    """From a config mapping: ``pretrained`` (default true), ``weights`` (path or null),
+    ``weights_variant`` (default IMAGENET1K_V1), ``init_seed`` (default 0)."""
+    allowed = {"pretrained", "weights", "weights_variant", "init_seed", "backbone", "image_size"}
+    unknown = sorted(set(cfg) - allowed)
+    if unknown:
+        raise ValueError(f"image backbone config: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
+    if cfg.get("backbone", ARCH) != ARCH:
+        raise ValueError(f"image backbone config: backbone {cfg.get('backbone')!r} not supported (only {ARCH})")
+    return build_image_backbone(
+        pretrained=bool(cfg.get("pretrained", True)),
+        weights=cfg.get("weights"),
+        variant=str(cfg.get("weights_variant", DEFAULT_VARIANT)),
+        seed=int(cfg.get("init_seed", 0)),
+    )
+
+
+def amp_dtype(device: torch.device) -> torch.dtype | None:
+    """The autocast dtype on ``device`` (CUDA: bfloat16 when supported, else float16);
+    ``None`` off CUDA (no mixed precision)."""
+    if device.type != "cuda":
+        return None
+    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+
+@contextlib.contextmanager
+def autocast(device: torch.device, enabled: bool = True) -> Iterator[None]:
+    """``torch.autocast`` on CUDA (dtype :func:`amp_dtype`), a no-op on other devices.
+    (Training in float16 also needs a ``torch.amp.GradScaler``; bfloat16 does not.)"""
+    dt = amp_dtype(device) if enabled else None
+    if dt is None:
+        yield
+        return
+    with torch.autocast(device_type="cuda", dtype=dt):
+        yield

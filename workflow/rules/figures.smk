@@ -1,0 +1,132 @@
+# The paper's figures from the studies' runs (Sec. 5.3-5.4). Each writes PDF, PNG, the CSV
+# behind it and a .sources.json for `cdgtmll audit`.
+
+STUDIES = config.get("studies", {})
+STUDY_FIGURES = {
+    "ablation": ["figures/ablation"],
+    "noise": ["figures/robustness_noise"],
+    "occlusion": ["figures/robustness_occlusion"],
+    "alpha": ["figures/sensitivity_alpha"],
+    "players": ["figures/sensitivity_players"],
+    "diagnostics": [
+        "figures/specialization",
+        "figures/player_ranks_heatmap",
+        "figures/player_ranks_shares",
+        "figures/potential",
+    ],
+}
+FIGURE_TARGETS = [f"{stem}.{ext}" for s in STUDIES for stem in STUDY_FIGURES[s] for ext in ("pdf", "png", "csv")]
+
+
+
+rule figure_ablation:
+    input:
+        lambda wc: study_metrics("ablation"),
+    output:
+        pdf=report("figures/ablation.pdf", category="Figures", caption="../report/ablation.rst"),
+        png="figures/ablation.png",
+        csv="figures/ablation.csv",
+    params:
+        runs=lambda wc: " ".join(f"'{d}'" for d in study_seed_dirs("ablation")),
+        full=STUDIES.get("ablation", {}).get("full", "CD-GTMLL"),
+        order=" ".join(f"'{m}'" for m in STUDIES.get("ablation", {}).get("methods", [])),
+    conda:
+        ENV
+    log:
+        "logs/figures/ablation.log",
+    benchmark:
+        "benchmarks/out/figures/ablation.tsv"
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    shell:
+        "python -m cdgtmll.study_figures ablation --runs {params.runs} --full '{params.full}' "
+        "--order {params.order} --out figures/ablation > {log} 2>&1"
+
+
+rule figure_robustness:
+    input:
+        lambda wc: study_metrics(wc.kind),
+    output:
+        pdf=report("figures/robustness_{kind}.pdf", category="Figures", caption="../report/robustness.rst"),
+        png="figures/robustness_{kind}.png",
+        csv="figures/robustness_{kind}.csv",
+    wildcard_constraints:
+        kind="noise|occlusion",
+    params:
+        runs=lambda wc: " ".join(f"'{d}'" for d in study_seed_dirs(wc.kind)),
+    conda:
+        ENV
+    log:
+        "logs/figures/robustness_{kind}.log",
+    benchmark:
+        "benchmarks/out/figures/robustness_{kind}.tsv"
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    shell:
+        "python -m cdgtmll.study_figures robustness --kind {wildcards.kind} --runs {params.runs} "
+        "--out figures/robustness_{wildcards.kind} > {log} 2>&1"
+
+
+rule figure_sensitivity:
+    input:
+        lambda wc: study_metrics(wc.study),
+    output:
+        pdf=report("figures/sensitivity_{study}.pdf", category="Figures", caption="../report/sensitivity.rst"),
+        png="figures/sensitivity_{study}.png",
+        csv="figures/sensitivity_{study}.csv",
+    wildcard_constraints:
+        study="alpha|players",
+    params:
+        runs=lambda wc: " ".join(f"'{d}'" for d in study_seed_dirs(wc.study)),
+        param=lambda wc: {"alpha": "alpha", "players": "n_players"}[wc.study],
+        metrics=lambda wc: "rare_f1" if wc.study == "alpha" else "mAP rare_f1",
+    conda:
+        ENV
+    log:
+        "logs/figures/sensitivity_{study}.log",
+    benchmark:
+        "benchmarks/out/figures/sensitivity_{study}.tsv"
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    shell:
+        "python -m cdgtmll.study_figures sweep --param {params.param} --metrics {params.metrics} "
+        "--runs {params.runs} --out figures/sensitivity_{wildcards.study} > {log} 2>&1"
+
+
+rule figure_diagnostics:
+    input:
+        lambda wc: study_metrics("diagnostics"),
+    output:
+        spec=report("figures/specialization.pdf", category="Figures", caption="../report/specialization.rst"),
+        spec_png="figures/specialization.png",
+        spec_csv="figures/specialization.csv",
+        heat=report("figures/player_ranks_heatmap.pdf", category="Figures", caption="../report/ranks.rst"),
+        heat_png="figures/player_ranks_heatmap.png",
+        heat_csv="figures/player_ranks_heatmap.csv",
+        shares=report("figures/player_ranks_shares.pdf", category="Figures", caption="../report/ranks.rst"),
+        shares_png="figures/player_ranks_shares.png",
+        shares_csv="figures/player_ranks_shares.csv",
+        phi=report("figures/potential.pdf", category="Figures", caption="../report/potential.rst"),
+        phi_png="figures/potential.png",
+        phi_csv="figures/potential.csv",
+    params:
+        runs=lambda wc: " ".join(f"'{d}'" for d in study_seed_dirs("diagnostics")),
+        q=config["r_variants"]["tail_fraction"],
+        tie_seed=config["r_variants"]["tie_seed"],
+    conda:
+        ENV
+    log:
+        "logs/figures/diagnostics.log",
+    benchmark:
+        "benchmarks/out/figures/diagnostics.tsv"
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    shell:
+        "(python -m cdgtmll.study_figures specialization --runs {params.runs} --out figures/specialization && "
+        "python -m cdgtmll.study_figures ranks --runs {params.runs} --tail-fraction {params.q} "
+        "--tie-seed {params.tie_seed} --out figures/player_ranks && "
+        "python -m cdgtmll.study_figures potential --runs {params.runs} --out figures/potential) > {log} 2>&1"
