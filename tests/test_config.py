@@ -107,3 +107,28 @@ def test_variant_ids_roundtrip(default_cfg):
     for v in vs[1:]:
         sev, seed = cdg.parse_variant(v)
         assert cdg.variant_id(sev, seed) == v
+
+
+def test_aliases_and_at_variants_resolve(default_cfg):
+    cfg = cdg.validate(copy.deepcopy(default_cfg))
+    assert cdg.resolve_method(cfg, "No-Curiosity") == ("CD-GTMLL", {"alpha": 0.0})
+    assert cdg.resolve_method(cfg, "CD-GTMLL@alpha=0.2,n_players=4") == ("CD-GTMLL", {"alpha": 0.2, "n_players": 4})
+    hp = cdg.method_hparams(cfg, "yeast", "Single-Predictor")
+    assert hp["n_players"] == 1 and hp["alpha"] == cfg["methods"]["CD-GTMLL"]["alpha"]
+    spec = cdg.run_spec(cfg, "yeast", "clean", "CD-GTMLL@alpha=0.6")
+    assert spec["registered_method"] == "CD-GTMLL" and spec["hparams"]["alpha"] == 0.6
+    jobs = cdg.study_jobs(cfg)
+    assert ("yeast", "N0.20-s0", "MLC-NC") in jobs["noise"] and ("yeast", "clean", "MLC-NC") in jobs["noise"]
+    assert [m for _, _, m in jobs["players"]] == [f"CD-GTMLL@n_players={n}" for n in range(1, 9)]
+    assert cdg.variant_setting("N0.20-s0") == "N@0.20" and cdg.variant_setting("R0.40-s2") == "R@0.40"
+
+
+def test_bad_alias_and_variant_named(default_cfg):
+    cfg = copy.deepcopy(default_cfg)
+    cfg["aliases"]["Oops"] = {"method": "CD-GTMLX"}
+    assert "aliases.Oops.method" in _err(cfg)
+    cfg = copy.deepcopy(default_cfg)
+    cfg["studies"]["alpha"]["values"] = [0.1]
+    cfg["experiments"]["methods"] = ["CD-GTMLL@alfa=0.3"]
+    msg = _err(cfg)
+    assert "experiments.methods[0]" in msg and "alfa" in msg

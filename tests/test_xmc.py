@@ -75,6 +75,28 @@ def test_split_layout_reader(tmp_path):
     np.testing.assert_array_equal(Y.toarray(), [[0, 0, 1], [1, 1, 0], [0, 0, 0]])
 
 
+def test_load_xmc_bow_split_layout_spec(tmp_path):
+    from types import SimpleNamespace
+
+    from cdgtmll.data.registry import DatasetSpec, RemoteFile
+
+    files = {"train-features": ("trn_ft_mat.txt", "3 5\n0:1 4:2\n\n2:0.5\n"),
+             "train-labels": ("trn_lbl_mat.txt", "3 3\n2:1\n0:1 1:1\n\n"),
+             "test-features": ("tst_ft_mat.txt", "2 5\n1:1\n3:2 4:2\n"),
+             "test-labels": ("tst_lbl_mat.txt", "2 3\n0:1\n1:1\n")}
+    spec = DatasetSpec("toy", "Toy", "xmc", "xmc-bow", 3, tuple(RemoteFile(n, role=r) for r, (n, _) in files.items()),
+                       3, 2, "cdgtmll.data.xmc.load_xmc_bow", n_features=5)
+    fetched = {n: SimpleNamespace(path=_write(tmp_path / n, t)) for n, t in files.values()}
+    tt = load_xmc_bow(spec, fetched, tfidf=False)
+    assert tt.preprocessing["layout"].startswith("split") and tt.preprocessing["tfidf"] is False
+    np.testing.assert_allclose(tt.X_test.toarray(), [[0, 1, 0, 0, 0], [0, 0, 0, 2 ** -0.5, 2 ** -0.5]], rtol=1e-6)
+    np.testing.assert_array_equal(tt.Y_train.toarray(), [[0, 0, 1], [1, 1, 0], [0, 0, 0]])
+    assert tt.label_names == ["0", "1", "2"]
+    fetched["tst_lbl_mat.txt"] = SimpleNamespace(path=_write(tmp_path / "bad.txt", "3 3\n0:1\n1:1\n\n"))
+    with pytest.raises(XMCFormatError, match=r"bad\.txt:1: 3 rows, but the feature file tst_ft_mat\.txt has 2"):
+        load_xmc_bow(spec, fetched)
+
+
 @pytest.mark.parametrize(
     "text, line, what",
     [

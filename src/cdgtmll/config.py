@@ -155,10 +155,10 @@ def _semantic_checks(config: dict, source: str) -> None:
         except (TypeError, ValueError) as exc:
             fail(key, str(exc))
 
+    for m in config["methods"]:  # hyper-parameter errors point at their definition first
+        check_method(m, f"methods.{m}")
     for i, m in enumerate(config["experiments"]["methods"]):
         check_method(m, f"experiments.methods[{i}]")
-    for m in config["methods"]:
-        check_method(m, f"methods.{m}")
     for d, per_method in config.get("dataset_overrides", {}).items():
         check_dataset(d, f"dataset_overrides.{d}")
         for m in per_method:

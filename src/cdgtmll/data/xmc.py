@@ -29,13 +29,9 @@ The loader finds files by *role* in the :class:`~cdgtmll.data.registry.DatasetSp
 so any name works; the registry uses the names inside the original XC BoW archives
 (layout as used by many XMC code bases, e.g. napkinXC's ``datasets.py``):
 
-==============  =====================================  ==============================
-dataset         files (roles ``train`` / ``test``)     archive folder
-==============  =====================================  ==============================
-eurlex-4k       ``eurlex_train.txt``/``eurlex_test.txt``  ``Eurlex/``
-wiki10-31k      ``wiki10_train.txt``/``wiki10_test.txt``  ``Wiki10/``
-amazoncat-13k   ``amazonCat_train.txt``/``amazonCat_test.txt``  ``AmazonCat/``
-==============  =====================================  ==============================
+* ``eurlex-4k``: ``eurlex_train.txt`` / ``eurlex_test.txt`` (archive folder ``Eurlex/``)
+* ``wiki10-31k``: ``wiki10_train.txt`` / ``wiki10_test.txt`` (folder ``Wiki10/``)
+* ``amazoncat-13k``: ``amazonCat_train.txt`` / ``amazonCat_test.txt`` (folder ``AmazonCat/``)
 
 Newer re-packaged archives (``*.bow``) name the same format ``train.txt``/``test.txt``:
 rename them, or use a spec whose files carry those names. A spec with the four roles
