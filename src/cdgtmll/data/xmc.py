@@ -18,10 +18,10 @@ newline does not start a row. Label lists with blanks after the commas
 (``"3, 7 12:0.5"``, the LSHTC variant) are accepted.
 
 **Split layout** (:func:`read_xmc_smat`): a feature file ``N D`` + rows ``f:v ...`` and
-a label file ``N L`` + rows ``l:v ...`` (the repository's ``convert_format.pl`` output,
-``trn_X_Xf.txt`` / ``trn_X_Y.txt`` / ``tst_X_Xf.txt`` / ``tst_X_Y.txt``; the Parabel /
-SLEEC sandboxes call them ``trn_ft_mat.txt`` / ``trn_lbl_mat.txt`` / ``tst_ft_mat.txt``
-/ ``tst_lbl_mat.txt``). A label is positive where its value is > 0.
+a label file ``N L`` + rows ``l:v ...`` (the repository tools' ``convert_format.pl`` output and
+the layout of its newer sets: ``trn_X_Xf.txt`` / ``trn_X_Y.txt`` / ``tst_X_Xf.txt`` /
+``tst_X_Y.txt``; some code bases, e.g. SLICE/SLEEC scripts, name them ``trn_ft_mat.txt`` /
+``trn_lbl_mat.txt`` / ``tst_ft_mat.txt`` / ``tst_lbl_mat.txt``). A label is positive where its value is > 0.
 
 Supported file names
 --------------------
@@ -59,8 +59,8 @@ its test file; peak memory is the CSR result plus one 8 MB block of lines.
 Preprocessing ("as the paper says")
 -----------------------------------
 Sec. 5.1: "tabular/text data are tokenised and l2-normalised"; App. E.2: "TF-IDF
-(d' = 200k sparse)". The XC BoW values are already weights (tf-idf-like for several
-sets), not raw counts, and no vocabulary/raw text comes with them, so "tokenise" has
+(d' = 200k sparse)". The XC BoW values are real-valued term weights (the weighting is
+not documented per set), and no vocabulary/raw text comes with them, so "tokenise" has
 nothing left to do. With ``tfidf=True`` (default, :data:`DEFAULT_TFIDF`) scikit-learn's
 ``TfidfTransformer(norm=None, use_idf=True, smooth_idf=True, sublinear_tf=False)`` is
 fitted on the *training* rows and applied **on top of the provided values** (the
