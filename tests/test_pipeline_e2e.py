@@ -50,7 +50,12 @@ TINY = {
     "r_variants": {"sampling_seeds": [0], "severities": {"yeast": [0.5]}},
     "training": {"default": {"epochs": 2}},
     "methods": {"BR-LogReg": {"C": 1.0}},
-    "thresholds": {"global": 0.5},  # dvc.yaml tracks this section as a param
+    # dvc.yaml tracks these sections as params, so the copy's config/config.yaml must have them
+    "thresholds": {"global": 0.5},
+    "aliases": {},
+    "dataset_overrides": {},
+    "studies": {},
+    "figures": {"pr_curve": {"dataset": "yeast", "severity": 0.5}},
 }
 
 

@@ -10,6 +10,11 @@ rule prepare_dataset:
         download="" if config["data"]["allow_download"] else "--no-download",
         val_fraction=config["data"]["val_fraction"],
         split_seed=config["data"]["split_seed"],
+        options=lambda wc: (
+            f"--loader-options '{json.dumps(config['data']['loader_options'][wc.dataset], sort_keys=True)}'"
+            if wc.dataset in config["data"]["loader_options"]
+            else ""
+        ),
         custom=lambda wc: (
             f"--dataset-config '{json.dumps(config['data']['custom'][wc.dataset], sort_keys=True)}'"
             if wc.dataset in config["data"]["custom"]
@@ -28,7 +33,7 @@ rule prepare_dataset:
         "python -m cdgtmll.data.prepare --dataset {wildcards.dataset} --raw-dir {params.raw} "
         "--out {output} --mirror '{params.mirror}' {params.download} "
         "--val-fraction {params.val_fraction} --split-seed {params.split_seed} "
-        "{params.custom} > {log} 2>&1"
+        "{params.custom} {params.options} > {log} 2>&1"
 
 
 rule data_all:
