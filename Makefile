@@ -12,7 +12,7 @@ export MPLCONFIGDIR ?= $(CURDIR)/.cache/matplotlib
 export XDG_CACHE_HOME ?= $(CURDIR)/.cache
 export DVC_NO_ANALYTICS = 1
 
-.PHONY: all test venv lock lint clean-results
+.PHONY: all test venv lock lint report clean-results
 
 $(BIN)/.installed: requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -27,6 +27,9 @@ all: venv
 
 test: venv
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -n 2 -q
+
+report: venv
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --report results/report.html
 
 lint: venv
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --lint

@@ -103,7 +103,8 @@ def test_run_spec_hash_stable_and_sensitive(default_cfg):
 def test_variant_ids_roundtrip(default_cfg):
     cfg = cdg.validate(copy.deepcopy(default_cfg))
     vs = cdg.variants(cfg, "yeast")
-    assert vs[0] == "clean" and len(vs) == 1 + 2 * 3
+    rv = cfg["r_variants"]
+    assert vs[0] == "clean" and len(vs) == 1 + len(rv["severities"]["yeast"]) * len(rv["sampling_seeds"])
     for v in vs[1:]:
         sev, seed = cdg.parse_variant(v)
         assert cdg.variant_id(sev, seed) == v

@@ -152,6 +152,11 @@ def test_dvc_repro_status_metrics(tiny_run):
     assert status.returncode == 0 and "up to date" in status.stdout.lower(), status.stdout
     shown = _dvc(repo, env, "metrics", "show")
     assert shown.returncode == 0 and "global/yeast/clean/BR-LogReg" in shown.stdout.replace(".", "/"), shown.stdout
+    dag = _dvc(repo, env, "dag", "--md")
+    assert dag.returncode == 0 and all(s in dag.stdout for s in ("data", "experiments", "report"))
+    assert dag.stdout.index("experiments") < dag.stdout.rindex("report")
+    diff = _dvc(repo, env, "metrics", "diff", "--json")  # workspace vs HEAD: every metric is new here
+    assert diff.returncode == 0 and "results/metrics.json" in diff.stdout
 
 
 def _audit(repo: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
