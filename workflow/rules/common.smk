@@ -2,7 +2,16 @@
 import json
 from pathlib import Path
 
-from cdgtmll.config import CLEAN, not_runnable, pr_curve_enabled, run_spec, study_jobs, variant_id, variants
+from cdgtmll.config import (
+    CLEAN,
+    not_runnable,
+    pr_curve_enabled,
+    run_spec,
+    study_jobs,
+    training_protocol,
+    variant_id,
+    variants,
+)
 
 DATASETS = config["experiments"]["datasets"]
 METHODS = config["experiments"]["methods"]
@@ -22,9 +31,17 @@ def processed(dataset):
     return f"results/data/{dataset}/processed.npz"
 
 
+def base_data(dataset):
+    """What methods train on for a dataset's clean split: the processed file, or for image
+    datasets (training backbone resnet50) the cached frozen ResNet-50 features of it."""
+    if training_protocol(config, dataset).get("backbone") == "resnet50":
+        return f"results/data/{dataset}/features.npz"
+    return processed(dataset)
+
+
 def variant_data(wc):
     if wc.variant == CLEAN:
-        return processed(wc.dataset)
+        return base_data(wc.dataset)
     return f"results/data/{wc.dataset}/variants/{wc.variant}.npz"
 
 

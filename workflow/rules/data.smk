@@ -36,7 +36,39 @@ rule prepare_dataset:
         "{params.custom} {params.options} > {log} 2>&1"
 
 
+rule extract_features:
+    # Frozen ResNet-50 features of an image dataset (config image_backbone), once per dataset.
+    input:
+        "results/data/{dataset}/processed.npz",
+    output:
+        "results/data/{dataset}/features.npz",
+    params:
+        size=config["image_backbone"]["image_size"],
+        batch=config["image_backbone"]["batch_size"],
+        weights=lambda wc: (
+            "--no-pretrained"
+            if not config["image_backbone"]["pretrained"]
+            else (f"--weights '{config['image_backbone']['weights']}'" if config["image_backbone"]["weights"] else "")
+        ),
+        seed=config["image_backbone"]["init_seed"],
+        device=config["experiments"]["device"],
+    conda:
+        ENV
+    log:
+        "logs/prepare/{dataset}.features.log",
+    benchmark:
+        "benchmarks/out/prepare/{dataset}.features.tsv"
+    threads: 2
+    resources:
+        mem_mb=16000,
+        runtime=600,
+        gpu=GPU_JOBS,
+    shell:
+        "python -m cdgtmll.data.features --in {input} --out {output} --image-size {params.size} "
+        "--batch-size {params.batch} {params.weights} --seed {params.seed} --device {params.device} > {log} 2>&1"
+
+
 rule data_all:
     input:
-        [processed(d) for d in ALL_DATASETS],
+        [base_data(d) for d in ALL_DATASETS],
         sorted({f"results/data/{d}/variants/{v}.npz" for d, v, _ in ALL_JOBS if v != CLEAN}),

@@ -3,7 +3,7 @@
 
 rule evaluate:
     input:
-        clean="results/data/{dataset}/processed.npz",
+        clean=lambda wc: base_data(wc.dataset),
         predictions=expand("results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/predictions.npz", seed=SEEDS),
     output:
         expand("results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/metrics.json", seed=SEEDS),

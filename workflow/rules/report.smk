@@ -44,7 +44,7 @@ rule tables:
 rule figure_pr:
     input:
         predictions=pr_inputs,
-        clean=lambda wc: processed(config["figures"]["pr_curve"]["dataset"]),
+        clean=lambda wc: base_data(config["figures"]["pr_curve"]["dataset"]),
     output:
         pdf=report("figures/pr_tail.pdf", category="Figures", caption="../report/pr_tail.rst"),
         png="figures/pr_tail.png",

@@ -6,7 +6,7 @@
 rule train:
     input:
         data=variant_data,
-        clean="results/data/{dataset}/processed.npz",
+        clean=lambda wc: base_data(wc.dataset),
     output:
         expand("results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/predictions.npz", seed=SEEDS),
         expand("results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/provenance.json", seed=SEEDS),

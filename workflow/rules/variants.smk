@@ -6,7 +6,7 @@ rule r_variant:
     wildcard_constraints:
         variant=r"R[0-9.]+-s[0-9]+",
     input:
-        "results/data/{dataset}/processed.npz",
+        lambda wc: base_data(wc.dataset),
     output:
         data="results/data/{dataset}/variants/{variant}.npz",
         bookkeeping="results/data/{dataset}/variants/{variant}.json",
@@ -35,7 +35,7 @@ rule noise_variant:
     wildcard_constraints:
         variant=r"N[0-9.]+-s[0-9]+",
     input:
-        "results/data/{dataset}/processed.npz",
+        lambda wc: base_data(wc.dataset),
     output:
         data="results/data/{dataset}/variants/{variant}.npz",
         bookkeeping="results/data/{dataset}/variants/{variant}.json",
