@@ -7,7 +7,12 @@ min_version("9.0")
 
 from cdgtmll import config as cdg
 
-configfile: "config/config.yaml"
+# A profile given with --configfile replaces the default instead of being merged into it,
+# so config/paper.yaml and config/mulan.yaml run exactly what they say.
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
+
 
 # JSON schema + registry checks, before any job starts; fills defaults; names the bad key.
 cdg.validate(config, source="snakemake config")
