@@ -161,7 +161,7 @@ def _cell_text(cell: dict | None, style: str) -> str:
     if cell is None:
         return NOT_RUN
     if "not_run" in cell:
-        return f"not run: {cell['not_run']}"
+        return "not run†"
     t = _fmt(cell["mean"], cell["std"], cell["n"])
     if style == "md":
         return {"best": f"**{t}**", "second": f"<u>{t}</u>"}.get(cell.get("mark", ""), t)
@@ -248,6 +248,12 @@ def _col_titles(cols: list, style_t2: bool) -> list:
 
 def _footnotes(table: dict, summary: pd.DataFrame, mode: str, threshold: float) -> list[str]:
     notes = []
+    reasons: dict[str, list[str]] = {}
+    for (row, _), cell in table["cells"].items():
+        if "not_run" in cell and row not in reasons.setdefault(cell["not_run"], []):
+            reasons[cell["not_run"]].append(row)
+    for reason, rows in reasons.items():
+        notes.append(f"† {', '.join(rows)}: not run: {reason}")
     run_ds = set(summary["dataset"]) if not summary.empty else set()
     missing = sorted({title for ds, title, *_ in table["columns"] if ds not in run_ds})
     if missing:
