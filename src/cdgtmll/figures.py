@@ -55,8 +55,10 @@ def pr_figure(runs: dict[str, list[Path]], clean: ProcessedData, q: float, tie_s
     tail = tail_labels(clean.part("train")[1], q=q, tie_seed=tie_seed)
     Y_test = np.asarray(clean.part("test")[1])
     rows, sources = [], {}
-    fig, ax = plt.subplots(figsize=(5.2, 4.2))
-    for method, preds in runs.items():
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    colors = plt.get_cmap("tab20").colors
+    styles = ("-", "--", ":", "-.")
+    for i, (method, preds) in enumerate(runs.items()):
         curves = []
         for p in preds:
             with np.load(p, allow_pickle=False) as z:
@@ -65,7 +67,9 @@ def pr_figure(runs: dict[str, list[Path]], clean: ProcessedData, q: float, tie_s
         C = np.vstack(curves)
         mean = np.nanmean(C, axis=0)
         std = np.nanstd(C, axis=0, ddof=1) if len(C) > 1 else np.zeros_like(mean)
-        line, = ax.plot(RECALL_GRID, mean, label=f"{method} (n={len(C)})")
+        line, = ax.plot(RECALL_GRID, mean, label=f"{method} (n={len(C)})", color=colors[i % len(colors)],
+                        linestyle=styles[(i // len(colors)) % len(styles)] if len(runs) <= len(colors) else
+                        styles[i % len(styles)], linewidth=2.0 if method == "CD-GTMLL" else 1.2)
         ax.fill_between(RECALL_GRID, np.clip(mean - std, 0, 1), np.clip(mean + std, 0, 1),
                         color=line.get_color(), alpha=0.15, linewidth=0)
         for r, m, s in zip(RECALL_GRID, mean, std):
@@ -74,7 +78,7 @@ def pr_figure(runs: dict[str, list[Path]], clean: ProcessedData, q: float, tie_s
     ax.set(xlabel="recall (tail labels, micro)", ylabel="interpolated precision", xlim=(0, 1), ylim=(0, 1.02),
            title=title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     for ext in ("pdf", "png"):

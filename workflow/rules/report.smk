@@ -77,11 +77,13 @@ rule claims_check:
     input:
         runs="results/tables/all_runs.csv",
         pr=[f for f in FIGURES if f.endswith(".csv")],
+        spec=["figures/specialization.csv"] if "diagnostics" in config.get("studies", {}) else [],
     output:
         csv="results/claims/claims_check.csv",
         md=report("results/claims/claims_check.md", category="Claims", caption="../report/claims.rst"),
     params:
         pr=lambda wc, input: f"--pr-csv {input.pr[0]}" if input.pr else "",
+        spec=lambda wc, input: f"--spec-csv {input.spec[0]}" if input.spec else "",
     conda:
         ENV
     log:
@@ -92,4 +94,4 @@ rule claims_check:
         mem_mb=2000,
         runtime=10,
     shell:
-        "python -m cdgtmll.claims.check --runs {input.runs} {params.pr} --out results/claims/claims_check > {log} 2>&1"
+        "python -m cdgtmll.claims.check --runs {input.runs} {params.pr} {params.spec} --out results/claims/claims_check > {log} 2>&1"
