@@ -102,7 +102,7 @@ def test_provenance_recorded(tiny_run):
     assert set(prov["inputs"]) == {"data", "clean"}
     assert all(len(v["sha256"]) == 64 for v in prov["inputs"].values())
     assert prov["packages"]["numpy"] and prov["packages"]["scikit-learn"]
-    assert "commit" in prov["git"] and "dirty" in prov["git"]
+    assert "commit" in prov["git"] and "dirty" in prov["git"] and len(prov["code_sha256"]) == 64
     assert prov["device"]["cpu_count"] >= 1 and prov["started"] <= prov["finished"]
     metrics = json.loads((repo / "results/runs/yeast/R0.50-s0/BR-LogReg/seed1/metrics.json").read_text())
     assert metrics["tail_labels"] and len(metrics["tail_labels"]) == 2  # floor(0.2 * 14)
@@ -208,3 +208,13 @@ def test_dvc_exp_reruns_only_affected_jobs(tiny_run):
     assert new["global@0.5"]["micro_f1"] != old["global@0.5"]["micro_f1"]
     shown = _dvc(repo, env, "exp", "show", "--json")
     assert shown.returncode == 0 and "0.001" in shown.stdout
+
+
+def test_report_is_one_self_contained_html(tiny_run):
+    repo, env = tiny_run
+    res = _snakemake(repo, env, "--report", "results/report.html", "--configfile", "config/tiny.yaml")
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    html = (repo / "results/report.html").read_text(errors="replace")
+    assert "table1_standard.md" in html and "pr_tail.pdf" in html and "claims_check.md" in html
+    assert "Produced by config profile" in html and "tiny" in html  # captions name the config
+    assert "<script src=\"http" not in html  # nothing fetched from the network when opened

@@ -84,7 +84,8 @@ def audit_provenance(rep: AuditReport, prov_path: Path, indent: int) -> None:
     spec = prov.get("config", {})
     rep.say(f"run      {spec.get('dataset')}/{spec.get('variant')}/{spec.get('method')} seed {prov.get('seed')}",
             indent)
-    rep.say(f"code     commit {git.get('commit')} dirty={git.get('dirty')}", indent + 1)
+    rep.say(f"code     commit {git.get('commit')} dirty={git.get('dirty')} "
+            f"source sha256 {str(prov.get('code_sha256'))[:16]}…", indent + 1)
     recomputed = config_hash(spec)
     if recomputed != prov.get("config_sha256"):
         rep.problems.append(f"MODIFIED run spec in {prov_path}: config_sha256 {prov.get('config_sha256')} "

@@ -9,6 +9,7 @@ seed(s), package versions, device, host, command line, start and end time.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import os
 import platform
 import socket
@@ -47,6 +48,24 @@ def git_state(cwd: str | os.PathLike | None = None) -> dict[str, Any]:
     # untracked files under results/ etc. are ignored by .gitignore; anything else counts
     status = run("status", "--porcelain", "--untracked-files=no")
     return {"commit": commit, "dirty": bool(status), "dirty_files": status.splitlines()[:20] if status else []}
+
+
+_CODE_SHA256: str | None = None
+
+
+def code_sha256() -> str:
+    """sha256 over the source of the installed ``cdgtmll`` package (every .py file, in
+    path order): which code produced an artifact, also in a dirty tree. Part of the
+    training checkpoint fingerprint and of every provenance record."""
+    global _CODE_SHA256
+    if _CODE_SHA256 is None:
+        root = Path(__file__).resolve().parent
+        h = hashlib.sha256()
+        for f in sorted(root.rglob("*.py")):
+            h.update(str(f.relative_to(root)).encode())
+            h.update(f.read_bytes())
+        _CODE_SHA256 = h.hexdigest()
+    return _CODE_SHA256
 
 
 def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]:
@@ -98,6 +117,7 @@ def record(
     rec = {
         "schema": "cdgtmll.provenance/1",
         "git": git_state(),
+        "code_sha256": code_sha256(),
         "config_sha256": spec_sha256,
         "config": spec,
         "inputs": file_hashes(inputs),

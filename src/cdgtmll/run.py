@@ -86,7 +86,8 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
     prov_path = outdir / "provenance.json"
     if pred_path.exists() and prov_path.exists():
         try:
-            if read_json(prov_path).get("config_sha256") == spec_sha:
+            prev = read_json(prov_path)
+            if prev.get("config_sha256") == spec_sha and prev.get("code_sha256") == provenance.code_sha256():
                 print(f"[run] seed {seed}: up to date, skipped", flush=True)
                 return pred_path
         except (OSError, ValueError):

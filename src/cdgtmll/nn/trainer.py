@@ -32,8 +32,9 @@ everything else, identically for BCE, the other loss-based baselines and CD-GTML
 * a checkpoint after every epoch, ``ctx.workdir/checkpoint.pt``, written atomically:
   model, optimiser, scheduler, RNG states (torch CPU/CUDA, numpy, python, shuffle
   generator), epoch, log rows so far, the task's extra state, and a fingerprint
-  (sha256 of the task's hyper-parameters, the trainer config, the seed and the
-  shapes + sha256 of the training/validation arrays). ``train`` resumes from the
+  (sha256 of the task's hyper-parameters, the trainer config, the seed, the
+  shapes + sha256 of the training/validation arrays and the sha256 of the package's
+  source code, so that a checkpoint of other code is never resumed). ``train`` resumes from the
   epoch after a checkpoint with the same fingerprint (a mismatching or unreadable one
   is ignored with a warning and overwritten); since every RNG is restored, an
   interrupted-and-resumed run is bit-identical on CPU to an uninterrupted one (all
@@ -73,6 +74,7 @@ import torch
 from torch import nn
 
 from cdgtmll.io import atomic_path, atomic_write
+from cdgtmll.provenance import code_sha256
 from cdgtmll.nn import sparse as sparse_mod
 
 CHECKPOINT = "checkpoint.pt"
@@ -323,6 +325,7 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
         "train_config": asdict(cfg),
         "seed": ctx.seed,
         "data": [_array_digest(a) for a in (Xtr, Ytr, Xva, Yva)],
+        "code": code_sha256(),
     }
     fp_hash = fingerprint_hash(fp)
     ckpt_path, log_path = workdir / CHECKPOINT, workdir / TRAIN_LOG
