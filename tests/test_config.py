@@ -133,3 +133,26 @@ def test_bad_alias_and_variant_named(default_cfg):
     cfg["experiments"]["methods"] = ["CD-GTMLL@alfa=0.3"]
     msg = _err(cfg)
     assert "experiments.methods[0]" in msg and "alfa" in msg
+
+
+def test_plugins_register_methods(default_cfg, tmp_path, monkeypatch):
+    (tmp_path / "my_methods.py").write_text(
+        "import numpy as np\n"
+        "from cdgtmll.methods import Method, register\n"
+        "@register('Prior')\n"
+        "class Prior(Method):\n"
+        "    def fit(self, data, ctx):\n"
+        "        self.p = np.asarray(data.Y_train).mean(0)\n"
+        "        return self\n"
+        "    def predict_proba(self, X):\n"
+        "        return np.tile(self.p, (X.shape[0], 1))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = copy.deepcopy(default_cfg)
+    cfg["plugins"] = ["my_methods"]
+    cfg["experiments"]["methods"] = ["BCE", "Prior"]
+    cdg.validate(cfg)
+    assert cdg.run_spec(cfg, "yeast", "clean", "Prior")["plugins"] == ["my_methods"]
+    cfg = copy.deepcopy(default_cfg)
+    cfg["plugins"] = ["no_such_module_xyz"]
+    msg = _err(cfg)
+    assert "plugins[0]" in msg and "no_such_module_xyz" in msg

@@ -103,9 +103,23 @@ def pr_curve_enabled(config: dict) -> bool:
                 and pr["severity"] in config["r_variants"]["severities"].get(pr["dataset"], []))
 
 
+def import_plugins(modules: list[str], source: str = "config") -> None:
+    """Import the config's ``plugins`` (modules that register methods or losses)."""
+    import importlib
+
+    for i, mod in enumerate(modules):
+        try:
+            importlib.import_module(mod)
+        except Exception as exc:  # noqa: BLE001 - any import failure is a config error here
+            raise ConfigError(f"{source}: config error at 'plugins[{i}]': cannot import '{mod}': "
+                              f"{type(exc).__name__}: {exc}") from None
+
+
 def _semantic_checks(config: dict, source: str) -> None:
     from cdgtmll.data.registry import get_spec
     from cdgtmll.methods import base as methods
+
+    import_plugins(config.get("plugins", []), source)
 
     def fail(key: str, msg: str) -> None:
         raise ConfigError(f"{source}: config error at '{key}': {msg}")
@@ -327,6 +341,7 @@ def run_spec(config: dict, dataset: str, variant: str, method: str) -> dict:
         "device": config["experiments"].get("device", "auto"),
         "data": {k: config["data"][k] for k in ("val_fraction", "split_seed")},
         "r_variants": {k: config["r_variants"][k] for k in ("tail_fraction", "tie_seed")},
+        "plugins": list(config.get("plugins", [])),
     }
 
 

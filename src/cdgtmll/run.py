@@ -174,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(int(threads))
+    from cdgtmll.config import import_plugins
+
+    import_plugins(spec.get("plugins", []), source="run spec")
     data = ProcessedData.load(args.data)
     clean = ProcessedData.load(args.clean)
     tail = tail_labels(clean.part("train")[1], q=spec["r_variants"]["tail_fraction"],
