@@ -204,17 +204,7 @@ def apply_to_dataset(data: ProcessedData, rate: float, seed: int) -> tuple[Proce
         "total_flipped": book["total_flipped"],
         "paper_section": PAPER_SECTION,
     }
-    meta = dict(data.meta)
-    meta["variant"] = spec
-    out = ProcessedData(
-        name=f"{data.name}-{VARIANT_KIND}",
-        X=data.X,
-        Y=Y_new,
-        label_names=list(data.label_names),
-        splits={s: np.array(v, copy=True) for s, v in data.splits.items()},
-        meta=meta,
-    )
-    return out, book
+    return data.with_labels(Y_new, VARIANT_KIND, spec), book
 
 
 def main(argv: Sequence[str] | None = None) -> int:

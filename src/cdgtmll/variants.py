@@ -222,18 +222,8 @@ def apply_to_dataset(
         "total_flipped": book["total_flipped"],
         "paper_section": "App. E.3",
     }
-    meta = dict(data.meta)
-    meta["variant"] = spec
     book["dataset"] = data.name
-    out = ProcessedData(
-        name=f"{data.name}-{VARIANT_KIND}",
-        X=data.X,
-        Y=Y_new,
-        label_names=list(data.label_names),
-        splits={s: np.array(v, copy=True) for s, v in data.splits.items()},
-        meta=meta,
-    )
-    return out, book
+    return data.with_labels(Y_new, VARIANT_KIND, spec), book
 
 
 def main(argv: Sequence[str] | None = None) -> int:

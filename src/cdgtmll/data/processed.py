@@ -80,6 +80,21 @@ class ProcessedData:
         X = None if self.X is None else self.X[idx]
         return X, self.Y[idx]
 
+    def with_labels(self, Y: Any, kind: str, variant: dict[str, Any]) -> "ProcessedData":
+        """A training-label variant of this dataset (R-variant, label noise): same
+        features, splits and label names, labels ``Y``, name ``<name>-<kind>`` and
+        ``meta['variant'] = variant``."""
+        meta = dict(self.meta)
+        meta["variant"] = variant
+        return ProcessedData(
+            name=f"{self.name}-{kind}",
+            X=self.X,
+            Y=Y,
+            label_names=list(self.label_names),
+            splits={s: np.array(v, copy=True) for s, v in self.splits.items()},
+            meta=meta,
+        )
+
     def save(self, path: str | Path) -> None:
         arrays: dict[str, np.ndarray] = {}
         _put(arrays, "X", self.X, np.float32)
