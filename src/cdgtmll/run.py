@@ -32,7 +32,6 @@ Files without ``format`` are the dense format (unchanged for ``L <= TOPK_MIN_LAB
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import sys
@@ -61,8 +60,7 @@ def build_method(name: str, hparams: dict, training: dict) -> base.Method:
     """Instantiate ``name`` with its hyper-parameters plus those keys of the dataset's
     training protocol (epochs, batch_size, learning rates, ...) that its constructor
     accepts; classical methods accept none of them and ignore the protocol."""
-    cls = base.get(name)
-    accepted = set(inspect.signature(cls.__init__).parameters)
+    accepted, _ = base.hparam_names(base.get(name))
     merged = {k: v for k, v in training.items() if k in accepted}
     merged.update(hparams)
     return base.build(name, merged)

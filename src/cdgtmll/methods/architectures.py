@@ -85,8 +85,8 @@ class _ArchitectureMethod(NeuralMethod):
 
     loss_name = "bce"
 
-    def __init__(self, *trainer: Any) -> None:
-        super().__init__(*trainer)
+    def __init__(self, **trainer: Any) -> None:
+        super().__init__(**trainer)
         self._criterion: nn.Module | None = None
 
     def prepare(self, data: FitData, ctx: RunContext) -> None:
@@ -233,17 +233,11 @@ class ClassifierChainMethod(_ArchitectureMethod):
 
     def __init__(
         self,
-        epochs: int = 100,
-        batch_size: int = 256,
-        lr_backbone: float = 2e-3,
-        lr_head: float | None = None,
-        weight_decay: float = 1e-4,
-        grad_clip: float | None = 5.0,
-        hidden_dim: int = 512,
         order: str = "random",
         n_chains: int = 1,
+        **trainer: Any,
     ) -> None:
-        super().__init__(epochs, batch_size, lr_backbone, lr_head, weight_decay, grad_clip, hidden_dim)
+        super().__init__(**trainer)
         if order not in ("random", "frequency"):
             raise ValueError(f"CC: order must be 'random' or 'frequency', got {order!r}")
         if int(n_chains) < 1:
@@ -406,20 +400,14 @@ class MLGCNMethod(_ArchitectureMethod):
 
     def __init__(
         self,
-        epochs: int = 100,
-        batch_size: int = 256,
-        lr_backbone: float = 2e-3,
-        lr_head: float | None = None,
-        weight_decay: float = 1e-4,
-        grad_clip: float | None = 5.0,
-        hidden_dim: int = 512,
         tau: float = 0.4,
         p: float = 0.2,
         label_embeddings: str | None = None,
         embedding_dim: int = 300,
         gcn_hidden: int = 1024,
+        **trainer: Any,
     ) -> None:
-        super().__init__(epochs, batch_size, lr_backbone, lr_head, weight_decay, grad_clip, hidden_dim)
+        super().__init__(**trainer)
         if not 0.0 < float(tau) <= 1.0:
             raise ValueError(f"ML-GCN: tau must be in (0, 1], got {tau}")
         if not 0.0 <= float(p) < 1.0:
@@ -606,13 +594,6 @@ class CTranMethod(_ArchitectureMethod):
 
     def __init__(
         self,
-        epochs: int = 100,
-        batch_size: int = 256,
-        lr_backbone: float = 2e-3,
-        lr_head: float | None = None,
-        weight_decay: float = 1e-4,
-        grad_clip: float | None = 5.0,
-        hidden_dim: int = 512,
         n_tokens: int = 8,
         d_model: int = 128,
         n_layers: int = 2,
@@ -621,10 +602,11 @@ class CTranMethod(_ArchitectureMethod):
         lmt: bool = True,
         max_known_fraction: float = 0.75,
         loss_labels: str = "unk",
+        **trainer: Any,
     ) -> None:
-        super().__init__(epochs, batch_size, lr_backbone, lr_head, weight_decay, grad_clip, hidden_dim)
-        if int(hidden_dim) % int(n_tokens):
-            raise ValueError(f"C-Tran: n_tokens={n_tokens} must divide hidden_dim={hidden_dim}")
+        super().__init__(**trainer)
+        if self.hidden_dim % int(n_tokens):
+            raise ValueError(f"C-Tran: n_tokens={n_tokens} must divide hidden_dim={self.hidden_dim}")
         if int(d_model) % int(n_heads):
             raise ValueError(f"C-Tran: n_heads={n_heads} must divide d_model={d_model}")
         if not 0.0 <= float(max_known_fraction) < 1.0:
@@ -777,13 +759,6 @@ class MLDecoderMethod(_ArchitectureMethod):
 
     def __init__(
         self,
-        epochs: int = 100,
-        batch_size: int = 256,
-        lr_backbone: float = 2e-3,
-        lr_head: float | None = None,
-        weight_decay: float = 1e-4,
-        grad_clip: float | None = 5.0,
-        hidden_dim: int = 512,
         n_groups: int = 100,
         n_tokens: int = 8,
         d_model: int = 128,
@@ -792,12 +767,13 @@ class MLDecoderMethod(_ArchitectureMethod):
         n_layers: int = 1,
         dropout: float = 0.1,
         learnable_queries: bool = False,
+        **trainer: Any,
     ) -> None:
-        super().__init__(epochs, batch_size, lr_backbone, lr_head, weight_decay, grad_clip, hidden_dim)
+        super().__init__(**trainer)
         if int(n_groups) < 1:
             raise ValueError("ML-Decoder: n_groups must be >= 1")
-        if int(hidden_dim) % int(n_tokens):
-            raise ValueError(f"ML-Decoder: n_tokens={n_tokens} must divide hidden_dim={hidden_dim}")
+        if self.hidden_dim % int(n_tokens):
+            raise ValueError(f"ML-Decoder: n_tokens={n_tokens} must divide hidden_dim={self.hidden_dim}")
         if int(d_model) % int(n_heads):
             raise ValueError(f"ML-Decoder: n_heads={n_heads} must divide d_model={d_model}")
         self.n_groups, self.n_tokens, self.d_model = int(n_groups), int(n_tokens), int(d_model)

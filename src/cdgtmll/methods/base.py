@@ -129,15 +129,36 @@ def get(name: str) -> type[Method]:
         raise KeyError(f"unknown method '{name}'; registered methods: {', '.join(available())}") from None
 
 
+FORWARDED = "trainer"  # a ``**trainer`` parameter passes its keys on to the parent class
+
+
+def hparam_names(cls: type) -> tuple[set[str], bool]:
+    """Hyper-parameters a method class accepts: the named parameters of its ``__init__``
+    and, through ``**trainer``, of its parents' (so subclasses of NeuralMethod need not
+    repeat the trainer's). ``open`` is True when some ``__init__`` takes other free
+    keywords (e.g. a loss's hyper-parameters), which that class validates itself."""
+    names: set[str] = set()
+    open_ = False
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None or klass is object:
+            continue
+        params = inspect.signature(init).parameters.values()
+        names |= {p.name for p in params if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+        var_kw = [p.name for p in params if p.kind is p.VAR_KEYWORD]
+        if not var_kw:
+            break
+        open_ = open_ or any(n != FORWARDED for n in var_kw)
+    return names, open_
+
+
 def build(name: str, hparams: dict[str, Any] | None = None) -> Method:
     """Instantiate a registered method; unknown hyper-parameters name themselves."""
     cls = get(name)
     hparams = dict(hparams or {})
-    sig = inspect.signature(cls.__init__)
-    accepts_kwargs = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
-    if not accepts_kwargs:
-        unknown = sorted(set(hparams) - set(sig.parameters) - {"self"})
+    names, open_ = hparam_names(cls)
+    if not open_:
+        unknown = sorted(set(hparams) - names)
         if unknown:
-            allowed = sorted(set(sig.parameters) - {"self"})
-            raise ValueError(f"method '{name}': unknown hyper-parameter(s) {unknown}; allowed: {allowed}")
+            raise ValueError(f"method '{name}': unknown hyper-parameter(s) {unknown}; allowed: {sorted(names)}")
     return cls(**hparams)

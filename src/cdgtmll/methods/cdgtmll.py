@@ -527,15 +527,9 @@ class CDGTMLL(NeuralMethod):
         tail_fraction: float | None = None,
         partition_seed: int | None = None,
         clip_scope: str = "block",
-        epochs: int = 100,
-        batch_size: int = 256,
-        lr_backbone: float = 2e-3,
-        lr_head: float | None = None,
-        weight_decay: float = 1e-4,
-        grad_clip: float | None = 5.0,
-        hidden_dim: int = 512,
+        **trainer: Any,
     ) -> None:
-        super().__init__(epochs, batch_size, lr_backbone, lr_head, weight_decay, grad_clip, hidden_dim)
+        super().__init__(**trainer)
         if divergence not in DIVERGENCES:
             raise ValueError(f"divergence must be one of {DIVERGENCES}, got '{divergence}'")
         if payoff_weights not in PAYOFF_WEIGHTS:

@@ -62,15 +62,9 @@ class _BCEDataSide(LossHeadMethod):
 
     def __init__(
         self,
-        epochs: int = 100,
-        batch_size: int = 256,
-        lr_backbone: float = 2e-3,
-        lr_head: float | None = None,
-        weight_decay: float = 1e-4,
-        grad_clip: float | None = 5.0,
-        hidden_dim: int = 512,
+        **trainer: Any,
     ) -> None:
-        super().__init__(epochs, batch_size, lr_backbone, lr_head, weight_decay, grad_clip, hidden_dim)
+        super().__init__(**trainer)
 
 
 # =====================================================================================
@@ -248,18 +242,12 @@ class BalanceMixMethod(_BCEDataSide):
 
     def __init__(
         self,
-        epochs: int = 100,
-        batch_size: int = 256,
-        lr_backbone: float = 2e-3,
-        lr_head: float | None = None,
-        weight_decay: float = 1e-4,
-        grad_clip: float | None = 5.0,
-        hidden_dim: int = 512,
         warmup_epochs: int = 10,
         mix_alpha: float = 4.0,
         relabel_tau: float = 0.975,
+        **trainer: Any,
     ) -> None:
-        super().__init__(epochs, batch_size, lr_backbone, lr_head, weight_decay, grad_clip, hidden_dim)
+        super().__init__(**trainer)
         if warmup_epochs < 0:
             raise ValueError(f"BalanceMix: warmup_epochs must be >= 0, got {warmup_epochs}")
         if mix_alpha <= 0:
@@ -539,7 +527,7 @@ def _interpolate(
     """SMOTE-style generation (official ``_generate_sample``): ``x = x_s + g (x_n - x_s)``,
     ``g ~ U(0, step_size)``, n a uniformly chosen reference neighbour of seed s; labels =
     the seed's label set. Seeds without any neighbour are skipped."""
-    keep_s, keep_n, keep_g = [], [], []
+    keep_s, keep_n = [], []
     for s, lab in zip(seeds.tolist(), drawn_for.tolist()):
         nbrs, fell_back = zones.neighbours(s, (kind, lab), pools[lab])
         if nbrs.size == 0:
@@ -739,13 +727,6 @@ class MLBOTEMethod(_BCEDataSide):
 
     def __init__(
         self,
-        epochs: int = 100,
-        batch_size: int = 256,
-        lr_backbone: float = 2e-3,
-        lr_head: float | None = None,
-        weight_decay: float = 1e-4,
-        grad_clip: float | None = 5.0,
-        hidden_dim: int = 512,
         k_border: int = 3,
         k_weight: int = 5,
         ovr_threshold: float = 10.0,
@@ -755,8 +736,9 @@ class MLBOTEMethod(_BCEDataSide):
         size_penalty: float = 1.0,
         step_size: float = 1.0,
         standardize: bool = True,
+        **trainer: Any,
     ) -> None:
-        super().__init__(epochs, batch_size, lr_backbone, lr_head, weight_decay, grad_clip, hidden_dim)
+        super().__init__(**trainer)
         if k_border < 1 or k_weight < 1:
             raise ValueError("MLBOTE: k_border and k_weight must be >= 1")
         if step_size < 0 or resample_ratio < 0:
@@ -1038,13 +1020,6 @@ class LSFAMethod(_BCEDataSide):
 
     def __init__(
         self,
-        epochs: int = 100,
-        batch_size: int = 256,
-        lr_backbone: float = 2e-3,
-        lr_head: float | None = None,
-        weight_decay: float = 1e-4,
-        grad_clip: float | None = 5.0,
-        hidden_dim: int = 512,
         head_min_count: int = 50,
         n_synthetic: int = 10,
         gen_epochs: int = 100,
@@ -1056,8 +1031,9 @@ class LSFAMethod(_BCEDataSide):
         calib_epochs: int | None = None,
         calib_warmup: int = 5,
         calib_weight: float = 1.0,
+        **trainer: Any,
     ) -> None:
-        super().__init__(epochs, batch_size, lr_backbone, lr_head, weight_decay, grad_clip, hidden_dim)
+        super().__init__(**trainer)
         if head_min_count < 1 or n_synthetic < 1:
             raise ValueError("LSFA: head_min_count and n_synthetic must be >= 1")
         if gen_epochs < 1 or gen_batch_size < 1 or gen_patience < 1:

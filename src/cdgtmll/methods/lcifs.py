@@ -197,15 +197,9 @@ class LCIFSMethod(BCEMethod):
         eps: float = 1e-8,
         max_iter: int = 50,
         tol: float = 1e-6,
-        epochs: int = 100,
-        batch_size: int = 256,
-        lr_backbone: float = 2e-3,
-        lr_head: float | None = None,
-        weight_decay: float = 1e-4,
-        grad_clip: float | None = 5.0,
-        hidden_dim: int = 512,
+        **trainer: Any,
     ) -> None:
-        super().__init__(epochs, batch_size, lr_backbone, lr_head, weight_decay, grad_clip, hidden_dim)
+        super().__init__(**trainer)
         if not 0.0 < float(feature_fraction) <= 1.0:
             raise ValueError(f"LCIFS: feature_fraction must be in (0, 1], got {feature_fraction}")
         if n_features is not None and int(n_features) < 1:

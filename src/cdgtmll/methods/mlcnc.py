@@ -370,13 +370,6 @@ class MLCNCMethod(NeuralMethod):
 
     def __init__(
         self,
-        epochs: int = 100,
-        batch_size: int = 256,
-        lr_backbone: float = 2e-3,
-        lr_head: float | None = None,
-        weight_decay: float = 1e-4,
-        grad_clip: float | None = 5.0,
-        hidden_dim: int = 512,
         n_tokens: int = 8,
         d_model: int = 128,
         n_heads: int = 4,
@@ -391,10 +384,11 @@ class MLCNCMethod(NeuralMethod):
         weight_align: float = 0.5,
         class_aware_sampling: bool = True,
         etf_classifier_trainable: bool = True,
+        **trainer: Any,
     ) -> None:
-        super().__init__(epochs, batch_size, lr_backbone, lr_head, weight_decay, grad_clip, hidden_dim)
-        if int(n_tokens) < 1 or int(hidden_dim) % int(n_tokens):
-            raise ValueError(f"MLC-NC: n_tokens={n_tokens} must divide hidden_dim={hidden_dim}")
+        super().__init__(**trainer)
+        if int(n_tokens) < 1 or self.hidden_dim % int(n_tokens):
+            raise ValueError(f"MLC-NC: n_tokens={n_tokens} must divide hidden_dim={self.hidden_dim}")
         if int(d_model) < 1 or int(n_heads) < 1 or int(d_model) % int(n_heads):
             raise ValueError(f"MLC-NC: n_heads={n_heads} must divide d_model={d_model}")
         if int(proj_dim) < 1:

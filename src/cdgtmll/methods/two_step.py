@@ -173,16 +173,10 @@ class PlugInMethod(NeuralMethod):
 
     def __init__(
         self,
-        epochs: int = 100,
-        batch_size: int = 256,
-        lr_backbone: float = 2e-3,
-        lr_head: float | None = None,
-        weight_decay: float = 1e-4,
-        grad_clip: float | None = 5.0,
-        hidden_dim: int = 512,
         target: str = "macro",
+        **trainer: Any,
     ) -> None:
-        super().__init__(epochs, batch_size, lr_backbone, lr_head, weight_decay, grad_clip, hidden_dim)
+        super().__init__(**trainer)
         if target not in TARGETS:
             raise ValueError(f"method '{self.name}': target must be one of {list(TARGETS)}, got {target!r}")
         self.target = target
@@ -300,17 +294,11 @@ class SRBMethod(PlugInMethod):
 
     def __init__(
         self,
-        epochs: int = 100,
-        batch_size: int = 256,
-        lr_backbone: float = 2e-3,
-        lr_head: float | None = None,
-        weight_decay: float = 1e-4,
-        grad_clip: float | None = 5.0,
-        hidden_dim: int = 512,
         target: str = "macro",
         surrogate: str = "squared",
+        **trainer: Any,
     ) -> None:
-        super().__init__(epochs, batch_size, lr_backbone, lr_head, weight_decay, grad_clip, hidden_dim, target)
+        super().__init__(target=target, **trainer)
         if surrogate not in SURROGATES:
             raise ValueError(
                 f"method '{self.name}': surrogate must be one of {sorted(SURROGATES)} "

@@ -160,15 +160,9 @@ class ETUMethod(BCEMethod):
         utility: str = "macro-recall",
         k: int = 5,
         prior_smoothing: float = 1.0,
-        epochs: int = 100,
-        batch_size: int = 256,
-        lr_backbone: float = 2e-3,
-        lr_head: float | None = None,
-        weight_decay: float = 1e-4,
-        grad_clip: float | None = 5.0,
-        hidden_dim: int = 512,
+        **trainer: Any,
     ) -> None:
-        super().__init__(epochs, batch_size, lr_backbone, lr_head, weight_decay, grad_clip, hidden_dim)
+        super().__init__(**trainer)
         if utility not in UTILITIES:
             raise ValueError(f"ETU: unknown utility '{utility}'; choose one of {UTILITIES}")
         if int(k) < 1:
