@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from cdgtmll.losses import LOSSES, build_loss
-from cdgtmll.methods.base import FitData, Method, RunContext, register
+from cdgtmll.methods.base import FitData, Method, RunContext, hparam_names, register
 from cdgtmll.nn.backbone import MLPBackbone
 from cdgtmll.nn.sparse import SparseLinearBackbone, use_sparse_backbone
 from cdgtmll.nn.trainer import TrainConfig, TrainTask, predict_in_chunks, resolve_device, train
@@ -144,7 +144,26 @@ class LinearHeadNet(nn.Module):
         return self.head(self.backbone(x))
 
 
-class LossHeadMethod(NeuralMethod):
+class LinearHeadTask:
+    """Mixin for a :class:`NeuralMethod` that is "backbone + one linear head trained on
+    ``self._criterion``" (set in ``prepare``): model, parameter groups and training step."""
+
+    _criterion: nn.Module | None
+
+    def build_model(self, X_train: np.ndarray, Y_train: np.ndarray) -> nn.Module:
+        return LinearHeadNet(self.backbone(X_train), Y_train.shape[1], self._criterion)
+
+    def param_groups(self, model: nn.Module) -> dict[str, list[nn.Parameter]]:
+        return {
+            "backbone": list(model.backbone.parameters()),
+            "head": list(model.head.parameters()) + list(model.criterion.parameters()),
+        }
+
+    def training_step(self, model, xb, yb, progress):
+        return model.criterion(model(xb), yb), {}
+
+
+class LossHeadMethod(LinearHeadTask, NeuralMethod):
     """Backbone + one linear head over all L labels, trained on a registered loss.
 
     Subclasses (normally made by :func:`register_loss_method`) set ``loss_name`` and
@@ -155,18 +174,10 @@ class LossHeadMethod(NeuralMethod):
     loss_name: str = ""
     loss_defaults: dict[str, Any] = {}
 
-    def __init__(
-        self,
-        epochs: int = 100,
-        batch_size: int = 256,
-        lr_backbone: float = 2e-3,
-        lr_head: float | None = None,
-        weight_decay: float = 1e-4,
-        grad_clip: float | None = 5.0,
-        hidden_dim: int = 512,
-        **loss_hparams: Any,
-    ) -> None:
-        super().__init__(epochs, batch_size, lr_backbone, lr_head, weight_decay, grad_clip, hidden_dim)
+    def __init__(self, **hparams: Any) -> None:
+        trainer_keys, _ = hparam_names(NeuralMethod)
+        super().__init__(**{k: v for k, v in hparams.items() if k in trainer_keys})
+        loss_hparams = {k: v for k, v in hparams.items() if k not in trainer_keys}
         if self.loss_name not in LOSSES:
             raise KeyError(f"{type(self).__name__}: unknown loss '{self.loss_name}'; registered: {sorted(LOSSES)}")
         allowed = set(inspect.signature(LOSSES[self.loss_name].__init__).parameters) - {
@@ -188,18 +199,6 @@ class LossHeadMethod(NeuralMethod):
 
     def prepare(self, data: FitData, ctx: RunContext) -> None:
         self._criterion = build_loss(self.loss_name, data.counts, data.n_train, **self.loss_hparams)
-
-    def build_model(self, X_train: np.ndarray, Y_train: np.ndarray) -> nn.Module:
-        return LinearHeadNet(self.backbone(X_train), Y_train.shape[1], self._criterion)
-
-    def param_groups(self, model: nn.Module) -> dict[str, list[nn.Parameter]]:
-        return {
-            "backbone": list(model.backbone.parameters()),
-            "head": list(model.head.parameters()) + list(model.criterion.parameters()),
-        }
-
-    def training_step(self, model, xb, yb, progress):
-        return model.criterion(model(xb), yb), {}
 
     def predict(self, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(model(x))

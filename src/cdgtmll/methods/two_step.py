@@ -91,7 +91,7 @@ from torch import nn
 from cdgtmll import metrics
 from cdgtmll.losses import _check, build_loss, reduce
 from cdgtmll.methods.base import FitData, RunContext, register
-from cdgtmll.methods.neural import LinearHeadNet, NeuralMethod
+from cdgtmll.methods.neural import LinearHeadTask, NeuralMethod
 
 TARGETS = ("macro", "micro")
 
@@ -168,7 +168,7 @@ SURROGATES: dict[str, type[nn.Module]] = {"squared": SquaredProperLoss, "exponen
 # ---------------------------------------------------------------------------- methods
 
 
-class PlugInMethod(NeuralMethod):
+class PlugInMethod(LinearHeadTask, NeuralMethod):
     """Common two-step machinery: subclasses supply ``make_criterion`` and ``link``."""
 
     def __init__(
@@ -202,18 +202,6 @@ class PlugInMethod(NeuralMethod):
             raise ValueError(f"method '{self.name}': step 2 tunes thresholds on the validation split, which is empty")
         self._criterion = self.make_criterion(data)
         self.thresholds = None
-
-    def build_model(self, X_train: np.ndarray, Y_train: np.ndarray) -> nn.Module:
-        return LinearHeadNet(self.backbone(X_train), Y_train.shape[1], self._criterion)
-
-    def param_groups(self, model: nn.Module) -> dict[str, list[nn.Parameter]]:
-        return {
-            "backbone": list(model.backbone.parameters()),
-            "head": list(model.head.parameters()) + list(model.criterion.parameters()),
-        }
-
-    def training_step(self, model, xb, yb, progress):
-        return model.criterion(model(xb), yb), {}
 
     def predict(self, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
         return self.link(model(x))
