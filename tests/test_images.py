@@ -333,16 +333,17 @@ def test_transforms_and_occlusion(tmp_path):
     assert int((im.occlude(white, 1.0, torch.Generator()) == 0).sum()) == 3 * 40 * 40  # k clipped to min(H, W)
     with pytest.raises(ValueError, match="gamma"):
         im.occlude(white, 1.5)
-    # per-row seeded occlusion in the dataset: reproducible, differs across epochs
-    p = tmp_path / "w.jpg"
-    img.save(p)
-    from torchvision import transforms as T
+    # the fixed per-row patch of an occlusion variant: same row -> same patch, rows differ
+    from cdgtmll.nn.image_input import occlude_image
+    from torchvision.transforms.functional import pil_to_tensor
 
-    ds = im.ImageRowDataset([p, p], T.Compose([T.Resize((40, 40)), T.ToTensor()]), occlusion_gamma=0.25, seed=1)
-    x0, _ = ds[0]
-    assert int((x0 < 0.05).all(dim=0).sum()) == 20 * 20 and torch.equal(ds[0][0], x0)
-    ds.set_epoch(1)
-    assert not torch.equal(ds[0][0], x0) or not torch.equal(ds[1][0], x0)
+    a0 = pil_to_tensor(occlude_image(img, 0.25, seed=1, row=0))
+    k2 = round((0.25 * 80 * 60) ** 0.5)
+    assert int((a0 == 0).all(dim=0).sum()) == k2 * k2
+    assert torch.equal(pil_to_tensor(occlude_image(img, 0.25, seed=1, row=0)), a0)
+    others = [pil_to_tensor(occlude_image(img, 0.25, seed=1, row=r)) for r in range(1, 6)]
+    assert any(not torch.equal(o, a0) for o in others)
+    assert occlude_image(img, 0.0, seed=1, row=0) is img
     # unreadable images name the file
     bad = tmp_path / "bad.jpg"
     bad.write_bytes(b"\xff\xd8 not a jpeg")

@@ -250,9 +250,24 @@ def parse_noise(variant: str) -> tuple[float, int] | None:
         raise ConfigError(f"variant '{variant}': expected 'N<rate>-s<seed>'") from None
 
 
+def parse_occlusion(variant: str) -> tuple[float, int] | None:
+    """``O0.10-s0`` -> (0.10, 0) (occluded training images, Sec. 5.3); None for other variants."""
+    if not variant.startswith("O"):
+        return None
+    try:
+        gamma, seed = variant[1:].split("-s")
+        return float(gamma), int(seed)
+    except ValueError:
+        raise ConfigError(f"variant '{variant}': expected 'O<gamma>-s<seed>'") from None
+
+
+def occlusion_id(gamma: float, seed: int) -> str:
+    return f"O{gamma:.2f}-s{seed}"
+
+
 def variant_setting(variant: str) -> str:
     """The table setting a variant belongs to: 'clean', 'R@0.40' (pooled over sampling
-    seeds) or 'N@0.10' (label noise)."""
+    seeds), 'N@0.10' (label noise) or 'O@0.10' (occlusion)."""
     if variant == CLEAN:
         return CLEAN
     r = parse_variant(variant)
@@ -261,6 +276,9 @@ def variant_setting(variant: str) -> str:
     n = parse_noise(variant)
     if n is not None:
         return f"N@{n[0]:.2f}"
+    o = parse_occlusion(variant)
+    if o is not None:
+        return f"O@{o[0]:.2f}"
     raise ConfigError(f"variant '{variant}': unknown kind")
 
 
@@ -320,17 +338,29 @@ def method_hparams(config: dict, dataset: str, method: str) -> dict:
     return hp
 
 
+def finetunes_images(config: dict, dataset: str) -> bool:
+    """Whether ``dataset`` trains a ResNet-50 end to end on its images (protocol backbone
+    resnet50 and ``image_backbone.mode: finetune``) rather than on frozen features."""
+    return (training_protocol(config, dataset).get("backbone") == "resnet50"
+            and config.get("image_backbone", {}).get("mode", "finetune") == "finetune")
+
+
 def not_runnable(config: dict, dataset: str, method: str) -> str | None:
-    """The method's own reason it cannot run on this dataset here (e.g. no pretrained encoder)."""
+    """The method's own reason it cannot run on this dataset here (e.g. no pretrained
+    encoder, or it needs feature vectors while the dataset is fine-tuned on images)."""
     from cdgtmll.methods import base
 
     registered, _ = resolve_method(config, method)
-    return base.build(registered, method_hparams(config, dataset, method)).not_runnable_reason()
+    m = base.build(registered, method_hparams(config, dataset, method))
+    reason = m.not_runnable_reason()
+    if reason is None and finetunes_images(config, dataset):
+        reason = base.image_input_reason(m)
+    return reason
 
 
 def run_spec(config: dict, dataset: str, variant: str, method: str) -> dict:
     """Everything that determines the result of one (dataset, variant, method) job."""
-    return {
+    spec = {
         "dataset": dataset,
         "variant": variant,
         "method": method,
@@ -343,6 +373,9 @@ def run_spec(config: dict, dataset: str, variant: str, method: str) -> dict:
         "r_variants": {k: config["r_variants"][k] for k in ("tail_fraction", "tie_seed")},
         "plugins": list(config.get("plugins", [])),
     }
+    if spec["training"].get("backbone") == "resnet50":
+        spec["image_backbone"] = dict(config.get("image_backbone", {}))
+    return spec
 
 
 # ---------------------------------------------------------------- studies (figures)
@@ -374,9 +407,11 @@ def study_jobs(config: dict) -> dict[str, list[tuple[str, str, str]]]:
         if study == "noise":
             vs = [CLEAN] + [noise_id(r, s) for r in spec["rates"] for s in spec.get("sampling_seeds", [0])]
         elif study == "occlusion":
-            # the clean baselines; occluded variants need training images (image datasets,
-            # fine-tuning path), so on tabular data the figure states that it does not apply
+            # occluded training images exist only for image datasets; on tabular data only
+            # the clean runs are made and the figure states that occlusion does not apply
             vs = [CLEAN]
+            if training_protocol(config, d).get("backbone") == "resnet50":
+                vs += [occlusion_id(g, s) for g in spec["levels"] for s in spec.get("sampling_seeds", [0])]
         else:
             vs = [spec.get("variant", CLEAN)]
         out[study] = [(d, v, m) for v in vs for m in ms]

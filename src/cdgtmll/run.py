@@ -42,11 +42,13 @@ import numpy as np
 
 from cdgtmll import provenance
 from cdgtmll.config import config_hash
+from cdgtmll.data.images import is_image_rows
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.evaluate import topk_from_scores
 from cdgtmll.io import atomic_path, read_json, write_json
 from cdgtmll.labels import tail_labels
 from cdgtmll.methods import FitData, RunContext, base
+from cdgtmll.nn.image_input import ImageSource
 
 #: label spaces with more labels than this store top-K predictions (see module docstring)
 TOPK_MIN_LABELS = 2000
@@ -96,11 +98,14 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
     X_tr, Y_tr = data.part("train")
     X_va, Y_va = data.part("val")
     X_te, _ = data.part("test")
-    fit = FitData(X_tr, Y_tr, X_va, Y_va, data.label_names, tail=tail)
+    images = ImageSource.from_data(data) if is_image_rows(data) else None
+    fit = FitData(X_tr, Y_tr, X_va, Y_va, data.label_names, tail=tail, images=images)
     set_seed(seed)
     method = build_method(spec.get("registered_method", spec["method"]), spec["hparams"], spec["training"])
+    if images is not None and (why := base.image_input_reason(method)):
+        raise ValueError(f"{spec['dataset']}/{spec['variant']}: {why}")
     ctx = RunContext(seed=seed, workdir=outdir, device=spec.get("device", "auto"), progress=progress,
-                     extra={"training": spec["training"]})
+                     extra={"training": spec["training"], "image_backbone": spec.get("image_backbone")})
     method.fit(fit, ctx)
     fit_seconds = time.perf_counter() - t0
     if data.n_labels > TOPK_MIN_LABELS:
@@ -127,11 +132,26 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
     rec = provenance.record(spec=spec, spec_sha256=spec_sha, inputs=inputs, seed=seed,
                             device=str(getattr(method, "device", ctx.device)), started=started,
                             extra={"fit_seconds": round(fit_seconds, 3),
-                                   "data_sources": data.meta.get("source_files")})
+                                   "data_sources": data.meta.get("source_files"),
+                                   "backbone": backbone_record(data, method)})
     write_json(prov_path, rec)
     print(f"[run] {spec['dataset']}/{spec['variant']}/{spec['method']} seed {seed}: "
           f"fit {fit_seconds:.1f}s", flush=True)
     return pred_path
+
+
+def backbone_record(data: ProcessedData, method: base.Method) -> dict | None:
+    """How an image dataset's backbone was used: fine-tuned end to end (weights file and
+    sha256, AMP dtype; from the method) or frozen features (from the features file's
+    meta); None for other data."""
+    info = getattr(method, "backbone_info", None)
+    if info:
+        return {"frozen": False, **info}
+    meta = data.meta
+    if meta.get("backbone_frozen"):
+        return {"frozen": True, "backbone": meta.get("backbone"), "weights_sha256": meta.get("backbone_weights_sha256"),
+                "image_size": meta.get("image_size"), "occlusion": meta.get("occlusion")}
+    return None
 
 
 def _check_scores(s: np.ndarray, n: int, L: int, method: str, split: str) -> None:

@@ -4,6 +4,7 @@ from pathlib import Path
 
 from cdgtmll.config import (
     CLEAN,
+    finetunes_images,
     not_runnable,
     pr_curve_enabled,
     run_spec,
@@ -23,7 +24,7 @@ GPU_JOBS = 1 if config["experiments"].get("device") == "cuda" else 0
 
 wildcard_constraints:
     dataset=r"[A-Za-z0-9_.\-]+",
-    variant=r"clean|R[0-9.]+-s[0-9]+|N[0-9.]+-s[0-9]+",
+    variant=r"clean|R[0-9.]+-s[0-9]+|N[0-9.]+-s[0-9]+|O[0-9.]+-s[0-9]+",
     method=r"[A-Za-z0-9_.\-@=,]+",
 
 
@@ -31,18 +32,31 @@ def processed(dataset):
     return f"results/data/{dataset}/processed.npz"
 
 
+def frozen_features(dataset):
+    """Image dataset (training backbone resnet50) with image_backbone.mode frozen."""
+    return training_protocol(config, dataset).get("backbone") == "resnet50" and not finetunes_images(config, dataset)
+
+
 def base_data(dataset):
-    """What methods train on for a dataset's clean split: the processed file, or for image
-    datasets (training backbone resnet50) the cached frozen ResNet-50 features of it."""
-    if training_protocol(config, dataset).get("backbone") == "resnet50":
+    """What methods train on for a dataset's clean split: the processed file (tabular data,
+    XMC, and image datasets fine-tuned end to end: row ids + image paths), or the cached
+    frozen ResNet-50 features of an image dataset in mode frozen."""
+    if frozen_features(dataset):
         return f"results/data/{dataset}/features.npz"
     return processed(dataset)
 
 
+def variant_file(dataset, variant):
+    """What methods train on for one variant of a dataset."""
+    if variant == CLEAN:
+        return base_data(dataset)
+    if variant.startswith("O") and frozen_features(dataset):
+        return f"results/data/{dataset}/variants/{variant}.features.npz"
+    return f"results/data/{dataset}/variants/{variant}.npz"
+
+
 def variant_data(wc):
-    if wc.variant == CLEAN:
-        return base_data(wc.dataset)
-    return f"results/data/{wc.dataset}/variants/{wc.variant}.npz"
+    return variant_file(wc.dataset, wc.variant)
 
 
 # Every (dataset, variant, method) job: the main experiments (tables) and the studies (figures).

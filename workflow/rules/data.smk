@@ -36,22 +36,22 @@ rule prepare_dataset:
         "{params.custom} {params.options} > {log} 2>&1"
 
 
+IMG = config["image_backbone"]
+FEATURE_ARGS = (
+    f"--image-size {IMG['image_size']} --batch-size {IMG['batch_size']} --workers {IMG['workers']} "
+    + ("--no-pretrained" if not IMG["pretrained"] else (f"--weights '{IMG['weights']}'" if IMG["weights"] else ""))
+    + f" --seed {IMG['init_seed']} --device {config['experiments']['device']}"
+)
+
+
 rule extract_features:
-    # Frozen ResNet-50 features of an image dataset (config image_backbone), once per dataset.
+    # Frozen ResNet-50 features of an image dataset (image_backbone.mode frozen), once per dataset.
     input:
         "results/data/{dataset}/processed.npz",
     output:
         "results/data/{dataset}/features.npz",
     params:
-        size=config["image_backbone"]["image_size"],
-        batch=config["image_backbone"]["batch_size"],
-        weights=lambda wc: (
-            "--no-pretrained"
-            if not config["image_backbone"]["pretrained"]
-            else (f"--weights '{config['image_backbone']['weights']}'" if config["image_backbone"]["weights"] else "")
-        ),
-        seed=config["image_backbone"]["init_seed"],
-        device=config["experiments"]["device"],
+        args=FEATURE_ARGS,
     conda:
         ENV
     log:
@@ -64,11 +64,35 @@ rule extract_features:
         runtime=600,
         gpu=GPU_JOBS,
     shell:
-        "python -m cdgtmll.data.features --in {input} --out {output} --image-size {params.size} "
-        "--batch-size {params.batch} {params.weights} --seed {params.seed} --device {params.device} > {log} 2>&1"
+        "python -m cdgtmll.data.features --in {input} --out {output} {params.args} > {log} 2>&1"
+
+
+rule extract_features_occluded:
+    # Frozen features of an occlusion variant: training images occluded, the rest clean.
+    wildcard_constraints:
+        variant=r"O[0-9.]+-s[0-9]+",
+    input:
+        "results/data/{dataset}/variants/{variant}.npz",
+    output:
+        "results/data/{dataset}/variants/{variant}.features.npz",
+    params:
+        args=FEATURE_ARGS,
+    conda:
+        ENV
+    log:
+        "logs/variants/{dataset}/{variant}.features.log",
+    benchmark:
+        "benchmarks/out/variants/{dataset}/{variant}.features.tsv"
+    threads: 2
+    resources:
+        mem_mb=16000,
+        runtime=600,
+        gpu=GPU_JOBS,
+    shell:
+        "python -m cdgtmll.data.features --in {input} --out {output} {params.args} > {log} 2>&1"
 
 
 rule data_all:
     input:
         [base_data(d) for d in ALL_DATASETS],
-        sorted({f"results/data/{d}/variants/{v}.npz" for d, v, _ in ALL_JOBS if v != CLEAN}),
+        sorted({variant_file(d, v) for d, v, _ in ALL_JOBS if v != CLEAN}),

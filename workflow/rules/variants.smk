@@ -1,5 +1,5 @@
 # R-variants (App. E.3): down-sample tail positives of the training split only.
-from cdgtmll.config import parse_noise, parse_variant
+from cdgtmll.config import parse_noise, parse_occlusion, parse_variant
 
 
 rule r_variant:
@@ -53,4 +53,31 @@ rule noise_variant:
         runtime=10,
     shell:
         "python -m cdgtmll.noise --in {input} --rate {params.rate} --seed {params.seed} "
+        "--out {output.data} --bookkeeping {output.bookkeeping} > {log} 2>&1"
+
+
+rule occlusion_variant:
+    # Occluded training images (Sec. 5.3 "Occ-gamma"): a fixed k x k black patch per training
+    # image, pasted when the image is decoded; labels, validation and test images unchanged.
+    wildcard_constraints:
+        variant=r"O[0-9.]+-s[0-9]+",
+    input:
+        lambda wc: processed(wc.dataset),
+    output:
+        data="results/data/{dataset}/variants/{variant}.npz",
+        bookkeeping="results/data/{dataset}/variants/{variant}.json",
+    params:
+        gamma=lambda wc: parse_occlusion(wc.variant)[0],
+        seed=lambda wc: parse_occlusion(wc.variant)[1],
+    conda:
+        ENV
+    log:
+        "logs/variants/{dataset}/{variant}.log",
+    benchmark:
+        "benchmarks/out/variants/{dataset}/{variant}.tsv"
+    resources:
+        mem_mb=4000,
+        runtime=10,
+    shell:
+        "python -m cdgtmll.occlusion --in {input} --gamma {params.gamma} --seed {params.seed} "
         "--out {output.data} --bookkeeping {output.bookkeeping} > {log} 2>&1"

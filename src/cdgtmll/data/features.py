@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cdgtmll.data.images import DEFAULT_IMAGE_SIZE, ImageNotFoundError, ImageRowDataset, eval_transform, image_files
+from cdgtmll.data.images import DEFAULT_IMAGE_SIZE, ImageNotFoundError, image_files
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.io import sha256_file
 
@@ -51,9 +51,9 @@ def extract_features(
 ) -> ProcessedData:
     """Features of every row of image dataset ``data`` (module docstring)."""
     import torch
-    from torch.utils.data import DataLoader
 
     from cdgtmll.nn.image_backbone import amp_dtype, autocast, build_image_backbone
+    from cdgtmll.nn.image_input import ImageInput, Occlusion
     from cdgtmll.nn.trainer import resolve_device
 
     if image_size < 32:
@@ -65,15 +65,22 @@ def extract_features(
     dev = resolve_device(device)
     model, info = build_image_backbone(pretrained=pretrained, weights=weights, seed=seed)
     model = model.to(dev).eval()
-    ds = ImageRowDataset(paths, eval_transform(image_size))
-    dl = DataLoader(ds, batch_size=batch_size, shuffle=False, num_workers=workers,
-                    pin_memory=dev.type == "cuda")
+    occ = Occlusion.from_meta(data.meta)
+    rows = np.asarray(data.X).reshape(-1).astype(np.int64)
+    train_pos = np.zeros(len(paths), dtype=bool)
+    train_pos[data.splits["train"]] = True
     feats = np.empty((len(paths), model.out_dim), dtype=np.float32)
-    with torch.inference_mode():
-        for xb, idx in dl:
-            with autocast(dev):
-                f = model(xb.to(dev, non_blocking=True))
-            feats[idx.numpy()] = f.float().cpu().numpy()
+    # an occlusion variant occludes the training split's images only (cdgtmll.occlusion)
+    groups = ([(np.arange(len(paths)), None)] if occ is None
+              else [(np.flatnonzero(train_pos), occ), (np.flatnonzero(~train_pos), None)])
+    for pos, occlusion in groups:
+        inp = ImageInput([paths[i] for i in pos], rows[pos], [str(paths[i]) for i in pos], train=False,
+                         image_size=image_size, workers=workers, occlusion=occlusion, eval_batch_size=batch_size)
+        with torch.inference_mode():
+            for idx, xb in inp.iter_batches(None, batch_size, 0, dev):
+                with autocast(dev):
+                    f = model(xb)
+                feats[pos[idx.cpu().numpy()]] = f.float().cpu().numpy()
     if not np.isfinite(feats).all():
         raise ValueError(f"{data.name}: non-finite features (check the weights file)")
 
@@ -89,6 +96,7 @@ def extract_features(
         image_size=int(image_size),
         eval_transform=f"Resize({image_size}) -> CenterCrop({image_size}) -> ToTensor -> Normalize(ImageNet)",
         feature_device=str(dev),
+        occluded_training_images=None if occ is None else {"gamma": occ.gamma, "seed": occ.seed},
         feature_amp=str(dt).replace("torch.", "") if dt is not None else "off (float32)",
         torch_version=torch.__version__,
     )

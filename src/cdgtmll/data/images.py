@@ -446,7 +446,8 @@ def occlude(img: Any, gamma: float, generator: Any = None) -> Any:
     normalisation) with one black ``k x k`` square, ``k = round(sqrt(gamma * H * W))``
     (clipped to ``min(H, W)``), at a position drawn uniformly with ``generator``
     (``torch.Generator``; top-left corner in ``[0, H-k] x [0, W-k]``). ``gamma = 0``
-    returns an unchanged copy. For the robustness study; applied to training images only."""
+    returns an unchanged copy. For the robustness study (Occ-gamma, Sec. 5.3), applied to
+    training images only through :func:`cdgtmll.nn.image_input.occlude_image`."""
     import torch
 
     if not 0.0 <= gamma <= 1.0:
@@ -462,34 +463,14 @@ def occlude(img: Any, gamma: float, generator: Any = None) -> Any:
     return out
 
 
-class Occlusion:
-    """Transform: :func:`occlude` with its own seeded generator (one per instance; with
-    DataLoader workers prefer :class:`ImageRowDataset` ``occlusion_gamma``, seeded per row)."""
-
-    def __init__(self, gamma: float, seed: int = 0) -> None:
-        import torch
-
-        self.gamma = float(gamma)
-        self.generator = torch.Generator().manual_seed(int(seed))
-
-    def __call__(self, img: Any) -> Any:
-        return occlude(img, self.gamma, self.generator)
-
-    def __repr__(self) -> str:
-        return f"Occlusion(gamma={self.gamma})"
-
-
-def train_transform(size: int = DEFAULT_IMAGE_SIZE, occlusion_gamma: float | None = None,
-                    occlusion_seed: int = 0) -> Any:
-    """RandomResizedCrop(size) -> RandomHorizontalFlip -> ToTensor -> [Occlusion] ->
-    Normalize(ImageNet mean/std). Occlusion sits before Normalize so the patch is black."""
+def train_transform(size: int = DEFAULT_IMAGE_SIZE) -> Any:
+    """RandomResizedCrop(size) -> RandomHorizontalFlip -> ToTensor -> Normalize(ImageNet
+    mean/std): "standard random crop-flip augmentation" (Sec. 5.1). Occlusion is applied
+    to the decoded image before this (:func:`cdgtmll.nn.image_input.occlude_image`)."""
     from torchvision import transforms as T
 
-    steps = [T.RandomResizedCrop(size), T.RandomHorizontalFlip(), T.ToTensor()]
-    if occlusion_gamma:
-        steps.append(Occlusion(occlusion_gamma, occlusion_seed))
-    steps.append(T.Normalize(IMAGENET_MEAN, IMAGENET_STD))
-    return T.Compose(steps)
+    return T.Compose([T.RandomResizedCrop(size), T.RandomHorizontalFlip(), T.ToTensor(),
+                      T.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
 
 
 def eval_transform(size: int = DEFAULT_IMAGE_SIZE, resize_ratio: float = 1.0) -> Any:
@@ -513,40 +494,3 @@ def load_image(path: str | os.PathLike) -> Any:
         raise ImageNotFoundError(f"{path}: image file not found") from None
     except (UnidentifiedImageError, OSError, SyntaxError) as exc:
         raise ValueError(f"{path}: unreadable image: {exc}") from None
-
-
-class ImageRowDataset:
-    """``torch.utils.data.Dataset`` of ``(image tensor, position)`` over image files.
-
-    With ``occlusion_gamma`` the occlusion is applied after ``transform`` (which must
-    then end in un-normalised [0, 1] tensors, e.g. ``train_transform(..)`` without
-    Normalize) and is seeded by ``(seed, epoch, position)``: reproducible with any number
-    of workers; call :meth:`set_epoch` each epoch.
-    """
-
-    def __init__(self, paths: Sequence[Path], transform: Any, occlusion_gamma: float | None = None,
-                 seed: int = 0, normalize: Any = None) -> None:
-        self.paths = list(paths)
-        self.transform = transform
-        self.occlusion_gamma = occlusion_gamma
-        self.seed = int(seed)
-        self.epoch = 0
-        self.normalize = normalize
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = int(epoch)
-
-    def __len__(self) -> int:
-        return len(self.paths)
-
-    def __getitem__(self, i: int) -> tuple[Any, int]:
-        import torch
-
-        x = self.transform(load_image(self.paths[i]))
-        if self.occlusion_gamma:
-            state = np.random.SeedSequence([self.seed, self.epoch, int(i)]).generate_state(1, np.uint64)[0]
-            g = torch.Generator().manual_seed(int(state) & 0x7FFF_FFFF_FFFF_FFFF)
-            x = occlude(x, self.occlusion_gamma, g)
-        if self.normalize is not None:
-            x = self.normalize(x)
-        return x, i

@@ -36,6 +36,9 @@ class FitData:
     #: tail labels (bottom 20% by *clean* training prevalence, App. E.3/E.4);
     #: for an R-variant this is the tail of the original training split.
     tail: np.ndarray | None = None
+    #: image datasets fine-tuned end to end: where the images of the row ids in ``X_*``
+    #: are (:class:`cdgtmll.nn.image_input.ImageSource`); None for feature matrices.
+    images: Any = None
 
     def __post_init__(self) -> None:
         if self.tail is None:
@@ -86,6 +89,13 @@ class Method(ABC):
     @abstractmethod
     def predict_proba(self, X: Any) -> np.ndarray: ...
 
+    def supports_images(self) -> bool:
+        """Whether the method can train end to end on images (``FitData.images``): a
+        method that treats ``X`` as feature vectors (interpolates, selects or samples
+        them, or fits a linear model on them) cannot, and is not scheduled on an image
+        dataset with ``image_backbone.mode: finetune`` (:func:`image_input_reason`)."""
+        return False
+
     def not_runnable_reason(self) -> str | None:
         """Why this configured method cannot run here (checked before scheduling), or None.
         Such rows appear in the tables as 'not run: <reason>', never as a substitute."""
@@ -102,6 +112,14 @@ class Method(ABC):
     def extra_outputs(self) -> dict[str, Any]:
         """JSON-able diagnostics saved beside the run (e.g. the CD-GTMLL partition)."""
         return {}
+
+
+def image_input_reason(method: Method) -> str | None:
+    """Why ``method`` cannot run on fine-tuned image inputs, or None."""
+    if method.supports_images():
+        return None
+    return (f"{method.name} needs feature vectors; with image_backbone.mode finetune its inputs would be "
+            "images (mode frozen runs it on ResNet-50 features)")
 
 
 _REGISTRY: dict[str, type[Method]] = {}

@@ -136,6 +136,7 @@ from cdgtmll.labels import ascending_order, prevalence, tail_labels
 from cdgtmll.methods.base import FitData, RunContext, register
 from cdgtmll.methods.neural import NeuralMethod
 from cdgtmll.nn.backbone import MLPBackbone
+from cdgtmll.nn.image_input import ImageInput, iter_rows
 
 PLAYER_ACC_FILE = "player_val_acc.npz"
 DIVERGENCES = ("jsd", "kl")
@@ -627,10 +628,12 @@ class CDGTMLL(NeuralMethod):
     def epoch_end(self, model: CDGTMLLNet, epoch: int, X_val, Y_val, workdir: Path) -> dict[str, float]:
         if X_val is None:
             return {}
-        correct = torch.zeros(model.n_pairs, dtype=torch.float64, device=X_val.device)
-        for s in range(0, X_val.shape[0], 8192):
-            _, z = model.pair_logits(X_val[s : s + 8192])
-            correct += ((z > 0) == (Y_val[s : s + 8192, model.pair_label] > 0.5)).sum(0)
+        correct = torch.zeros(model.n_pairs, dtype=torch.float64, device=Y_val.device)
+        s = 0
+        for xb in iter_rows(X_val, 8192 if not isinstance(X_val, ImageInput) else X_val.eval_batch_size, Y_val.device):
+            _, z = model.pair_logits(xb)
+            correct += ((z > 0) == (Y_val[s : s + xb.shape[0], model.pair_label] > 0.5)).sum(0)
+            s += xb.shape[0]
         self._player_acc.append((correct / X_val.shape[0]).float().cpu().numpy())
         with atomic_path(Path(workdir) / PLAYER_ACC_FILE, suffix=".npz") as tmp:
             np.savez(

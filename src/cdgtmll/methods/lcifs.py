@@ -187,6 +187,10 @@ class LCIFSMethod(BCEMethod):
         "reconstructed), then MLP backbone + linear head + BCE on the selected features"
     )
 
+    def supports_images(self) -> bool:
+        """Selects columns of ``X``: a feature matrix is needed."""
+        return False
+
     def __init__(
         self,
         feature_fraction: float = 0.5,

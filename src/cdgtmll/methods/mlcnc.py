@@ -146,6 +146,7 @@ from cdgtmll.methods.architectures import FeatureTokens
 from cdgtmll.methods.base import FitData, RunContext, register
 from cdgtmll.methods.neural import NeuralMethod
 from cdgtmll.nn.backbone import MLPBackbone
+from cdgtmll.nn.image_input import ImageInput
 from cdgtmll.nn.trainer import as_float32
 
 __all__ = [
@@ -449,7 +450,8 @@ class MLCNCMethod(NeuralMethod):
         self._n_epochs = self.train_config(ctx).epochs
         if self.class_aware_sampling:
             Y = data.Y_train.toarray() if sp.issparse(data.Y_train) else data.Y_train
-            self._X = torch.from_numpy(as_float32(data.X_train))
+            X_in = getattr(self, "_train_input", None)
+            self._X = X_in if isinstance(X_in, ImageInput) else torch.from_numpy(as_float32(data.X_train))
             self._Y = torch.from_numpy(as_float32(Y))
             self.sampler = ClassAwareSampler(Y, self._seed)
         else:
@@ -470,18 +472,27 @@ class MLCNCMethod(NeuralMethod):
         head = [p for p in model.parameters() if p.requires_grad and id(p) not in ids]
         return {"backbone": backbone, "head": head}
 
-    def class_aware_batch(self, n: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    def class_aware_batch(self, n: int, device: torch.device, progress: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+        """``n`` class-aware sampled training rows (inputs, targets) on ``device``. On
+        images (end-to-end fine-tuning) the sampled rows are decoded and augmented
+        here, their augmentation seeded by the step (``progress``) instead of the epoch;
+        the trainer's own batch of that step is then decoded but unused."""
         if self.sampler is None or self._X is None or self._Y is None:
             raise RuntimeError("MLC-NC: class-aware sampling needs prepare() first")
-        if self._X.device != device:
-            self._X, self._Y = self._X.to(device), self._Y.to(device)
+        if self._Y.device != device:
+            self._Y = self._Y.to(device)
         rows, _ = self.sampler.sample(n)
+        if isinstance(self._X, ImageInput):
+            _, xb = next(iter(self._X.iter_batches(rows, n, 1_000_000 + int(round(progress * 1e9)), device)))
+            return xb, self._Y[rows.to(device)]
+        if self._X.device != device:
+            self._X = self._X.to(device)
         rows = rows.to(device)
         return self._X[rows], self._Y[rows]
 
     def training_step(self, model, xb, yb, progress):
         if self.class_aware_sampling:
-            xb, yb = self.class_aware_batch(xb.shape[0], xb.device)
+            xb, yb = self.class_aware_batch(xb.shape[0], xb.device, progress)
         w = self.loss_weights(self.epoch_index(progress))
         logits, f, z = model(xb)
         terms = {

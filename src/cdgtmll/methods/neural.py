@@ -13,6 +13,13 @@ backbone (:class:`cdgtmll.nn.sparse.SparseLinearBackbone`, ``d' = hidden_dim``) 
 dataset's training protocol says ``backbone: tfidf-linear`` (read from
 ``ctx.extra['training']``) or names none and X is ``scipy.sparse``
 (:func:`cdgtmll.nn.sparse.use_sparse_backbone`); sparse X is then never densified.
+On an image dataset fine-tuned end to end (``FitData.images`` set; the protocol says
+``backbone: resnet50`` and ``image_backbone.mode: finetune``) the backbone is the
+ResNet-50 (:func:`cdgtmll.nn.image_input.build_finetune_backbone`, d' = 2048, App. E.2)
+and the row-id columns become :class:`~cdgtmll.nn.image_input.ImageInput` batches of
+augmented images; heads, losses and the trainer are unchanged. ``hidden_dim`` is then
+unused. The backbone's record (weights file and sha256, AMP dtype) is
+``self.backbone_info`` and goes into each run's provenance.
 
 Adding a loss-based baseline is one line once its loss is in :mod:`cdgtmll.losses`::
 
@@ -35,6 +42,7 @@ from torch import nn
 from cdgtmll.losses import LOSSES, build_loss
 from cdgtmll.methods.base import FitData, Method, RunContext, hparam_names, register
 from cdgtmll.nn.backbone import MLPBackbone
+from cdgtmll.nn.image_input import ImageInput, build_finetune_backbone
 from cdgtmll.nn.sparse import SparseLinearBackbone, use_sparse_backbone
 from cdgtmll.nn.trainer import TrainConfig, TrainTask, predict_in_chunks, resolve_device, train
 
@@ -69,6 +77,9 @@ class NeuralMethod(Method, TrainTask):
         self.device = torch.device("cpu")
         self._backbone_kind: str | None = None  # training protocol's 'backbone' (set in fit)
         self._sparse_input = False
+        self._images: Any = None  # ImageSource when fine-tuning on images (set in fit)
+        self._image_cfg: dict[str, Any] = {}
+        self.backbone_info: dict[str, Any] | None = None
 
     # -- configuration ---------------------------------------------------------------
     def hparams(self) -> dict[str, Any]:
@@ -97,12 +108,34 @@ class NeuralMethod(Method, TrainTask):
         fp = {"method": self.name or type(self).__name__, "hparams": self.hparams()}
         if getattr(self, "_sparse_input", False):  # only then, so MLP checkpoints keep their fingerprint
             fp["backbone"] = "tfidf-linear"
+        if self._images is not None:
+            fp["backbone"] = {"resnet50-finetune": self._image_cfg, "weights_sha256": self._weights_sha256()}
         return fp
+
+    def supports_images(self) -> bool:
+        return True
+
+    def _weights_sha256(self) -> str:
+        from cdgtmll.io import sha256_file
+        from cdgtmll.nn.image_backbone import RANDOM_INIT, find_weights
+
+        if not self._image_cfg.get("pretrained", True):
+            return RANDOM_INIT
+        return sha256_file(find_weights(self._image_cfg.get("weights")))
+
+    def _image_input(self, X: Any, train: bool, seed: int = 0) -> ImageInput:
+        c = self._image_cfg
+        return self._images.input(X, train=train, image_size=int(c.get("image_size", 448)), seed=seed,
+                                  workers=int(c.get("workers", 0)), eval_batch_size=int(c.get("batch_size", 64)))
 
     def prepare(self, data: FitData, ctx: RunContext) -> None:
         """Hook: derive data-dependent state (label statistics, partition) before training."""
 
-    def backbone(self, X_train: np.ndarray) -> MLPBackbone | SparseLinearBackbone:
+    def backbone(self, X_train: Any) -> nn.Module:
+        if isinstance(X_train, ImageInput):
+            bb = build_finetune_backbone(self._image_cfg, self.device)
+            self.backbone_info = bb.info
+            return bb
         if getattr(self, "_sparse_input", False):
             return SparseLinearBackbone(int(X_train.shape[1]), hidden_dim=self.hidden_dim)
         return MLPBackbone.from_data(X_train, hidden_dim=self.hidden_dim)
@@ -114,11 +147,22 @@ class NeuralMethod(Method, TrainTask):
     # -- Method interface --------------------------------------------------------------
     def fit(self, data: FitData, ctx: RunContext) -> "NeuralMethod":
         self._backbone_kind = ((ctx.extra or {}).get("training") or {}).get("backbone")
-        self._sparse_input = use_sparse_backbone(data.X_train, self._backbone_kind)
-        self.prepare(data, ctx)
+        self._images = getattr(data, "images", None)
         self.device = resolve_device(ctx.device)
+        X_train, X_val = data.X_train, data.X_val
+        if self._images is not None:
+            if self._backbone_kind != "resnet50":
+                raise ValueError(f"{self.name}: image rows need the training protocol's backbone 'resnet50', "
+                                 f"got {self._backbone_kind!r}")
+            self._image_cfg = dict((ctx.extra or {}).get("image_backbone") or {})
+            X_train = self._image_input(data.X_train, train=True, seed=ctx.seed)
+            if data.X_val is not None:
+                X_val = self._image_input(data.X_val, train=False)
+        self._sparse_input = use_sparse_backbone(X_train, self._backbone_kind)
+        self._train_input = X_train  # the trainer's view of the training rows (ImageInput for images)
+        self.prepare(data, ctx)
         self.model, self.train_log = train(
-            self, data.X_train, data.Y_train, data.X_val, data.Y_val, self.train_config(ctx), ctx, self.fingerprint()
+            self, X_train, data.Y_train, X_val, data.Y_val, self.train_config(ctx), ctx, self.fingerprint()
         )
         return self
 
@@ -126,6 +170,8 @@ class NeuralMethod(Method, TrainTask):
         if self.model is None:
             raise RuntimeError(f"{self.name}: predict_proba before fit")
         self.model.eval()
+        if self._images is not None and not isinstance(X, ImageInput):
+            X = self._image_input(X, train=False)
         return predict_in_chunks(lambda x: self.predict(self.model, x), X, self.device,
                                  sparse_ok=getattr(self, "_sparse_input", False)).astype(np.float64)
 

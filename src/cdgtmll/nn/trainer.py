@@ -40,6 +40,16 @@ everything else, identically for BCE, the other loss-based baselines and CD-GTML
   interrupted-and-resumed run is bit-identical on CPU to an uninterrupted one (all
   columns but the two timings). A completed run resumes to "nothing left to do".
 
+Image inputs (end-to-end fine-tuning; :mod:`cdgtmll.nn.image_input`): ``X_train`` /
+``X_val`` may be :class:`~cdgtmll.nn.image_input.ImageInput` objects instead of arrays.
+A batch is then decoded and augmented by a DataLoader over the same seeded ``randperm``
+(``ImageInput.iter_batches``), validation and prediction run over eval-transformed
+images in order, the fingerprint holds the image list's digest (row ids, relative paths,
+file sizes, transform, occlusion) instead of an array hash, and a model whose backbone
+autocasts to float16 trains with a ``torch.amp.GradScaler`` (its state is checkpointed;
+bfloat16 and float32 need none). ``task.epoch_end`` receives the validation
+``ImageInput`` (iterate it with :func:`cdgtmll.nn.image_input.iter_rows`).
+
 Sparse inputs (XMC; :mod:`cdgtmll.nn.sparse`): a CSR ``X_train`` stays sparse when the
 task asks for it (``task.wants_sparse_input(X_train)``, True for a neural method on the
 TF-IDF linear backbone); a CSR ``Y`` always stays sparse. Such matrices stay in host
@@ -76,6 +86,7 @@ from torch import nn
 from cdgtmll.io import atomic_path, atomic_write
 from cdgtmll.provenance import code_sha256
 from cdgtmll.nn import sparse as sparse_mod
+from cdgtmll.nn.image_input import ImageInput, needs_grad_scaler
 
 CHECKPOINT = "checkpoint.pt"
 TRAIN_LOG = "train_log.csv"
@@ -191,6 +202,8 @@ def as_float32(X: Any) -> np.ndarray:
 def _array_digest(a: np.ndarray | None) -> list[Any] | None:
     if a is None:
         return None
+    if isinstance(a, ImageInput):
+        return a.digest()
     if sp.issparse(a):
         return sparse_mod.matrix_digest(a)
     a = np.ascontiguousarray(a)
@@ -245,6 +258,11 @@ def validation_metrics(Y: np.ndarray, S: np.ndarray) -> dict[str, float]:
 @torch.no_grad()
 def predict_in_chunks(fn: Callable[[torch.Tensor], torch.Tensor], X: Any, device: torch.device,
                       sparse_ok: bool = False) -> np.ndarray:
+    if isinstance(X, ImageInput):  # eval-transformed images, in order
+        outs = [fn(xb).float().cpu() for _, xb in X.iter_batches(None, X.eval_batch_size, 0, device)]
+        if not outs:
+            raise ValueError("predict on zero rows")
+        return torch.cat(outs).numpy()
     if sparse_ok and sp.issparse(X):  # sparse backbone: one sparse COO tensor per chunk
         outs = [torch.from_numpy(s) for _, _, s in sparse_mod.predict_sparse_chunks(fn, X, device, PREDICT_CHUNK)]
         if not outs:
@@ -305,10 +323,14 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
     workdir.mkdir(parents=True, exist_ok=True)
     # sparse X only when the task wants it; sparse Y always stays sparse (nn.sparse)
     keep_sparse = sp.issparse(X_train) and bool(getattr(task, "wants_sparse_input", lambda X: False)(X_train))
-    Xtr = sparse_mod.as_csr32(X_train) if keep_sparse else as_float32(X_train)
+    images = isinstance(X_train, ImageInput)
+    Xtr = X_train if images else sparse_mod.as_csr32(X_train) if keep_sparse else as_float32(X_train)
     Ytr = sparse_mod.as_csr32(Y_train) if sp.issparse(Y_train) else as_float32(Y_train)
     has_val = X_val is not None and Y_val is not None and np.shape(Y_val)[0] > 0
-    Xva = (sparse_mod.as_csr32(X_val) if keep_sparse and sp.issparse(X_val) else as_float32(X_val)) if has_val else None
+    if has_val and images != isinstance(X_val, ImageInput):
+        raise TypeError("X_train and X_val must both be ImageInput or both be arrays")
+    Xva = ((X_val if images else sparse_mod.as_csr32(X_val) if keep_sparse and sp.issparse(X_val)
+            else as_float32(X_val)) if has_val else None)
     Yva = (sparse_mod.as_csr32(Y_val) if sp.issparse(Y_val) else as_float32(Y_val)) if has_val else None
 
     seed_everything(ctx.seed)
@@ -317,6 +339,7 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
     steps_per_epoch = math.ceil(n / B)
     total_steps = cfg.epochs * steps_per_epoch
     opt, sched = make_optimizer(task, model, cfg, total_steps)
+    scaler = torch.amp.GradScaler(device.type) if needs_grad_scaler(model) else None
     gen = torch.Generator().manual_seed(ctx.seed)
 
     fp = {
@@ -336,15 +359,17 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
         task.load_extra_state(state["task_state"])
+        if scaler is not None and state.get("grad_scaler") is not None:
+            scaler.load_state_dict(state["grad_scaler"])
         _set_rng_state(state["rng"], gen)
         rows, start_epoch = list(state["rows"]), int(state["epoch"]) + 1
 
-    X_t = sparse_mod.rows_on(Xtr, device)  # a tensor, or SparseRows for CSR
+    X_t = Xtr if images else sparse_mod.rows_on(Xtr, device)  # ImageInput, a tensor, or SparseRows for CSR
     if sp.issparse(Ytr):
         Y_t = sparse_mod.SparseRows(Ytr, device, dense=True, transform=lambda y: task.train_targets(model, y))
     else:
         Y_t = task.train_targets(model, torch.from_numpy(Ytr).to(device))
-    Xv_t = sparse_mod.rows_on(Xva, device) if has_val else None
+    Xv_t = (Xva if images else sparse_mod.rows_on(Xva, device)) if has_val else None
     Yv_t = sparse_mod.rows_on(Yva, device, dense=True) if has_val else None
     stop_after = (getattr(ctx, "extra", None) or {}).get("_stop_after_epoch")
     lr_names = [g["name"] for g in opt.param_groups]
@@ -358,7 +383,8 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
         lrs = {name: g["lr"] for name, g in zip(lr_names, opt.param_groups)}
         t0 = time.perf_counter()
         perm = torch.randperm(n, generator=gen).to(device)
-        sums = train_epoch(task, model, opt, sched, X_t, Y_t, perm, B, (epoch - 1) * steps_per_epoch, total_steps, cfg.grad_clip)
+        sums = train_epoch(task, model, opt, sched, X_t, Y_t, perm, B, (epoch - 1) * steps_per_epoch, total_steps,
+                           cfg.grad_clip, scaler=scaler, epoch=epoch)
         epoch_time = time.perf_counter() - t0
         row: dict[str, Any] = {"epoch": epoch}
         row.update({k: v / n for k, v in sums.items()})
@@ -392,6 +418,7 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
                 "task_state": task.extra_state(),
                 "rng": _get_rng_state(gen),
                 "rows": rows,
+                "grad_scaler": None if scaler is None else scaler.state_dict(),
             },
         )
         write_log(log_path, rows)
@@ -438,22 +465,38 @@ def train_epoch(
     step0: int,
     total_steps: int,
     grad_clip: float | None,
+    scaler: "torch.amp.GradScaler | None" = None,
+    epoch: int = 1,
 ) -> dict[str, float]:
     """One pass over ``perm`` in batches; returns sample-weighted sums of the objective
-    (``loss``) and of the task's logged terms."""
+    (``loss``) and of the task's logged terms. ``X_t`` is a tensor, ``SparseRows`` (row
+    gathers) or an :class:`ImageInput` (decoded and augmented batches for ``epoch``).
+    With ``scaler`` (float16 autocast) the loss is scaled for backward and the
+    gradients unscaled before clipping; a step with inf/NaN gradients is skipped."""
     model.train()
-    device = X_t.device
+    device = perm.device
     names: list[str] = []
     acc = None
-    for b, s in enumerate(range(0, perm.numel(), batch_size)):
-        idx = perm[s : s + batch_size]
-        xb, yb = X_t[idx], Y_t[idx]
+    if isinstance(X_t, ImageInput):
+        batches = X_t.iter_batches(perm, batch_size, epoch, device)
+    else:
+        batches = ((perm[s : s + batch_size], X_t[perm[s : s + batch_size]]) for s in range(0, perm.numel(), batch_size))
+    for b, (idx, xb) in enumerate(batches):
+        yb = Y_t[idx]
         loss, terms = task.training_step(model, xb, yb, (step0 + b) / total_steps)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if grad_clip:
-            task.clip_gradients(model, grad_clip)
-        opt.step()
+        if scaler is None:
+            loss.backward()
+            if grad_clip:
+                task.clip_gradients(model, grad_clip)
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+            if grad_clip:
+                task.clip_gradients(model, grad_clip)
+            scaler.step(opt)
+            scaler.update()
         sched.step()
         task.after_optimizer_step(model)
         if acc is None:
