@@ -10,7 +10,11 @@ Writes ``--images`` random-noise JPEGs (500 x 375, VOC's typical size) with rand
 training images per second (epochs after the first, so start-up and cuDNN autotuning
 are excluded when ``--epochs`` >= 2), the peak GPU memory, and each mode's throughput
 ratio to ``off`` (float32). Also prints the throughput of decoding + augmentation
-alone (DataLoader, no model) so that an input-bound setting is visible.
+alone (DataLoader, no model) and of the model step alone (ResNet-50 + linear head +
+AdamW on random tensors already on the device, per mode), so that an input-bound
+setting is visible and the autocast speed-up of the model itself is measured too.
+``--smooth`` writes smooth gradient images (decode cost closer to photographs) instead of
+noise.
 """
 
 from __future__ import annotations
@@ -29,18 +33,62 @@ from cdgtmll.methods import FitData, RunContext, base
 from cdgtmll.nn.image_input import ImageSource
 
 
-def make_data(root: Path, n: int, n_labels: int = 20, seed: int = 0) -> ProcessedData:
+def make_data(root: Path, n: int, n_labels: int = 20, seed: int = 0, smooth: bool = False) -> ProcessedData:
     rng = np.random.default_rng(seed)
     root.mkdir(parents=True, exist_ok=True)
     paths = []
+    yy, xx = np.mgrid[0:375, 0:500]
     for i in range(n):
-        Image.fromarray(rng.integers(0, 255, (375, 500, 3), dtype=np.uint8)).save(root / f"{i:06d}.jpg", quality=90)
+        if smooth:
+            c = rng.random((3, 3))
+            a = np.stack([(c[k, 0] * xx / 500 + c[k, 1] * yy / 375 + c[k, 2]) % 1.0 for k in range(3)], axis=-1)
+            a = (a * 255).astype(np.uint8)
+        else:
+            a = rng.integers(0, 255, (375, 500, 3), dtype=np.uint8)
+        Image.fromarray(a).save(root / f"{i:06d}.jpg", quality=90)
         paths.append(f"{i:06d}.jpg")
     Y = (rng.random((n, n_labels)) < 0.1).astype(np.uint8)
     n_val = max(1, n // 10)
     return ProcessedData("bench", np.arange(n, dtype=np.float32).reshape(n, 1), Y, [f"l{k}" for k in range(n_labels)],
                          {"train": np.arange(n - n_val), "val": np.arange(n - n_val, n), "test": np.arange(0)},
                          {"x_kind": "image-row-id", "image_root": str(root), "image_paths": paths})
+
+
+def model_step_rate(mode: str, dev: torch.device, size: int, batch: int, steps: int) -> float:
+    """Images per second of forward + backward + AdamW step of ResNet-50 + a 20-label linear
+    head on random device tensors (no input pipeline), autocast ``mode``."""
+    from cdgtmll.nn.image_input import build_finetune_backbone, needs_grad_scaler
+
+    bb = build_finetune_backbone({"pretrained": False, "amp": mode}, dev)
+    model = torch.nn.Sequential(bb, torch.nn.Linear(bb.out_dim, 20)).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    scaler = torch.amp.GradScaler(dev.type) if needs_grad_scaler(model) else None
+    x = torch.randn(batch, 3, size, size, device=dev)
+    if dev.type == "cuda":
+        x = x.contiguous(memory_format=torch.channels_last)
+    y = (torch.rand(batch, 20, device=dev) < 0.1).float()
+
+    def step() -> None:
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        if scaler is None:
+            loss.backward()
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+
+    for _ in range(3):
+        step()
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    t = time.perf_counter()
+    for _ in range(steps):
+        step()
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    return steps * batch / (time.perf_counter() - t)
 
 
 def main() -> int:
@@ -53,13 +101,15 @@ def main() -> int:
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--modes", default="off,bf16,fp16")
     ap.add_argument("--method", default="BCE")
+    ap.add_argument("--smooth", action="store_true")
+    ap.add_argument("--model-steps", type=int, default=20)
     args = ap.parse_args()
     dev = torch.device(args.device)
     print(f"device {dev}" + (f" ({torch.cuda.get_device_name(dev)})" if dev.type == "cuda" else "")
           + f", torch {torch.__version__}, {args.images} images {args.size}px, batch {args.batch}, "
           f"{args.workers} workers, method {args.method}")
     with tempfile.TemporaryDirectory() as tmp:
-        data = make_data(Path(tmp) / "img", args.images)
+        data = make_data(Path(tmp) / "img", args.images, smooth=args.smooth)
         src = ImageSource.from_data(data)
         (X_tr, Y_tr), (X_va, Y_va) = data.part("train"), data.part("val")
         n_train = X_tr.shape[0]
@@ -69,6 +119,13 @@ def main() -> int:
         for _ in inp.iter_batches(torch.randperm(n_train), args.batch, 1, torch.device("cpu")):
             pass
         print(f"input pipeline alone (decode + crop/flip + normalise): {n_train / (time.perf_counter() - t):.0f} img/s")
+
+        if args.model_steps:
+            model_rates = {m: model_step_rate(m, dev, args.size, args.batch, args.model_steps)
+                           for m in args.modes.split(",")}
+            for mode, r in model_rates.items():
+                print(f"model step alone amp={mode:4s}: {r:7.1f} img/s"
+                      + (f" (ratio to off {r / model_rates['off']:.2f})" if "off" in model_rates else ""))
 
         rates: dict[str, float] = {}
         for mode in args.modes.split(","):
