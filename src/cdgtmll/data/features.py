@@ -70,10 +70,13 @@ def extract_features(
     train_pos = np.zeros(len(paths), dtype=bool)
     train_pos[data.splits["train"]] = True
     feats = np.empty((len(paths), model.out_dim), dtype=np.float32)
-    # an occlusion variant occludes the training split's images only (cdgtmll.occlusion)
-    groups = ([(np.arange(len(paths)), None)] if occ is None
-              else [(np.flatnonzero(train_pos), occ), (np.flatnonzero(~train_pos), None)])
-    for pos, occlusion in groups:
+    # an occlusion variant occludes the training split's images only (cdgtmll.occlusion).
+    # Training rows and the other rows are always two passes, so that a validation/test
+    # image meets the same batch composition (hence bit-identical features) in a clean and
+    # in an occluded extraction.
+    for pos, occlusion in ((np.flatnonzero(train_pos), occ), (np.flatnonzero(~train_pos), None)):
+        if pos.size == 0:
+            continue
         inp = ImageInput([paths[i] for i in pos], rows[pos], [str(paths[i]) for i in pos], train=False,
                          image_size=image_size, workers=workers, occlusion=occlusion, eval_batch_size=batch_size)
         with torch.inference_mode():
