@@ -314,6 +314,14 @@ def test_transforms_and_occlusion(tmp_path):
     ev = im.eval_transform(48)
     a, b = ev(img), ev(img)
     assert a.shape == (3, 48, 48) and torch.equal(a, b)
+    # uint8 output + to_normalized (the fine-tuning pipeline) = ToTensor -> Normalize, exactly
+    noisy = Image.fromarray(np.random.default_rng(0).integers(0, 255, (60, 80, 3), dtype=np.uint8))
+    u8 = im.eval_transform(48, normalize=False)(noisy)
+    assert u8.dtype == torch.uint8 and torch.equal(im.to_normalized(u8), ev(noisy))
+    torch.manual_seed(1)
+    ref = tr(noisy)
+    torch.manual_seed(1)
+    assert torch.equal(im.to_normalized(im.train_transform(48, normalize=False)(noisy)), ref)
     white = torch.ones(3, 50, 40)
     gamma = 0.1
     k = round((gamma * 50 * 40) ** 0.5)

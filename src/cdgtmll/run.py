@@ -48,7 +48,6 @@ from cdgtmll.evaluate import topk_from_scores
 from cdgtmll.io import atomic_path, read_json, write_json
 from cdgtmll.labels import tail_labels
 from cdgtmll.methods import FitData, RunContext, base
-from cdgtmll.nn.image_input import ImageSource
 
 #: label spaces with more labels than this store top-K predictions (see module docstring)
 TOPK_MIN_LABELS = 2000
@@ -98,7 +97,11 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
     X_tr, Y_tr = data.part("train")
     X_va, Y_va = data.part("val")
     X_te, _ = data.part("test")
-    images = ImageSource.from_data(data) if is_image_rows(data) else None
+    images = None
+    if is_image_rows(data):  # fine-tuning on images; imported here so that classical jobs never load torch
+        from cdgtmll.nn.image_input import ImageSource
+
+        images = ImageSource.from_data(data)
     fit = FitData(X_tr, Y_tr, X_va, Y_va, data.label_names, tail=tail, images=images)
     set_seed(seed)
     method = build_method(spec.get("registered_method", spec["method"]), spec["hparams"], spec["training"])

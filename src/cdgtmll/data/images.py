@@ -463,24 +463,43 @@ def occlude(img: Any, gamma: float, generator: Any = None) -> Any:
     return out
 
 
-def train_transform(size: int = DEFAULT_IMAGE_SIZE) -> Any:
+def train_transform(size: int = DEFAULT_IMAGE_SIZE, normalize: bool = True) -> Any:
     """RandomResizedCrop(size) -> RandomHorizontalFlip -> ToTensor -> Normalize(ImageNet
     mean/std): "standard random crop-flip augmentation" (Sec. 5.1). Occlusion is applied
-    to the decoded image before this (:func:`cdgtmll.nn.image_input.occlude_image`)."""
+    to the decoded image before this (:func:`cdgtmll.nn.image_input.occlude_image`).
+    ``normalize=False`` stops at a uint8 ``[3, size, size]`` tensor (PILToTensor); then
+    :func:`to_normalized` gives the same float values, e.g. on the GPU."""
     from torchvision import transforms as T
 
-    return T.Compose([T.RandomResizedCrop(size), T.RandomHorizontalFlip(), T.ToTensor(),
-                      T.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+    crop = [T.RandomResizedCrop(size), T.RandomHorizontalFlip()]
+    if not normalize:
+        return T.Compose([*crop, T.PILToTensor()])
+    return T.Compose([*crop, T.ToTensor(), T.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
 
 
-def eval_transform(size: int = DEFAULT_IMAGE_SIZE, resize_ratio: float = 1.0) -> Any:
+def eval_transform(size: int = DEFAULT_IMAGE_SIZE, resize_ratio: float = 1.0, normalize: bool = True) -> Any:
     """Resize(shorter side -> round(size / resize_ratio)) -> CenterCrop(size) -> ToTensor
     -> Normalize. ``resize_ratio=1`` (default) keeps the whole shorter side; 0.875 is the
-    ImageNet-evaluation convention (resize 256, crop 224)."""
+    ImageNet-evaluation convention (resize 256, crop 224). ``normalize=False``: uint8
+    output, as in :func:`train_transform`."""
     from torchvision import transforms as T
 
-    return T.Compose([T.Resize(int(round(size / resize_ratio))), T.CenterCrop(size), T.ToTensor(),
-                      T.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+    geom = [T.Resize(int(round(size / resize_ratio))), T.CenterCrop(size)]
+    if not normalize:
+        return T.Compose([*geom, T.PILToTensor()])
+    return T.Compose([*geom, T.ToTensor(), T.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+
+
+def to_normalized(x: Any) -> Any:
+    """uint8 image tensor(s) ``[..., 3, H, W]`` -> float32 ``(x / 255 - mean) / std``
+    (ImageNet): the same operations, hence the same values, as ToTensor -> Normalize, on
+    whatever device ``x`` is (the fine-tuning pipeline ships uint8 batches, 4x fewer bytes,
+    and normalises on the training device)."""
+    import torch
+
+    mean = torch.tensor(IMAGENET_MEAN, dtype=torch.float32, device=x.device).view(3, 1, 1)
+    std = torch.tensor(IMAGENET_STD, dtype=torch.float32, device=x.device).view(3, 1, 1)
+    return x.float().div(255).sub_(mean).div_(std)
 
 
 def load_image(path: str | os.PathLike) -> Any:
