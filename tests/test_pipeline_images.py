@@ -74,6 +74,7 @@ def test_voc_through_the_rules(tmp_path, voc_mirror):
     assert rows["BCE"]["Pascal VOC mAP n"] == "1" and rows["BCE"]["Yeast Micro-F1 n"] == "0"
     t2 = {r["method"]: r for r in csv.DictReader(open(repo / "results/tables/table2_rare.csv"))}
     assert t2["BCE"]["Pascal VOC-R @50% n"] == "1"
+    assert "Pascal VOC: ResNet-50 frozen" in (repo / "results/tables/table1_standard.md").read_text()
 
 
 def test_voc_finetuned_end_to_end_with_occlusion(tmp_path, voc_mirror):
@@ -95,6 +96,7 @@ def test_voc_finetuned_end_to_end_with_occlusion(tmp_path, voc_mirror):
     assert not (repo / "results/runs/voc2007/clean/BR-LogReg").exists()
     t1 = (repo / "results/tables/table1_standard.md").read_text()
     assert "BR-LogReg needs feature vectors" in t1
+    assert "Pascal VOC: ResNet-50 fine-tuned end to end." in t1 and "ResNet-50 frozen" not in t1
     rows = {r["method"]: r for r in csv.DictReader(open(repo / "results/tables/table1_standard.csv"))}
     assert rows["BCE"]["Pascal VOC mAP n"] == "1"
     fig = list(csv.DictReader(open(repo / "figures/robustness_occlusion.csv")))

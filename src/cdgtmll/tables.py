@@ -17,7 +17,9 @@ validation); the unsuffixed file uses ``global``. Cells are mean ± sample std
 (ddof = 1) in percent over training seeds, and for R-variants over training
 seeds x sampling seeds; ``n`` gives the number of runs. Datasets not run are
 marked ``n.r.`` with a footnote; nothing is ever filled in from the paper.
-Best mean per column is bold, second underlined. Each table has a
+Best mean per column is bold, second underlined. For image datasets a footnote says
+how the ResNet-50 was used in the runs behind the cells (fine-tuned end to end, or
+frozen with heads on cached features), read from each run's ``provenance.json``. Each table has a
 ``.sources.json`` sidecar listing the metrics files (with sha256) behind every
 cell, which ``cdgtmll audit`` follows.
 """
@@ -62,6 +64,19 @@ PAPER_ROWS_T2 = ("BCE", "PE", "SRB", "DBL", "LSFA", "MLC-NC", "XR-Transformer", 
 MODES = ("global", "adaptive")
 
 
+BACKBONE_USE = {False: "ResNet-50 fine-tuned end to end",
+                True: "ResNet-50 frozen (ImageNet features extracted once, heads trained on them)"}
+
+
+def backbone_use(seed_dir: Path) -> str:
+    """How a run used an image backbone (its provenance's ``backbone`` block), or ''."""
+    prov = seed_dir / "provenance.json"
+    if not prov.is_file():
+        return ""
+    b = read_json(prov).get("backbone")
+    return BACKBONE_USE[bool(b.get("frozen"))] if b else ""
+
+
 def collect(paths: list[Path]) -> pd.DataFrame:
     """Long table of the given ``.../<dataset>/<variant>/<method>/seed<k>/metrics.json`` files."""
     rows = []
@@ -72,17 +87,18 @@ def collect(paths: list[Path]) -> pd.DataFrame:
         m = read_json(mpath)
         parsed = parse_variant(variant)
         sev, sseed = (None, None) if parsed is None else parsed
+        backbone = backbone_use(seed_dir)
         for mode in MODES:
             own = mode == "global" and "method" in m
             block = m["method"] if own else m[_mode_key(m, mode)]
             row = {"dataset": dataset, "variant": variant, "setting": variant_setting(variant),
                    "severity": sev, "sampling_seed": sseed,
                    "method": method, "seed": int(seed_dir.name[4:]), "mode": mode, "own_thresholds": own,
-                   "metrics_path": str(mpath), "metrics_sha256": sha256_file(mpath)}
+                   "backbone": backbone, "metrics_path": str(mpath), "metrics_sha256": sha256_file(mpath)}
             row.update({k: block.get(k) for k in METRICS})
             rows.append(row)
     cols = ["dataset", "variant", "setting", "severity", "sampling_seed", "method", "seed", "mode", "own_thresholds", *METRICS,
-            "metrics_path", "metrics_sha256"]
+            "backbone", "metrics_path", "metrics_sha256"]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -104,6 +120,7 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
     out.columns = [f"{m}_{s}" for m, s in out.columns]
     out["n"] = g.size()
     out["own_thresholds"] = g["own_thresholds"].any()
+    out["backbone"] = g["backbone"].agg(lambda s: "; ".join(sorted(set(s) - {""})))
     out["sources"] = g["metrics_path"].agg(list)
     return out.reset_index()
 
@@ -259,6 +276,12 @@ def _footnotes(table: dict, summary: pd.DataFrame, mode: str, threshold: float) 
     if missing:
         notes.append(f"{NOT_RUN} = not run in this configuration: {', '.join(missing)}. "
                      "No value is copied from the paper.")
+    if "backbone" in summary:
+        for ds, title in dict.fromkeys((ds, title) for ds, title, *_ in table["columns"]):
+            uses = summary.loc[(summary["dataset"] == ds) & (summary["mode"] == mode), "backbone"]
+            uses = sorted({u for v in uses for u in str(v).split("; ") if u})
+            if uses:
+                notes.append(f"{title}: {' and '.join(uses)}.")
     thr = f"a global threshold of {threshold}" if mode == "global" else \
         "label-adaptive thresholds tuned per label on the validation split"
     notes.append(f"Values in %, mean ± sample std over runs (training seeds; R-variants also over sampling "
