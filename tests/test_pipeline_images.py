@@ -17,7 +17,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fixtures_images import make_voc_devkit  # noqa: E402
-from test_pipeline_e2e import _copy_repo, _env, _snakemake  # noqa: E402
+from test_pipeline_e2e import _audit, _copy_repo, _env, _snakemake  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -101,3 +101,16 @@ def test_voc_finetuned_end_to_end_with_occlusion(tmp_path, voc_mirror):
     assert rows["BCE"]["Pascal VOC mAP n"] == "1"
     fig = list(csv.DictReader(open(repo / "figures/robustness_occlusion.csv")))
     assert any(r.get("method") == "CD-GTMLL" for r in fig), fig[:3]
+    # the audit re-checks the image listing behind a fine-tuned cell, and notices a changed image
+    env = _env(voc_mirror)
+    ok = _audit(repo, env, "results/tables/table1_standard.md", "--cell", "BCE", "Pascal VOC mAP")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "ok       images: 9963 under" in ok.stdout and "fine-tuned end to end" in ok.stdout
+    img = voc_mirror / "voc2007" / "JPEGImages" / "000005.jpg"
+    original = img.read_bytes()
+    try:
+        img.write_bytes(original + b"\0")
+        bad = _audit(repo, env, "results/tables/table1_standard.md", "--cell", "BCE", "Pascal VOC mAP")
+        assert bad.returncode == 1 and "MODIFIED images under" in bad.stdout + bad.stderr
+    finally:
+        img.write_bytes(original)  # the mirror fixture is shared with the other test of this module

@@ -9,7 +9,9 @@ The chain, for each run behind the artifact::
     metrics.json  --inputs-->        predictions.npz, provenance.json, clean processed data (sha256)
     provenance    --inputs-->        processed data / R-variant (sha256), run spec (config sha256),
                                      seed, git commit + dirty flag, packages, device
-    processed     --meta-->          raw source files (sha256 verified at acquisition)
+    processed     --meta-->          raw source files (sha256 verified at acquisition);
+                                     image datasets: the image listing (path + size of
+                                     every image) and the ResNet-50 weights file
 
 Every hash is recomputed from the file on disk. A missing or modified file makes the
 audit fail (exit 1) and names the file, the expected and the actual hash.
@@ -99,11 +101,46 @@ def audit_provenance(rep: AuditReport, prov_path: Path, indent: int) -> None:
     rep.say(f"device   {dev.get('requested')} on {dev.get('platform')} "
             f"(cuda: {dev.get('cuda_device', 'none')}), {prov.get('started')} -> {prov.get('finished')}", indent + 1)
     for role, rec in prov.get("inputs", {}).items():
-        rep.verify(rec["path"], rec["sha256"], f"input {role}", indent + 1)
+        if rep.verify(rec["path"], rec["sha256"], f"input {role}", indent + 1) and role == "data":
+            audit_images(rep, Path(rec["path"]), indent + 1)
+    bb = prov.get("backbone")
+    if bb:
+        rep.say(f"backbone {bb.get('backbone')}: {'frozen' if bb.get('frozen') else 'fine-tuned end to end'}, "
+                f"weights sha256 {bb.get('weights_sha256')}, amp {bb.get('amp')}", indent + 1)
+        if bb.get("weights_file"):
+            rep.verify(bb["weights_file"], bb.get("weights_sha256"), "backbone weights", indent + 1)
     for src in prov.get("data_sources") or []:
         origin = src.get("origin")
         rep.say(f"raw      {src.get('file')} from {src.get('source')} {origin} sha256 "
                 f"{str(src.get('sha256'))[:16]}… verified={src.get('verified')}", indent + 1)
+
+
+def audit_images(rep: AuditReport, data_path: Path, indent: int) -> None:
+    """For an image dataset (row ids + image paths), re-compute the listing fingerprint
+    (relative path and size of every image) recorded when it was prepared."""
+    import numpy as np
+
+    from cdgtmll.data.images import X_KIND, listing_sha256
+
+    with np.load(data_path, allow_pickle=False) as z:
+        meta = json.loads(str(z["meta"]))
+    recorded = (meta.get("image_source") or {}).get("listing_sha256")
+    if meta.get("x_kind") != X_KIND or not recorded:
+        return
+    root = Path(meta["image_root"])
+    missing = next((p for p in meta["image_paths"] if not (root / p).is_file()), None)
+    if missing is not None:
+        rep.problems.append(f"MISSING image: {root / missing}")
+        rep.say(f"MISSING  image: {root / missing}", indent)
+        return
+    actual = listing_sha256(root, meta["image_paths"])
+    rep.checked += 1
+    if actual != recorded:
+        rep.problems.append(f"MODIFIED images under {root}: listing sha256 (path + size of "
+                            f"{len(meta['image_paths'])} images) recorded {recorded}, on disk {actual}")
+        rep.say(f"MODIFIED images under {root}: listing recorded {recorded}, on disk {actual}", indent)
+        return
+    rep.say(f"ok       images: {len(meta['image_paths'])} under {root}, listing sha256 {actual[:16]}…", indent)
 
 
 def audit(artifact: str | Path, cell: tuple[str, str] | None = None) -> AuditReport:
