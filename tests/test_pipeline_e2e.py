@@ -55,6 +55,7 @@ TINY = {
     "aliases": {},
     "dataset_overrides": {},
     "studies": {},
+    "image_backbone": {"mode": "finetune"},
     "figures": {"pr_curve": {"dataset": "yeast", "severity": 0.5}},
 }
 
