@@ -154,11 +154,15 @@ def test_vector_methods_refuse_image_rows(data, tmp_path):
     assert not (tmp_path / "x" / "predictions.npz").exists()
     for name in ("BalanceMix", "MLBOTE", "LSFA", "LCIFS"):
         assert base.image_input_reason(base.build(name, {})) is not None, name
-    for name in ("BCE", "ASL", "PE", "CC", "ML-GCN", "C-Tran", "ML-Decoder", "MLC-NC", "CD-GTMLL", "ETU"):
+    for name in ["BCE", "CD-GTMLL", *IMAGE_METHODS]:
         assert base.image_input_reason(base.build(name, {})) is None, name
 
 
-@pytest.mark.parametrize("method", ["MLC-NC", "ML-Decoder", "PE"])
+IMAGE_METHODS = ["ASL", "DBL", "Focal", "CB", "LDAM", "LogitAdj", "PE", "SRB", "ETU", "CC", "ML-GCN", "C-Tran",
+                 "ML-Decoder", "MLC-NC"]
+
+
+@pytest.mark.parametrize("method", IMAGE_METHODS)
 def test_other_image_capable_methods_train_on_images(data, tmp_path, method):
     pred, prov, _ = _run(data, tmp_path, method, epochs=1)
     assert pred["test"].shape == (20, L) and np.isfinite(pred["test"]).all()
