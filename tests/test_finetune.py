@@ -87,6 +87,17 @@ def test_augmented_batches_do_not_depend_on_workers_and_change_per_epoch(data):
     assert not torch.equal(a[0][1], c[0][1])
     e1, e2 = batches(0, 1, train=False), batches(0, 2, train=False)  # eval: no randomness
     assert all(torch.equal(x, y) for (_, x), (_, y) in zip(e1, e2))
+    # one input, persistent workers, passes of several epochs and an explicit batch plan
+    inp = src.input(X_tr, train=True, image_size=32, seed=7, workers=2)
+    cpu = torch.device("cpu")
+    again = [x.clone() for _, x in inp.iter_batches(perm, 16, 1, cpu)]
+    assert all(torch.equal(x, y) for x, (_, y) in zip(again, a))
+    ep2 = [x.clone() for _, x in inp.iter_batches(perm, 16, 2, cpu)]  # epoch 2 through the same workers
+    assert all(torch.equal(x, y) for x, (_, y) in zip(ep2, c))
+    plan = [perm[:5], perm[5:9]]
+    got = list(inp.iter_batches(plan, 999, 1, cpu))
+    assert [p.tolist() for p, _ in got] == [perm[:5].tolist(), perm[5:9].tolist()]
+    assert torch.equal(got[0][1], a[0][1][:5])  # same row, same epoch -> same crop, whatever the batch
 
 
 def test_image_source_occludes_training_rows_only(data):
@@ -167,6 +178,16 @@ def test_other_image_capable_methods_train_on_images(data, tmp_path, method):
     pred, prov, _ = _run(data, tmp_path, method, epochs=1)
     assert pred["test"].shape == (20, L) and np.isfinite(pred["test"]).all()
     assert prov["backbone"]["frozen"] is False
+
+
+def test_workers_do_not_change_a_run(data, tmp_path, monkeypatch):
+    """MLC-NC draws its own class-aware batches (trainer hook ``epoch_batches``); with 2
+    persistent DataLoader workers the whole run is bit-identical to decoding in-process."""
+    p0, _, _ = _run(data, tmp_path / "w0", "MLC-NC", epochs=2)
+    monkeypatch.setitem(IMG_CFG, "workers", 2)
+    p2, prov, _ = _run(data, tmp_path / "w2", "MLC-NC", epochs=2)
+    assert prov["config"]["image_backbone"]["workers"] == 2
+    assert np.array_equal(p0["test"], p2["test"]) and np.array_equal(p0["val"], p2["val"])
 
 
 # ------------------------------------------------------------------------ AMP

@@ -309,18 +309,22 @@ def test_class_aware_sampler_uniform_and_resumable():
     assert not torch.equal(ClassAwareSampler(Y, seed=3).sample(64)[0], ClassAwareSampler(Y, seed=4).sample(64)[0])
 
 
-def test_training_step_replaces_batch_keeping_size():
+def test_epoch_batches_are_class_aware_sized_and_resumable():
     data = synthetic()
     m = build("MLC-NC", SMALL)
     m.prepare(data, RunContext(seed=0, workdir=Path(".")))
-    xb = torch.zeros(37, data.X_train.shape[1])
-    yb = torch.zeros(37, data.n_labels)
-    xs, ys = m.class_aware_batch(xb.shape[0], xb.device)
-    assert xs.shape == xb.shape and ys.shape == yb.shape and bool((ys.sum(1) > 0).all())
+    perm = torch.randperm(101, generator=torch.Generator().manual_seed(0))
+    plan = m.epoch_batches(perm, 37)
+    assert [b.numel() for b in plan] == [37, 37, 27]  # the trainer's batch sizes, last one partial
+    Y = torch.as_tensor(np.asarray(data.Y_train))
+    assert all(bool((Y[b].sum(1) > 0).all()) for b in plan)  # every sampled row has a positive
     st = m.extra_state()
-    nxt = m.class_aware_batch(37, xb.device)[0]
+    nxt = m.epoch_batches(perm, 37)
     m.load_extra_state(st)
-    assert torch.equal(m.class_aware_batch(37, xb.device)[0], nxt)
+    assert all(torch.equal(a, b) for a, b in zip(m.epoch_batches(perm, 37), nxt))
+    off = build("MLC-NC", {**SMALL, "class_aware_sampling": False})
+    off.prepare(data, RunContext(seed=0, workdir=Path(".")))
+    assert off.epoch_batches(perm, 37) is None  # the trainer's own shuffle
 
 
 # ------------------------------------------------------------------------------ Yeast

@@ -99,9 +99,10 @@ objective (up to its ``eps``), so the shared learning rates still apply.
 
 Class-aware sampler
 -------------------
-``class_aware_sampling=True`` (default; official ``ClassAwareSampler``): in
-:meth:`MLCNCMethod.training_step` the trainer's batch is *replaced* by a class-aware
-batch of the same size: each row is drawn by picking a class uniformly among the classes
+``class_aware_sampling=True`` (default; official ``ClassAwareSampler``): through the
+trainer's ``epoch_batches`` hook (:meth:`MLCNCMethod.epoch_batches`) each of the trainer's
+batches is *replaced* by a class-aware batch of the same size, drawn at the start of the
+epoch (so image inputs decode the sampled rows in the DataLoader workers): each row is drawn by picking a class uniformly among the classes
 with at least one training positive, then a training row uniformly among that class's
 positives (:class:`ClassAwareSampler`, both draws i.i.d. with replacement from the
 method's own ``torch.Generator`` seeded by the run seed). The trainer's batch size,
@@ -146,8 +147,6 @@ from cdgtmll.methods.architectures import FeatureTokens
 from cdgtmll.methods.base import FitData, RunContext, register
 from cdgtmll.methods.neural import NeuralMethod
 from cdgtmll.nn.backbone import MLPBackbone
-from cdgtmll.nn.image_input import ImageInput
-from cdgtmll.nn.trainer import as_float32
 
 __all__ = [
     "MLCNCMethod",
@@ -412,8 +411,6 @@ class MLCNCMethod(NeuralMethod):
         self.etf_classifier_trainable = bool(etf_classifier_trainable)
         self._seed = 0
         self._n_epochs = self.epochs
-        self._X: torch.Tensor | None = None
-        self._Y: torch.Tensor | None = None
         self.sampler: ClassAwareSampler | None = None
 
     def hparams(self) -> dict[str, Any]:
@@ -450,12 +447,9 @@ class MLCNCMethod(NeuralMethod):
         self._n_epochs = self.train_config(ctx).epochs
         if self.class_aware_sampling:
             Y = data.Y_train.toarray() if sp.issparse(data.Y_train) else data.Y_train
-            X_in = getattr(self, "_train_input", None)
-            self._X = X_in if isinstance(X_in, ImageInput) else torch.from_numpy(as_float32(data.X_train))
-            self._Y = torch.from_numpy(as_float32(Y))
             self.sampler = ClassAwareSampler(Y, self._seed)
         else:
-            self._X = self._Y = self.sampler = None
+            self.sampler = None
 
     def build_model(self, X_train: np.ndarray, Y_train: np.ndarray) -> MLCNCNet:
         K = int(Y_train.shape[1])
@@ -472,27 +466,19 @@ class MLCNCMethod(NeuralMethod):
         head = [p for p in model.parameters() if p.requires_grad and id(p) not in ids]
         return {"backbone": backbone, "head": head}
 
-    def class_aware_batch(self, n: int, device: torch.device, progress: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
-        """``n`` class-aware sampled training rows (inputs, targets) on ``device``. On
-        images (end-to-end fine-tuning) the sampled rows are decoded and augmented
-        here, their augmentation seeded by the step (``progress``) instead of the epoch;
-        the trainer's own batch of that step is then decoded but unused."""
-        if self.sampler is None or self._X is None or self._Y is None:
+    def epoch_batches(self, perm: torch.Tensor, batch_size: int) -> list[torch.Tensor] | None:
+        """Class-aware sampling (trainer hook): the epoch's batches are drawn from the
+        sampler, with the sizes the trainer's own batches would have (its seeded
+        permutation is drawn and not used), so the trainer gathers, or for images decodes
+        in its workers, exactly the sampled rows."""
+        if not self.class_aware_sampling:
+            return None
+        if self.sampler is None:
             raise RuntimeError("MLC-NC: class-aware sampling needs prepare() first")
-        if self._Y.device != device:
-            self._Y = self._Y.to(device)
-        rows, _ = self.sampler.sample(n)
-        if isinstance(self._X, ImageInput):
-            _, xb = next(iter(self._X.iter_batches(rows, n, 1_000_000 + int(round(progress * 1e9)), device)))
-            return xb, self._Y[rows.to(device)]
-        if self._X.device != device:
-            self._X = self._X.to(device)
-        rows = rows.to(device)
-        return self._X[rows], self._Y[rows]
+        n = perm.numel()
+        return [self.sampler.sample(min(batch_size, n - s))[0].to(perm.device) for s in range(0, n, batch_size)]
 
     def training_step(self, model, xb, yb, progress):
-        if self.class_aware_sampling:
-            xb, yb = self.class_aware_batch(xb.shape[0], xb.device, progress)
         w = self.loss_weights(self.epoch_index(progress))
         logits, f, z = model(xb)
         terms = {

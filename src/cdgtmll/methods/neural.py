@@ -159,7 +159,6 @@ class NeuralMethod(Method, TrainTask):
             if data.X_val is not None:
                 X_val = self._image_input(data.X_val, train=False)
         self._sparse_input = use_sparse_backbone(X_train, self._backbone_kind)
-        self._train_input = X_train  # the trainer's view of the training rows (ImageInput for images)
         self.prepare(data, ctx)
         self.model, self.train_log = train(
             self, X_train, data.Y_train, X_val, data.Y_val, self.train_config(ctx), ctx, self.fingerprint()

@@ -103,16 +103,17 @@ class Occlusion:
 
 
 class _Rows(torch.utils.data.Dataset):
-    """``(image tensor, position)`` for positions of an :class:`ImageInput`."""
+    """``(uint8 image tensor, position)`` for keys ``(epoch, position)`` of an
+    :class:`ImageInput` (the epoch travels in the key, so persistent workers need no
+    per-epoch state)."""
 
-    def __init__(self, inp: "ImageInput", epoch: int) -> None:
+    def __init__(self, inp: "ImageInput") -> None:
         from cdgtmll.data.images import eval_transform, train_transform
 
         self.files = inp.files
         self.rows = inp.rows
         self.train = inp.train
         self.seed = inp.seed
-        self.epoch = int(epoch)
         self.occlusion = inp.occlusion
         size = inp.image_size
         self.transform = train_transform(size, normalize=False) if inp.train else eval_transform(size, normalize=False)
@@ -120,9 +121,10 @@ class _Rows(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return len(self.files)
 
-    def __getitem__(self, pos: int) -> tuple[torch.Tensor, int]:
+    def __getitem__(self, key: tuple[int, int]) -> tuple[torch.Tensor, int]:
         from cdgtmll.data.images import load_image
 
+        epoch, pos = key
         img = load_image(self.files[pos])
         row = int(self.rows[pos])
         if self.occlusion is not None:
@@ -130,8 +132,22 @@ class _Rows(torch.utils.data.Dataset):
         if not self.train:
             return self.transform(img), pos
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(_seed_of(self.seed, self.epoch, row))
+            torch.manual_seed(_seed_of(self.seed, epoch, row))
             return self.transform(img), pos
+
+
+class _Plan(torch.utils.data.Sampler):
+    """Batch sampler replayed by a persistent DataLoader: the batches of the current pass,
+    as lists of ``(epoch, position)`` keys (set before each pass)."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[tuple[int, int]]] = []
+
+    def __iter__(self):
+        return iter(self.batches)
+
+    def __len__(self) -> int:
+        return len(self.batches)
 
 
 class ImageInput:
@@ -157,6 +173,7 @@ class ImageInput:
         self.workers = int(workers)
         self.occlusion = occlusion
         self.eval_batch_size = int(eval_batch_size)
+        self._loader: tuple[bool, torch.utils.data.DataLoader, _Plan] | None = None
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -174,18 +191,38 @@ class ImageInput:
         occ = None if self.occlusion is None else [self.occlusion.gamma, self.occlusion.seed]
         return [len(self.files), h.hexdigest(), "train" if self.train else "eval", self.image_size, occ]
 
-    def iter_batches(self, order: torch.Tensor | None, batch_size: int, epoch: int,
+    def __getstate__(self) -> dict[str, Any]:  # the DataLoader (and its workers) never travel
+        return {**self.__dict__, "_loader": None}
+
+    def _data_loader(self, cuda: bool) -> tuple[torch.utils.data.DataLoader, _Plan]:
+        """One DataLoader per input, its workers kept alive between passes (the start of
+        14 workers cost about 0.7 s per epoch on the H200 machine)."""
+        if self._loader is None or self._loader[0] != cuda:
+            plan = _Plan()
+            # a private generator: the loader's base seed (unused: augmentation is seeded per
+            # row) is never drawn from the global torch RNG, which the model's dropout uses,
+            # so a run is the same with or without (persistent) workers
+            dl = torch.utils.data.DataLoader(_Rows(self), batch_sampler=plan, num_workers=self.workers,
+                                             pin_memory=cuda, persistent_workers=self.workers > 0,
+                                             generator=torch.Generator().manual_seed(0))
+            self._loader = (cuda, dl, plan)
+        return self._loader[1], self._loader[2]
+
+    def iter_batches(self, order: Any, batch_size: int, epoch: int,
                      device: torch.device) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """``(positions on device, images [b, 3, S, S] on device)`` over ``order`` (a
-        permutation of positions; None = in order) in batches of ``batch_size``."""
+        """``(positions on device, images [b, 3, S, S] on device)``. ``order`` is a
+        permutation of positions cut into batches of ``batch_size``, None (all positions
+        in order), or a list of index batches used as given (``batch_size`` ignored).
+        A pass must be consumed before the next one starts (one DataLoader per input)."""
         n = len(self.files)
-        order_np = np.arange(n) if order is None else order.detach().cpu().numpy()
-        batches = [order_np[s : s + batch_size].tolist() for s in range(0, len(order_np), batch_size)]
+        if isinstance(order, (list, tuple)):
+            batches = [np.asarray(torch.as_tensor(b).cpu()).reshape(-1).tolist() for b in order]
+        else:
+            order_np = np.arange(n) if order is None else order.detach().cpu().numpy()
+            batches = [order_np[s : s + batch_size].tolist() for s in range(0, len(order_np), batch_size)]
         cuda = device.type == "cuda"
-        loader = torch.utils.data.DataLoader(
-            _Rows(self, epoch), batch_sampler=batches, num_workers=self.workers, pin_memory=cuda,
-            persistent_workers=False,
-        )
+        loader, plan = self._data_loader(cuda)
+        plan.batches = [[(int(epoch), int(p)) for p in b] for b in batches]
         for xb, pos in loader:
             xb = to_normalized(xb.to(device, non_blocking=cuda))
             if cuda:

@@ -142,6 +142,14 @@ class TrainTask:
         steps, in [0, 1)."""
         raise NotImplementedError
 
+    def epoch_batches(self, perm: torch.Tensor, batch_size: int) -> list[torch.Tensor] | None:
+        """The epoch's batches as index tensors into the training rows; None (default) =
+        consecutive ``batch_size`` slices of the seeded permutation ``perm``. A task that
+        samples its own batches (MLC-NC's class-aware sampler) returns them here, so that
+        the trainer gathers (or, for images, decodes in its workers) exactly those rows.
+        Must return ``ceil(len(perm) / batch_size)`` batches (the schedule's step count)."""
+        return None
+
     def train_targets(self, model: nn.Module, Y: torch.Tensor) -> torch.Tensor:
         """Training targets as ``training_step`` receives them (rows gathered per batch);
         a task may re-lay the columns once here instead of per batch. Default: ``Y``."""
@@ -477,10 +485,15 @@ def train_epoch(
     device = perm.device
     names: list[str] = []
     acc = None
+    plan = task.epoch_batches(perm, batch_size)
+    if plan is None:
+        plan = [perm[s : s + batch_size] for s in range(0, perm.numel(), batch_size)]
+    elif len(plan) != -(-perm.numel() // batch_size):
+        raise ValueError(f"epoch_batches returned {len(plan)} batches, expected {-(-perm.numel() // batch_size)}")
     if isinstance(X_t, ImageInput):
-        batches = X_t.iter_batches(perm, batch_size, epoch, device)
+        batches = X_t.iter_batches(plan, batch_size, epoch, device)
     else:
-        batches = ((perm[s : s + batch_size], X_t[perm[s : s + batch_size]]) for s in range(0, perm.numel(), batch_size))
+        batches = ((idx, X_t[idx]) for idx in plan)
     for b, (idx, xb) in enumerate(batches):
         yb = Y_t[idx]
         loss, terms = task.training_step(model, xb, yb, (step0 + b) / total_steps)
