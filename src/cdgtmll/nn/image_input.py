@@ -9,9 +9,13 @@ An image dataset's ``X`` is a column of row ids (:mod:`cdgtmll.data.images`). Wi
 :class:`ImageInput` (via :class:`ImageSource`, built by ``cdgtmll.run`` from the
 processed file's meta) and hands that to :func:`cdgtmll.nn.trainer.train` in place of
 a feature matrix. The trainer asks it for batches (:meth:`ImageInput.iter_batches`):
-a ``torch.utils.data.DataLoader`` over the epoch's seeded permutation (the same
-``randperm`` the tabular path gathers with), ``workers`` decoding processes,
-pinned memory and non-blocking copies on CUDA, ``channels_last`` on CUDA.
+the epoch's seeded permutation cut into batches (the same ``randperm`` the tabular path
+gathers with), or the batches a task draws itself (``TrainTask.epoch_batches``, e.g.
+MLC-NC's class-aware sampler). One ``torch.utils.data.DataLoader`` per input serves every
+pass: ``workers`` decoding processes kept alive between epochs (the epoch travels in each
+sample's key), its own generator (the global torch RNG, which dropout uses, is never
+drawn from, so a run is bit-identical with any number of workers; tested), pinned memory
+and non-blocking copies on CUDA, ``channels_last`` on CUDA.
 
 Transforms
 ----------
