@@ -223,46 +223,54 @@ def config_hash(obj: Any) -> str:
 # ---------------------------------------------------------------- resolution
 
 
+#: kinds of training variant: id prefix -> the number in the id (R-variants App. E.3;
+#: label noise and occlusion Sec. 5.3). Ids are ``<kind><value:.2f>-s<seed>``.
+VARIANT_KINDS = {"R": "severity", "N": "rate", "O": "gamma"}
+
+
+def _variant_name(kind: str, value: float, seed: int) -> str:
+    return f"{kind}{float(value):.2f}-s{int(seed)}"
+
+
+def _parse_kind(variant: str, kind: str) -> tuple[float, int] | None:
+    """``<kind>0.40-s1`` -> (0.40, 1); None for another kind or the clean data."""
+    if variant == CLEAN or not variant.startswith(kind):
+        return None
+    try:
+        value, seed = variant[1:].split("-s")
+        return float(value), int(seed)
+    except ValueError:
+        raise ConfigError(f"variant '{variant}': expected '{CLEAN}' or '{kind}<{VARIANT_KINDS[kind]}>-s<seed>'") from None
+
+
 def variant_id(severity: float, sampling_seed: int) -> str:
     """Wildcard value of an R-variant, e.g. ``R0.40-s1``."""
-    return f"R{severity:.2f}-s{sampling_seed}"
+    return _variant_name("R", severity, sampling_seed)
+
+
+def noise_id(rate: float, seed: int) -> str:
+    """Label-noise variant, e.g. ``N0.10-s0``."""
+    return _variant_name("N", rate, seed)
+
+
+def occlusion_id(gamma: float, seed: int) -> str:
+    """Occluded-training-images variant, e.g. ``O0.30-s0``."""
+    return _variant_name("O", gamma, seed)
 
 
 def parse_variant(variant: str) -> tuple[float, int] | None:
-    """Inverse of :func:`variant_id`; ``None`` for the clean data and other kinds (noise)."""
-    if variant == CLEAN or not variant.startswith("R"):
-        return None
-    try:
-        sev, seed = variant[1:].split("-s")
-        return float(sev), int(seed)
-    except ValueError:
-        raise ConfigError(f"variant '{variant}': expected '{CLEAN}' or 'R<severity>-s<seed>'") from None
+    """Inverse of :func:`variant_id`; ``None`` for the clean data and other kinds."""
+    return _parse_kind(variant, "R")
 
 
 def parse_noise(variant: str) -> tuple[float, int] | None:
     """``N0.10-s0`` -> (0.10, 0); None for other variants."""
-    if not variant.startswith("N"):
-        return None
-    try:
-        rate, seed = variant[1:].split("-s")
-        return float(rate), int(seed)
-    except ValueError:
-        raise ConfigError(f"variant '{variant}': expected 'N<rate>-s<seed>'") from None
+    return _parse_kind(variant, "N")
 
 
 def parse_occlusion(variant: str) -> tuple[float, int] | None:
     """``O0.10-s0`` -> (0.10, 0) (occluded training images, Sec. 5.3); None for other variants."""
-    if not variant.startswith("O"):
-        return None
-    try:
-        gamma, seed = variant[1:].split("-s")
-        return float(gamma), int(seed)
-    except ValueError:
-        raise ConfigError(f"variant '{variant}': expected 'O<gamma>-s<seed>'") from None
-
-
-def occlusion_id(gamma: float, seed: int) -> str:
-    return f"O{gamma:.2f}-s{seed}"
+    return _parse_kind(variant, "O")
 
 
 def variant_setting(variant: str) -> str:
@@ -270,15 +278,10 @@ def variant_setting(variant: str) -> str:
     seeds), 'N@0.10' (label noise) or 'O@0.10' (occlusion)."""
     if variant == CLEAN:
         return CLEAN
-    r = parse_variant(variant)
-    if r is not None:
-        return f"R@{r[0]:.2f}"
-    n = parse_noise(variant)
-    if n is not None:
-        return f"N@{n[0]:.2f}"
-    o = parse_occlusion(variant)
-    if o is not None:
-        return f"O@{o[0]:.2f}"
+    for kind in VARIANT_KINDS:
+        parsed = _parse_kind(variant, kind)
+        if parsed is not None:
+            return f"{kind}@{parsed[0]:.2f}"
     raise ConfigError(f"variant '{variant}': unknown kind")
 
 
@@ -392,10 +395,6 @@ def study_methods(config: dict, study: str) -> list[str]:
         base_method = spec.get("method", "CD-GTMLL")
         return [f"{base_method}@{SWEEP_PARAMS[study]}={v}" for v in spec.get("values", [])]
     return list(spec.get("methods", []))
-
-
-def noise_id(rate: float, seed: int) -> str:
-    return f"N{rate:.2f}-s{seed}"
 
 
 def study_jobs(config: dict) -> dict[str, list[tuple[str, str, str]]]:

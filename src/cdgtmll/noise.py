@@ -30,14 +30,13 @@ import argparse
 import hashlib
 import math
 import numbers
-import sys
 from typing import Any, Sequence
 
 import numpy as np
 import scipy.sparse as sp
 
-from cdgtmll.data.processed import ProcessedData
-from cdgtmll.io import sha256_file, write_json
+from cdgtmll.config import noise_id
+from cdgtmll.data.processed import ProcessedData, variant_main
 from cdgtmll.labels import label_counts
 
 VARIANT_KIND = "N"
@@ -46,7 +45,7 @@ PAPER_SECTION = "Sec. 5.3 (Robustness to Noisy Labels and Occlusions)"
 
 def variant_id(rate: float, seed: int) -> str:
     """``N0.10-s0`` for rate 0.1, seed 0 (the variant directory name in the run layout)."""
-    return f"{VARIANT_KIND}{float(rate):.2f}-s{int(seed)}"
+    return noise_id(rate, seed)
 
 
 def _check_rate(rate: Any) -> float:
@@ -208,25 +207,12 @@ def apply_to_dataset(data: ProcessedData, rate: float, seed: int) -> tuple[Proce
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m cdgtmll.noise", description=__doc__.split("\n")[0])
-    ap.add_argument("--in", dest="inp", required=True, help="clean processed dataset (.npz)")
-    ap.add_argument("--rate", type=float, required=True, help="flip probability rho in [0, 1]")
-    ap.add_argument("--seed", "--sampling-seed", dest="seed", type=int, required=True, help="noise sampling seed")
-    ap.add_argument("--out", required=True, help="output processed dataset (.npz)")
-    ap.add_argument("--bookkeeping", required=True, help="output bookkeeping (.json)")
-    args = ap.parse_args(argv)
-    try:
-        data = ProcessedData.load(args.inp)
-        out, book = apply_to_dataset(data, args.rate, args.seed)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    book["source"] = {"path": str(args.inp), "sha256": sha256_file(args.inp)}
-    out.save(args.out)
-    book["output"] = {"path": str(args.out), "sha256": sha256_file(args.out)}
-    write_json(args.bookkeeping, book)
-    return 0
+    def add_arguments(ap: argparse.ArgumentParser) -> None:
+        ap.add_argument("--rate", type=float, required=True, help="flip probability rho in [0, 1]")
+        ap.add_argument("--seed", "--sampling-seed", dest="seed", type=int, required=True, help="noise sampling seed")
 
+    return variant_main(argv, prog="python -m cdgtmll.noise", description=__doc__.split("\n")[0],
+                        add_arguments=add_arguments, apply=lambda data, a: apply_to_dataset(data, a.rate, a.seed))
 
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(main())

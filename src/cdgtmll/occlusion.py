@@ -26,19 +26,18 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from typing import Any, Sequence
 
 from cdgtmll.data.images import X_KIND, is_image_rows
-from cdgtmll.data.processed import ProcessedData
-from cdgtmll.io import sha256_file, write_json
+from cdgtmll.config import occlusion_id
+from cdgtmll.data.processed import ProcessedData, variant_main
 
 VARIANT_KIND = "O"
 PAPER_SECTION = "Sec. 5.3 (Robustness to Noisy Labels and Occlusions)"
 
 
 def variant_id(gamma: float, seed: int) -> str:
-    return f"{VARIANT_KIND}{float(gamma):.2f}-s{int(seed)}"
+    return occlusion_id(gamma, seed)
 
 
 def apply_to_dataset(data: ProcessedData, gamma: float, seed: int) -> tuple[ProcessedData, dict[str, Any]]:
@@ -73,25 +72,12 @@ def apply_to_dataset(data: ProcessedData, gamma: float, seed: int) -> tuple[Proc
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m cdgtmll.occlusion", description=__doc__.split("\n")[0])
-    ap.add_argument("--in", dest="inp", required=True, help="processed image dataset (.npz)")
-    ap.add_argument("--gamma", type=float, required=True, help="occluded fraction of the pixels, in (0, 1]")
-    ap.add_argument("--seed", type=int, required=True, help="patch position seed")
-    ap.add_argument("--out", required=True, help="output processed dataset (.npz)")
-    ap.add_argument("--bookkeeping", required=True, help="output bookkeeping (.json)")
-    args = ap.parse_args(argv)
-    try:
-        data = ProcessedData.load(args.inp)
-        out, book = apply_to_dataset(data, args.gamma, args.seed)
-    except ValueError as exc:
-        print(f"error: {args.inp}: {exc}", file=sys.stderr)
-        return 2
-    book["source"] = {"path": str(args.inp), "sha256": sha256_file(args.inp)}
-    out.save(args.out)
-    book["output"] = {"path": str(args.out), "sha256": sha256_file(args.out)}
-    write_json(args.bookkeeping, book)
-    return 0
+    def add_arguments(ap: argparse.ArgumentParser) -> None:
+        ap.add_argument("--gamma", type=float, required=True, help="occluded fraction of the pixels, in (0, 1]")
+        ap.add_argument("--seed", type=int, required=True, help="patch position seed")
 
+    return variant_main(argv, prog="python -m cdgtmll.occlusion", description=__doc__.split("\n")[0],
+                        add_arguments=add_arguments, apply=lambda data, a: apply_to_dataset(data, a.gamma, a.seed))
 
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(main())

@@ -32,7 +32,6 @@ import math
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from cdgtmll.config import CLEAN, parse_variant, variant_setting

@@ -32,16 +32,13 @@ from __future__ import annotations
 import argparse
 import math
 import numbers
-import sys
 from fractions import Fraction
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 import scipy.sparse as sp
 
-from cdgtmll.data.processed import ProcessedData
-from cdgtmll.io import sha256_file, write_json
+from cdgtmll.data.processed import ProcessedData, variant_main
 from cdgtmll.labels import TAIL_FRACTION, TIE_SEED, label_counts, prevalence, tail_labels
 
 VARIANT_KIND = "R"
@@ -227,27 +224,16 @@ def apply_to_dataset(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m cdgtmll.variants", description=__doc__.split("\n")[0])
-    ap.add_argument("--in", dest="inp", required=True, help="processed dataset (.npz)")
-    ap.add_argument("--severity", type=float, required=True, help="sigma in (0, 1)")
-    ap.add_argument("--sampling-seed", type=int, required=True)
-    ap.add_argument("--out", required=True, help="output processed dataset (.npz)")
-    ap.add_argument("--bookkeeping", required=True, help="output bookkeeping (.json)")
-    ap.add_argument("--q", type=float, default=TAIL_FRACTION, help="tail fraction (default 0.2)")
-    ap.add_argument("--tie-seed", type=int, default=TIE_SEED)
-    args = ap.parse_args(argv)
-    try:
-        data = ProcessedData.load(args.inp)
-        out, book = apply_to_dataset(data, args.severity, args.sampling_seed, q=args.q, tie_seed=args.tie_seed)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    book["source"] = {"path": str(args.inp), "sha256": sha256_file(args.inp)}
-    out.save(args.out)
-    book["output"] = {"path": str(args.out), "sha256": sha256_file(args.out)}
-    write_json(args.bookkeeping, book)
-    return 0
+    def add_arguments(ap: argparse.ArgumentParser) -> None:
+        ap.add_argument("--severity", type=float, required=True, help="sigma in (0, 1)")
+        ap.add_argument("--sampling-seed", type=int, required=True)
+        ap.add_argument("--q", type=float, default=TAIL_FRACTION, help="tail fraction (default 0.2)")
+        ap.add_argument("--tie-seed", type=int, default=TIE_SEED)
 
+    return variant_main(argv, prog="python -m cdgtmll.variants", description=__doc__.split("\n")[0],
+                        add_arguments=add_arguments,
+                        apply=lambda data, a: apply_to_dataset(data, a.severity, a.sampling_seed, q=a.q,
+                                                               tie_seed=a.tie_seed))
 
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(main())

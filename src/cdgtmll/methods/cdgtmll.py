@@ -136,7 +136,7 @@ from cdgtmll.labels import ascending_order, prevalence, tail_labels
 from cdgtmll.methods.base import FitData, RunContext, register
 from cdgtmll.methods.neural import NeuralMethod
 from cdgtmll.nn.backbone import MLPBackbone
-from cdgtmll.nn.image_input import ImageInput, iter_rows
+from cdgtmll.nn.image_input import iter_rows
 
 PLAYER_ACC_FILE = "player_val_acc.npz"
 DIVERGENCES = ("jsd", "kl")
@@ -630,7 +630,7 @@ class CDGTMLL(NeuralMethod):
             return {}
         correct = torch.zeros(model.n_pairs, dtype=torch.float64, device=Y_val.device)
         s = 0
-        for xb in iter_rows(X_val, 8192 if not isinstance(X_val, ImageInput) else X_val.eval_batch_size, Y_val.device):
+        for xb in iter_rows(X_val, 8192, Y_val.device):
             _, z = model.pair_logits(xb)
             correct += ((z > 0) == (Y_val[s : s + xb.shape[0], model.pair_label] > 0.5)).sum(0)
             s += xb.shape[0]

@@ -116,12 +116,11 @@ class NeuralMethod(Method, TrainTask):
         return True
 
     def _weights_sha256(self) -> str:
-        from cdgtmll.io import sha256_file
-        from cdgtmll.nn.image_backbone import RANDOM_INIT, find_weights
+        from cdgtmll.nn.image_backbone import RANDOM_INIT, find_weights, weights_sha256
 
         if not self._image_cfg.get("pretrained", True):
             return RANDOM_INIT
-        return sha256_file(find_weights(self._image_cfg.get("weights")))
+        return weights_sha256(find_weights(self._image_cfg.get("weights")))
 
     def _image_input(self, X: Any, train: bool, seed: int = 0) -> ImageInput:
         c = self._image_cfg

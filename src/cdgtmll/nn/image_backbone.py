@@ -26,6 +26,7 @@ CUDA and a no-op elsewhere (CPU runs in float32).
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -72,12 +73,26 @@ def find_weights(weights: str | Path | None = None, variant: str = DEFAULT_VARIA
     )
 
 
+@functools.lru_cache(maxsize=8)
+def _sha256_of(path: str, size: int, mtime_ns: int) -> str:
+    return sha256_file(path)
+
+
+def weights_sha256(path: str | Path) -> str:
+    """sha256 of a weights file, computed once per (path, size, mtime) in a process: the
+    fingerprint, the torch.hub name check and the provenance record all need it, for every
+    seed of a job (a ResNet-50 file is about 100 MB)."""
+    p = Path(path).resolve()
+    st = p.stat()
+    return _sha256_of(str(p), st.st_size, st.st_mtime_ns)
+
+
 def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     """A ResNet-50 state_dict from ``path`` without ``fc.*`` entries (module docstring)."""
     path = Path(path)
     m = _HUB_NAME.match(path.name)
     if m:
-        digest = sha256_file(path)
+        digest = weights_sha256(path)
         if not digest.startswith(m.group(1)):
             raise ValueError(f"{path}: sha256 {digest} does not start with {m.group(1)} (corrupt download?)")
     try:
@@ -137,7 +152,7 @@ def build_image_backbone(
     if pretrained:
         path = find_weights(weights, variant)
         model = ResNet50Backbone(load_state_dict(path))
-        info.update(weights_file=str(path), weights_sha256=sha256_file(path),
+        info.update(weights_file=str(path), weights_sha256=weights_sha256(path),
                     weights_variant=variant if weights is None else None)
     else:
         with torch.random.fork_rng(devices=[]):
@@ -164,12 +179,28 @@ def from_config(cfg: Mapping[str, Any]) -> tuple[ResNet50Backbone, dict[str, Any
     )
 
 
-def amp_dtype(device: torch.device) -> torch.dtype | None:
-    """The autocast dtype on ``device`` (CUDA: bfloat16 when supported, else float16);
-    ``None`` off CUDA (no mixed precision)."""
-    if device.type != "cuda":
+#: ``image_backbone.amp`` values
+AMP_MODES = ("auto", "bf16", "fp16", "off")
+
+
+def resolve_amp(mode: str, device: torch.device) -> torch.dtype | None:
+    """Autocast dtype for ``image_backbone.amp`` on ``device``: None off CUDA or with
+    ``off``; ``auto`` = bfloat16 where supported, else float16."""
+    if mode not in AMP_MODES:
+        raise ValueError(f"image_backbone.amp: expected one of {AMP_MODES}, got {mode!r}")
+    if device.type != "cuda" or mode == "off":
         return None
+    if mode == "bf16":
+        return torch.bfloat16
+    if mode == "fp16":
+        return torch.float16
     return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+
+def amp_dtype(device: torch.device) -> torch.dtype | None:
+    """The autocast dtype on ``device`` with ``amp: auto`` (CUDA: bfloat16 when supported,
+    else float16); ``None`` off CUDA (no mixed precision)."""
+    return resolve_amp("auto", device)
 
 
 @contextlib.contextmanager

@@ -70,10 +70,7 @@ import torch
 from torch import nn
 
 from cdgtmll.data.images import to_normalized
-
-#: ``image_backbone.amp`` values
-AMP_MODES = ("auto", "bf16", "fp16", "off")
-
+from cdgtmll.nn.image_backbone import AMP_MODES, resolve_amp  # noqa: F401 - AMP_MODES re-exported
 
 def _seed_of(*entropy: int) -> int:
     """A 63-bit torch seed from integers (``numpy.random.SeedSequence``)."""
@@ -235,14 +232,16 @@ class ImageInput:
 
 
 def iter_rows(X: Any, chunk: int, device: torch.device) -> Iterator[torch.Tensor]:
-    """Input rows in order, ``chunk`` at a time, as model inputs on ``device``: slices of
-    a tensor, or decoded (eval-transform) images of an :class:`ImageInput`."""
+    """Input rows in order as model inputs on ``device``: ``chunk``-row slices of a tensor
+    or array (moved to ``device``), or the decoded eval-transform images of an
+    :class:`ImageInput` in batches of its ``eval_batch_size``."""
     if isinstance(X, ImageInput):
-        for _, xb in X.iter_batches(None, chunk, 0, device):
+        for _, xb in X.iter_batches(None, X.eval_batch_size, 0, device):
             yield xb
         return
     for s in range(0, X.shape[0], chunk):
-        yield X[s : s + chunk]
+        xb = X[s : s + chunk]
+        yield (torch.from_numpy(xb) if isinstance(xb, np.ndarray) else xb).to(device)
 
 
 @dataclass
@@ -273,20 +272,6 @@ class ImageSource:
 
 
 # --------------------------------------------------------------------------- backbone
-def resolve_amp(mode: str, device: torch.device) -> torch.dtype | None:
-    """Autocast dtype for ``image_backbone.amp`` on ``device``: None off CUDA or with
-    ``off``; ``auto`` = bfloat16 where supported, else float16."""
-    if mode not in AMP_MODES:
-        raise ValueError(f"image_backbone.amp: expected one of {AMP_MODES}, got {mode!r}")
-    if device.type != "cuda" or mode == "off":
-        return None
-    if mode == "bf16":
-        return torch.bfloat16
-    if mode == "fp16":
-        return torch.float16
-    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-
-
 class FineTuneBackbone(nn.Module):
     """Trainable torchvision ResNet-50 ``[B, 3, S, S] -> [B, 2048]`` float32, run under
     autocast with ``amp_dtype`` (None = float32). ``info`` records the weights."""

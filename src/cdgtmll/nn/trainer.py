@@ -86,7 +86,7 @@ from torch import nn
 from cdgtmll.io import atomic_path, atomic_write
 from cdgtmll.provenance import code_sha256
 from cdgtmll.nn import sparse as sparse_mod
-from cdgtmll.nn.image_input import ImageInput, needs_grad_scaler
+from cdgtmll.nn.image_input import ImageInput, iter_rows, needs_grad_scaler
 
 CHECKPOINT = "checkpoint.pt"
 TRAIN_LOG = "train_log.csv"
@@ -266,18 +266,11 @@ def validation_metrics(Y: np.ndarray, S: np.ndarray) -> dict[str, float]:
 @torch.no_grad()
 def predict_in_chunks(fn: Callable[[torch.Tensor], torch.Tensor], X: Any, device: torch.device,
                       sparse_ok: bool = False) -> np.ndarray:
-    if isinstance(X, ImageInput):  # eval-transformed images, in order
-        outs = [fn(xb).float().cpu() for _, xb in X.iter_batches(None, X.eval_batch_size, 0, device)]
-        if not outs:
-            raise ValueError("predict on zero rows")
-        return torch.cat(outs).numpy()
     if sparse_ok and sp.issparse(X):  # sparse backbone: one sparse COO tensor per chunk
         outs = [torch.from_numpy(s) for _, _, s in sparse_mod.predict_sparse_chunks(fn, X, device, PREDICT_CHUNK)]
-        if not outs:
-            raise ValueError("predict on zero rows")
-        return torch.cat(outs).numpy()
-    X = as_float32(X)
-    outs = [fn(torch.from_numpy(X[s : s + PREDICT_CHUNK]).to(device)).float().cpu() for s in range(0, X.shape[0], PREDICT_CHUNK)]
+    else:  # dense rows in chunks, or eval-transformed images in order
+        X = X if isinstance(X, ImageInput) else as_float32(X)
+        outs = [fn(xb).float().cpu() for xb in iter_rows(X, PREDICT_CHUNK, device)]
     if not outs:
         raise ValueError("predict on zero rows")
     return torch.cat(outs).numpy()
@@ -332,13 +325,12 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
     # sparse X only when the task wants it; sparse Y always stays sparse (nn.sparse)
     keep_sparse = sp.issparse(X_train) and bool(getattr(task, "wants_sparse_input", lambda X: False)(X_train))
     images = isinstance(X_train, ImageInput)
-    Xtr = X_train if images else sparse_mod.as_csr32(X_train) if keep_sparse else as_float32(X_train)
+    Xtr = _trainer_input(X_train, keep_sparse)
     Ytr = sparse_mod.as_csr32(Y_train) if sp.issparse(Y_train) else as_float32(Y_train)
     has_val = X_val is not None and Y_val is not None and np.shape(Y_val)[0] > 0
     if has_val and images != isinstance(X_val, ImageInput):
         raise TypeError("X_train and X_val must both be ImageInput or both be arrays")
-    Xva = ((X_val if images else sparse_mod.as_csr32(X_val) if keep_sparse and sp.issparse(X_val)
-            else as_float32(X_val)) if has_val else None)
+    Xva = _trainer_input(X_val, keep_sparse) if has_val else None
     Yva = (sparse_mod.as_csr32(Y_val) if sp.issparse(Y_val) else as_float32(Y_val)) if has_val else None
 
     seed_everything(ctx.seed)
@@ -372,12 +364,12 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
         _set_rng_state(state["rng"], gen)
         rows, start_epoch = list(state["rows"]), int(state["epoch"]) + 1
 
-    X_t = Xtr if images else sparse_mod.rows_on(Xtr, device)  # ImageInput, a tensor, or SparseRows for CSR
+    X_t = _rows_on(Xtr, device)
     if sp.issparse(Ytr):
         Y_t = sparse_mod.SparseRows(Ytr, device, dense=True, transform=lambda y: task.train_targets(model, y))
     else:
         Y_t = task.train_targets(model, torch.from_numpy(Ytr).to(device))
-    Xv_t = (Xva if images else sparse_mod.rows_on(Xva, device)) if has_val else None
+    Xv_t = _rows_on(Xva, device) if has_val else None
     Yv_t = sparse_mod.rows_on(Yva, device, dense=True) if has_val else None
     stop_after = (getattr(ctx, "extra", None) or {}).get("_stop_after_epoch")
     lr_names = [g["name"] for g in opt.param_groups]
@@ -443,6 +435,22 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
         write_log(log_path, rows)
     model.eval()
     return model, rows
+
+
+def _trainer_input(X: Any, keep_sparse: bool) -> Any:
+    """An input as the trainer holds it: an ImageInput as is, a kept-sparse matrix as
+    canonical CSR float32, anything else dense float32."""
+    if isinstance(X, ImageInput):
+        return X
+    if keep_sparse and sp.issparse(X):
+        return sparse_mod.as_csr32(X)
+    return as_float32(X)
+
+
+def _rows_on(X: Any, device: torch.device) -> Any:
+    """Row-indexable input on ``device``: an ImageInput (decodes per batch), a tensor, or
+    ``SparseRows`` for CSR."""
+    return X if isinstance(X, ImageInput) else sparse_mod.rows_on(X, device)
 
 
 def make_optimizer(
