@@ -33,6 +33,10 @@ class AuditReport:
     lines: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     checked: int = 0
+    #: within one audit each file is hashed and each image listing computed once (a table's
+    #: runs share their data files)
+    _sha256: dict[Path, str] = field(default_factory=dict, repr=False)
+    _listings: dict[Path, tuple[str, str] | None] = field(default_factory=dict, repr=False)
 
     def say(self, text: str, indent: int = 0) -> None:
         self.lines.append("  " * indent + text)
@@ -46,7 +50,10 @@ class AuditReport:
         if expected is None:
             self.say(f"(no recorded hash) {what}: {path}", indent)
             return True
-        actual = sha256_file(path)
+        key = path.resolve()
+        if key not in self._sha256:
+            self._sha256[key] = sha256_file(path)
+        actual = self._sha256[key]
         self.checked += 1
         if actual != expected:
             self.problems.append(f"MODIFIED {what}: {path} (recorded sha256 {expected}, on disk {actual})")
@@ -118,6 +125,21 @@ def audit_provenance(rep: AuditReport, prov_path: Path, indent: int) -> None:
 def audit_images(rep: AuditReport, data_path: Path, indent: int) -> None:
     """For an image dataset (row ids + image paths), re-compute the listing fingerprint
     (relative path and size of every image) recorded when it was prepared."""
+    key = data_path.resolve()
+    if key not in rep._listings:
+        rep._listings[key] = _image_listing_check(data_path)
+    result = rep._listings[key]
+    if result is None:  # not an image dataset
+        return
+    problem, line = result
+    rep.checked += 1
+    if problem:
+        rep.problems.append(problem)
+    rep.say(line, indent)
+
+
+def _image_listing_check(data_path: Path) -> tuple[str, str] | None:
+    """``(problem or '', report line)`` for an image dataset's listing; None otherwise."""
     import numpy as np
 
     from cdgtmll.data.images import X_KIND, listing_sha256
@@ -126,21 +148,17 @@ def audit_images(rep: AuditReport, data_path: Path, indent: int) -> None:
         meta = json.loads(str(z["meta"]))
     recorded = (meta.get("image_source") or {}).get("listing_sha256")
     if meta.get("x_kind") != X_KIND or not recorded:
-        return
+        return None
     root = Path(meta["image_root"])
     missing = next((p for p in meta["image_paths"] if not (root / p).is_file()), None)
     if missing is not None:
-        rep.problems.append(f"MISSING image: {root / missing}")
-        rep.say(f"MISSING  image: {root / missing}", indent)
-        return
+        return f"MISSING image: {root / missing}", f"MISSING  image: {root / missing}"
     actual = listing_sha256(root, meta["image_paths"])
-    rep.checked += 1
     if actual != recorded:
-        rep.problems.append(f"MODIFIED images under {root}: listing sha256 (path + size of "
-                            f"{len(meta['image_paths'])} images) recorded {recorded}, on disk {actual}")
-        rep.say(f"MODIFIED images under {root}: listing recorded {recorded}, on disk {actual}", indent)
-        return
-    rep.say(f"ok       images: {len(meta['image_paths'])} under {root}, listing sha256 {actual[:16]}…", indent)
+        return (f"MODIFIED images under {root}: listing sha256 (path + size of {len(meta['image_paths'])} "
+                f"images) recorded {recorded}, on disk {actual}",
+                f"MODIFIED images under {root}: listing recorded {recorded}, on disk {actual}")
+    return "", f"ok       images: {len(meta['image_paths'])} under {root}, listing sha256 {actual[:16]}…"
 
 
 def audit(artifact: str | Path, cell: tuple[str, str] | None = None) -> AuditReport:

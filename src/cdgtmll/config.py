@@ -341,11 +341,15 @@ def method_hparams(config: dict, dataset: str, method: str) -> dict:
     return hp
 
 
+def is_image_dataset(config: dict, dataset: str) -> bool:
+    """Whether ``dataset`` trains on images through a ResNet-50 (protocol backbone resnet50)."""
+    return training_protocol(config, dataset).get("backbone") == "resnet50"
+
+
 def finetunes_images(config: dict, dataset: str) -> bool:
     """Whether ``dataset`` trains a ResNet-50 end to end on its images (protocol backbone
     resnet50 and ``image_backbone.mode: finetune``) rather than on frozen features."""
-    return (training_protocol(config, dataset).get("backbone") == "resnet50"
-            and config.get("image_backbone", {}).get("mode", "finetune") == "finetune")
+    return is_image_dataset(config, dataset) and config.get("image_backbone", {}).get("mode", "finetune") == "finetune"
 
 
 def not_runnable(config: dict, dataset: str, method: str) -> str | None:
@@ -376,7 +380,7 @@ def run_spec(config: dict, dataset: str, variant: str, method: str) -> dict:
         "r_variants": {k: config["r_variants"][k] for k in ("tail_fraction", "tie_seed")},
         "plugins": list(config.get("plugins", [])),
     }
-    if spec["training"].get("backbone") == "resnet50":
+    if is_image_dataset(config, dataset):
         spec["image_backbone"] = dict(config.get("image_backbone", {}))
     return spec
 
@@ -409,7 +413,7 @@ def study_jobs(config: dict) -> dict[str, list[tuple[str, str, str]]]:
             # occluded training images exist only for image datasets; on tabular data only
             # the clean runs are made and the figure states that occlusion does not apply
             vs = [CLEAN]
-            if training_protocol(config, d).get("backbone") == "resnet50":
+            if is_image_dataset(config, d):
                 vs += [occlusion_id(g, s) for g in spec["levels"] for s in spec.get("sampling_seeds", [0])]
         else:
             vs = [spec.get("variant", CLEAN)]

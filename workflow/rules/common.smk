@@ -5,11 +5,11 @@ from pathlib import Path
 from cdgtmll.config import (
     CLEAN,
     finetunes_images,
+    is_image_dataset,
     not_runnable,
     pr_curve_enabled,
     run_spec,
     study_jobs,
-    training_protocol,
     variant_id,
     variants,
 )
@@ -34,7 +34,7 @@ def processed(dataset):
 
 def frozen_features(dataset):
     """Image dataset (training backbone resnet50) with image_backbone.mode frozen."""
-    return training_protocol(config, dataset).get("backbone") == "resnet50" and not finetunes_images(config, dataset)
+    return is_image_dataset(config, dataset) and not finetunes_images(config, dataset)
 
 
 def base_data(dataset):
