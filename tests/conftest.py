@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-MIRROR_ENV = "CDGTMLL_DATA_MIRROR"
-
-
-def mirror_path() -> Path:
-    """The offline dataset mirror: $CDGTMLL_DATA_MIRROR, else ``<repo>/../shared/datasets``."""
-    env = os.environ.get(MIRROR_ENV)
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "datasets"
+from helpers import MIRROR_ENV, mirror_path
 
 
 @pytest.fixture(scope="session")

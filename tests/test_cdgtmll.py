@@ -20,10 +20,10 @@ from cdgtmll.methods.cdgtmll import (
     bernoulli_kl,
     make_partition,
 )
+from helpers import yeast_arrays
 
 torch.set_num_threads(1)
 
-YEAST = Path("/work/shared/datasets/yeast/yeast-train.arff")
 
 
 def power_law_Y(n: int, L: int, seed: int = 0) -> np.ndarray:
@@ -458,18 +458,8 @@ def test_ema_peer_average():
 # ------------------------------------------------------------------------- Yeast, short
 
 
-def load_yeast():
-    import arff
-
-    with open(YEAST) as fh:
-        d = arff.load(fh)
-    A = np.asarray(d["data"], dtype=np.float64)
-    return A[:, :-14].astype(np.float32), A[:, -14:].astype(np.uint8)
-
-
-@pytest.mark.skipif(not YEAST.exists(), reason="Yeast mirror not available")
 def test_yeast_short_run(tmp_path):
-    X, Y = load_yeast()
+    X, Y = yeast_arrays()
     data = FitData(X[:1200], Y[:1200], X[1200:], Y[1200:], [f"Class{k + 1}" for k in range(14)])
     m = build("CD-GTMLL", {"epochs": 5})
     m.fit(data, RunContext(seed=0, workdir=tmp_path))

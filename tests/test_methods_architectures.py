@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
 import numpy as np
@@ -24,17 +23,12 @@ from cdgtmll.methods.architectures import (
     mlgcn_correlation,
     sample_label_states,
 )
+from helpers import yeast_fitdata
 
 torch.set_num_threads(1)
 
 NAMES = ["CC", "ML-GCN", "C-Tran", "ML-Decoder"]
 SMALL = {"hidden_dim": 64, "batch_size": 64}
-
-
-def yeast_path() -> Path:
-    env = os.environ.get("CDGTMLL_DATA_MIRROR")
-    root = Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "datasets"
-    return root / "yeast" / "yeast-train.arff"
 
 
 def synthetic(n=120, d=12, L=6, seed=0) -> FitData:
@@ -54,14 +48,7 @@ def build_unfitted(method, data: FitData, seed: int = 0):
 
 @pytest.fixture(scope="module")
 def yeast() -> FitData:
-    path = yeast_path()
-    if not path.exists():
-        pytest.skip(f"Yeast not found at {path} (set CDGTMLL_DATA_MIRROR)")
-    from cdgtmll.data.mulan import read_mulan_arff
-
-    X, Y, _ = read_mulan_arff(path, 14)
-    X, Y = np.asarray(X)[:500], np.asarray(Y)[:500]
-    return FitData(X[:380], Y[:380], X[380:], Y[380:], [f"l{k}" for k in range(14)])
+    return yeast_fitdata(380, 120)
 
 
 def test_registered_and_hparams():

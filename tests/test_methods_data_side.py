@@ -3,7 +3,6 @@ short real training runs on a Yeast slice (shape, range, same seed -> same predi
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +10,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from cdgtmll.data.mulan import read_mulan_arff
 from cdgtmll.losses import reduce
 from cdgtmll.methods import FitData, RunContext, available, build
 from cdgtmll.methods.data_side import (
@@ -36,11 +34,10 @@ from cdgtmll.methods.data_side import (
     train_feature_generator,
 )
 from cdgtmll.nn.trainer import TrainingInterrupted
+from helpers import yeast_arrays, yeast_fitdata
 
 torch.set_num_threads(1)
 
-MIRROR = Path(os.environ.get("CDGTMLL_DATA_MIRROR") or Path(__file__).resolve().parents[2] / "shared" / "datasets")
-YEAST = MIRROR / "yeast" / "yeast-train.arff"
 
 TRAIN = {"epochs": 2, "batch_size": 64, "hidden_dim": 32}
 ROWS = {
@@ -52,19 +49,12 @@ ROWS = {
 
 @pytest.fixture(scope="module")
 def yeast() -> FitData:
-    if not YEAST.is_file():
-        pytest.skip(f"Yeast not found at {YEAST} (set CDGTMLL_DATA_MIRROR)")
-    X, Y, _ = read_mulan_arff(YEAST, 14)
-    X, Y = np.asarray(X, dtype=np.float32), np.asarray(Y)
-    return FitData(X[:300], Y[:300], X[300:450], Y[300:450], [f"Class{i + 1}" for i in range(14)])
+    return yeast_fitdata(300, 150)
 
 
 @pytest.fixture(scope="module")
 def yeast_test() -> np.ndarray:
-    if not YEAST.is_file():
-        pytest.skip("Yeast not found")
-    X, _, _ = read_mulan_arff(YEAST, 14)
-    return np.asarray(X, dtype=np.float32)[450:530]
+    return yeast_arrays(530)[0][450:]
 
 
 def _fit(name: str, data: FitData, workdir: Path, seed: int = 0, **hp):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,6 @@ import torch
 from scipy.optimize import minimize_scalar
 
 from cdgtmll import metrics
-from cdgtmll.data.mulan import read_mulan_arff
 from cdgtmll.methods import FitData, RunContext, available, build
 from cdgtmll.methods.two_step import (
     EXP_LINEAR_ABOVE,
@@ -23,11 +21,10 @@ from cdgtmll.methods.two_step import (
     ExponentialProperLoss,
     SquaredProperLoss,
 )
+from helpers import yeast_fitdata
 
 torch.set_num_threads(1)
 
-MIRROR = Path(os.environ.get("CDGTMLL_DATA_MIRROR") or Path(__file__).resolve().parents[2] / "shared" / "datasets")
-YEAST = MIRROR / "yeast" / "yeast-train.arff"
 
 # small and fast: 2 epochs, a narrow backbone
 TRAIN = {"epochs": 2, "batch_size": 64, "hidden_dim": 32}
@@ -54,12 +51,7 @@ DEFAULTS = {
 
 @pytest.fixture(scope="module")
 def yeast() -> FitData:
-    if not YEAST.is_file():
-        pytest.skip(f"Yeast not found at {YEAST} (set CDGTMLL_DATA_MIRROR)")
-    X, Y, _ = read_mulan_arff(YEAST, 14)
-    X, Y = np.asarray(X, dtype=np.float32), np.asarray(Y)
-    names = [f"Class{i + 1}" for i in range(Y.shape[1])]
-    return FitData(X[:300], Y[:300], X[300:450], Y[300:450], names)
+    return yeast_fitdata(300, 150)
 
 
 def _fit(name: str, hp: dict, data: FitData, workdir: Path, seed: int = 0):

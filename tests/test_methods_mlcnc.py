@@ -4,7 +4,6 @@ and short Yeast runs (determinism and exact resume)."""
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
 import numpy as np
@@ -21,28 +20,16 @@ from cdgtmll.methods.mlcnc import (
     two_way_loss,
 )
 from cdgtmll.nn.trainer import TrainingInterrupted
+from helpers import yeast_fitdata
 
 torch.set_num_threads(1)
 
 SMALL = {"hidden_dim": 64, "batch_size": 64, "d_model": 32, "n_heads": 4, "n_tokens": 8}
 
 
-def yeast_path() -> Path:
-    env = os.environ.get("CDGTMLL_DATA_MIRROR")
-    root = Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "datasets"
-    return root / "yeast" / "yeast-train.arff"
-
-
 @pytest.fixture(scope="module")
 def yeast() -> FitData:
-    path = yeast_path()
-    if not path.exists():
-        pytest.skip(f"Yeast not found at {path} (set CDGTMLL_DATA_MIRROR)")
-    from cdgtmll.data.mulan import read_mulan_arff
-
-    X, Y, _ = read_mulan_arff(path, 14)
-    X, Y = np.asarray(X)[:400], np.asarray(Y)[:400]
-    return FitData(X[:300], Y[:300], X[300:], Y[300:], [f"l{k}" for k in range(14)])
+    return yeast_fitdata(300, 100)
 
 
 def synthetic(n=120, d=12, L=6, seed=0) -> FitData:

@@ -79,7 +79,7 @@ def test_ablation_gaps_equal_differences_of_means(tmp_path: Path):
             dirs.append(write_metrics(run(root, "voc2007", "clean", m, k),
                                       {"rare_f1": v, "mAP": v + 0.2, "micro_f1": v + 0.1}, {"rare_f1": v - 0.1}))
     out = tmp_path / "fig" / "ablation"
-    rows = sf.ablation_figure(dirs, out, full="CD-GTMLL", order=["No-Curiosity", "Single-Predictor", "CD-GTMLL"])
+    sf.ablation_figure(dirs, out, full="CD-GTMLL", order=["No-Curiosity", "Single-Predictor", "CD-GTMLL"])
     df = pd.read_csv(f"{out}.csv")
     assert len(df) == 9
     assert list(dict.fromkeys(df["method"])) == ["No-Curiosity", "Single-Predictor", "CD-GTMLL"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,21 +12,17 @@ import torch
 from cdgtmll.methods import FitData, RunContext, available, build
 from cdgtmll.methods.neural import BCEMethod, LossHeadMethod
 from cdgtmll.nn.trainer import CHECKPOINT, TRAIN_LOG, TrainingInterrupted, read_log, validation_metrics
+from helpers import YEAST_TRAIN, yeast_arrays
 
 torch.set_num_threads(1)
 
-YEAST = Path("/work/shared/datasets/yeast/yeast-train.arff")
 TIMING = ("epoch_time", "val_time")
 
 
 def load_data() -> FitData:
     """Yeast (first 600 rows: 450 train / 150 val) when the mirror is there, else synthetic."""
-    if YEAST.exists():
-        import arff
-
-        with open(YEAST) as fh:
-            A = np.asarray(arff.load(fh)["data"], dtype=np.float64)[:600]
-        X, Y = A[:, :-14].astype(np.float32), A[:, -14:].astype(np.uint8)
+    if YEAST_TRAIN.is_file():
+        X, Y = yeast_arrays(600)
     else:
         rng = np.random.default_rng(0)
         X = rng.normal(size=(600, 20)).astype(np.float32)
