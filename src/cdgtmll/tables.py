@@ -87,13 +87,14 @@ def collect(paths: list[Path]) -> pd.DataFrame:
         parsed = parse_variant(variant)
         sev, sseed = (None, None) if parsed is None else parsed
         backbone = backbone_use(seed_dir)
+        digest = sha256_file(mpath)
         for mode in MODES:
             own = mode == "global" and "method" in m
             block = m["method"] if own else m[_mode_key(m, mode)]
             row = {"dataset": dataset, "variant": variant, "setting": variant_setting(variant),
                    "severity": sev, "sampling_seed": sseed,
                    "method": method, "seed": int(seed_dir.name[4:]), "mode": mode, "own_thresholds": own,
-                   "backbone": backbone, "metrics_path": str(mpath), "metrics_sha256": sha256_file(mpath)}
+                   "backbone": backbone, "metrics_path": str(mpath), "metrics_sha256": digest}
             row.update({k: block.get(k) for k in METRICS})
             rows.append(row)
     cols = ["dataset", "variant", "setting", "severity", "sampling_seed", "method", "seed", "mode", "own_thresholds", *METRICS,
