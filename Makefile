@@ -5,6 +5,8 @@ PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 CORES ?= 8
+# the profile to run; `make all CONFIG=config/paper.yaml` runs the paper's full protocol
+CONFIG ?= config/config.yaml
 # Offline data: the mirror beside the checkout is used when present (env var wins).
 MIRROR := $(abspath ../shared/datasets)
 export CDGTMLL_DATA_MIRROR ?= $(if $(wildcard $(MIRROR)/MANIFEST.tsv),$(MIRROR),)
@@ -22,8 +24,11 @@ $(BIN)/.installed: requirements.lock pyproject.toml
 
 venv: $(BIN)/.installed
 
+# check-config first: a YAML syntax error then names the file and line (Snakemake's own
+# parser names neither); --show-failed-logs prints the tail of a failed rule's log.
 all: venv
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --cores $(CORES) all
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/cdgtmll check-config $(CONFIG)
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --cores $(CORES) --show-failed-logs --configfile $(CONFIG) all
 
 test: venv
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -n 2 -q
@@ -39,3 +44,13 @@ lock: venv
 
 clean-results:
 	rm -rf results/data results/runs results/tables results/metrics.json figures/*.p* logs benchmarks/out
+
+# Scale out: every job an sbatch job on a Slurm cluster (edit the marked lines of
+# profiles/slurm/config.yaml first). A cluster without job accounting (no slurmdbd, e.g.
+# tools/slurm_local.sh) also needs SLURM_ARGS="--slurm-status-command squeue --slurm-no-account".
+PROFILE ?= profiles/slurm
+SLURM_ARGS ?=
+.PHONY: cluster
+cluster: venv
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/cdgtmll check-config $(CONFIG)
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --profile $(PROFILE) --configfile $(CONFIG) $(SLURM_ARGS) all

@@ -115,6 +115,9 @@ def test_good_url_is_fetched_verified_and_recorded(server, tmp_path, no_env_mirr
     assert prov["source"] == "url" and prov["sha256"] == SHA and prov["size"] == len(BODY)
     assert prov["origin"] == f"{base}/good.csv" and prov["verified"] is True and prov["time"]
     assert _leftovers(tmp_path / "raw") == ["data.csv", "data.csv.source.json"]
+    # the processed data's record names the raw copy, which `cdgtmll audit` re-hashes
+    assert res.record()["path"] == str(tmp_path / "raw" / "data.csv") and res.record()["sha256"] == SHA
+    assert res.notes == ("no mirror configured; downloaded " + f"{base}/good.csv",)
 
 
 def test_corrupted_download_raises_with_both_hashes_and_leaves_nothing(server, tmp_path, no_env_mirror):
@@ -241,6 +244,8 @@ def test_cached_file_is_reused(server, tmp_path, no_env_mirror):
     first.path.write_bytes(b"stale")
     third = fetch(spec, "data.csv", tmp_path / "raw")
     assert third.source == "url" and third.path.read_bytes() == BODY
+    assert f"{first.path}: cached copy has sha256 {hashlib.sha256(b'stale').hexdigest()}, expected {SHA}; " \
+        "re-acquiring" in third.notes
 
 
 def test_packaged_river_copy_used_without_mirror(tmp_path, monkeypatch):

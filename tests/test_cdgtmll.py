@@ -82,7 +82,7 @@ def batch(data: FitData):
 # ------------------------------------------------------------------ reference (naive, loops)
 
 
-def reference_terms(model, x, y, freq, divergence="jsd", eps=1e-6, payoff="rarity", beta=0.3):
+def reference_terms(model, x, y, freq, divergence="jsd", eps=1e-6, payoff="uniform", beta=0.3):
     """R and [E_B C_i] straight from Eqs. 3/7 and Thm 1(3), with per-player/per-label loops."""
     h = model.backbone(x)
     z = model.heads(h)
@@ -406,6 +406,66 @@ def test_ablation_no_curiosity_alpha0():
         assert torch.equal(a, b) if a is not None else b is None
 
 
+def _single_head_grads(data, alpha, **hp):
+    """Gradient of -Phi on the singly-covered head rows [L1, d'+1] (weight | bias)."""
+    m, model = make_model(data, alpha=alpha, **hp)
+    x, y = batch(data)
+    loss, _ = m.training_step(model, x, model.target_layout(y), progress=0.0)
+    gw, gb = torch.autograd.grad(loss, [model.heads.weight, model.heads.bias])
+    L1 = model.n_single
+    return torch.cat([gw[:L1], gb[:L1, None]], 1).double(), model.c_pair[:L1].double()
+
+
+def test_default_payoff_uniform_curiosity_reweights_labels():
+    """Issue 11 item 1: under the old default (rarity-weighted R) alpha only rescaled the
+    singly-covered head gradients by one constant, so No-Curiosity and the alpha sweep
+    measured nothing. The default is now the uniform payoff: row l's gradient is scaled by
+    exactly 1 + alpha r_l (r_l = 1/(1 + freq)), i.e. alpha re-weights labels."""
+    assert CDGTMLL().payoff_weights == "uniform"
+    X, Y = yeast_arrays(600)
+    data = FitData(X[:512], Y[:512], X[512:], Y[512:], [f"Class{k + 1}" for k in range(14)])
+    g0, r = _single_head_grads(data, 0.0)
+    g1, _ = _single_head_grads(data, 0.4)
+    ratio = g1.norm(dim=1) / g0.norm(dim=1)
+    assert torch.allclose(ratio, 1 + 0.4 * r, rtol=1e-4)  # no clipped entries at init
+    assert float(ratio.max() - ratio.min()) > 0.05  # labels re-weighted, not one common scale
+    cos = F.cosine_similarity(g0.flatten(), g1.flatten(), dim=0)
+    assert float(cos) < 1 - 1e-5
+    # the rarity payoff stays available and reproduces the reviewer's finding (cosine 1)
+    h0, _ = _single_head_grads(data, 0.0, payoff_weights="rarity")
+    h1, _ = _single_head_grads(data, 0.4, payoff_weights="rarity")
+    assert float(F.cosine_similarity(h0.flatten(), h1.flatten(), dim=0)) > 1 - 1e-6
+
+
+def test_predictions_unclipped_no_ties():
+    """Issue 11 item 2: predictions are the raw fused sigmoids (no clip to [eps, 1-eps]),
+    so saturated logits keep their order; the training objective still clips."""
+    data = synthetic(L=15)
+    m, model = make_model(data, n_players=3)
+    with torch.no_grad():
+        model.heads.weight.mul_(5.0)
+        model.heads.bias[:2] -= 25.0  # logits far below logit(1e-6) = -13.8
+    x, _ = batch(data)
+    with torch.no_grad():
+        z = model.pair_logits(x)[1]
+        S = model(x)
+    L1 = model.n_single
+    single = model.single_labels
+    assert float(z[:, :L1].min()) < model.logit_lo  # the old clip would have bitten
+    assert torch.equal(S[:, single], torch.sigmoid(z[:, :L1]))  # exactly the baselines' sigmoid
+    assert not bool(((S == model.eps) | (S == 1 - model.eps)).any())
+    for k in range(L1):  # no ties beyond those of float32 sigmoid itself
+        assert torch.unique(S[:, single[k]]).numel() == torch.unique(torch.sigmoid(z[:, k])).numel()
+    for k in range(2):  # the saturated labels: clipping would have tied their scores
+        clipped = torch.sigmoid(z[:, k]).clamp(1e-6, 1 - 1e-6)
+        assert torch.unique(S[:, single[k]]).numel() > torch.unique(clipped).numel() + 10
+    ov = model.ov_labels
+    for k, lab in enumerate(ov.tolist()):  # overlap labels: the omega-weighted mean of sigmoids
+        w = model.fusion_weights()[model.ov_group == k]
+        ref = (torch.sigmoid(z[:, L1:][:, model.ov_group == k]) * w).sum(1)
+        assert torch.allclose(S[:, lab], ref, rtol=1e-6, atol=0)
+
+
 def test_ablation_single_predictor_N1():
     data = synthetic(L=15)
     m, model = make_model(data, n_players=1)
@@ -469,7 +529,7 @@ def test_yeast_short_run(tmp_path):
     for row in log:
         assert row["Phi"] == pytest.approx(-row["loss"])
     S = m.predict_proba(X[1200:])
-    assert S.shape == (300, 14) and S.min() >= 1e-6 - 1e-12 and S.max() <= 1 - 1e-6 + 1e-12
+    assert S.shape == (300, 14) and S.min() >= 0.0 and S.max() <= 1.0
     from sklearn.metrics import average_precision_score
 
     Yv = Y[1200:]

@@ -256,7 +256,9 @@ def test_packaged_claims_on_a_yeast_only_run_never_pass_other_datasets(claims):
                   for m in ("BCE", "CD-GTMLL") for s in range(3) for v in ("clean", "R0.40-s0")])
     res = C.check_claims(claims, runs)
     other = res[res["dataset"] != "yeast"]
-    assert (other["status"].isin([C.NC_DATASET]) | other["status"].str.startswith("not checked")).all()
+    # not run there: not checked -- or a paper inconsistency, which needs no run (PE's mAP/P@k vs BCE's)
+    assert (other["status"].str.startswith("not checked") | (other["status"] == "paper inconsistency")).all()
+    assert set(other.loc[other["status"] == "paper inconsistency", "method"]) == {"PE"}
     assert (res.loc[res["dataset"] != "yeast", "status"] != C.CONSISTENT).all()
     yeast = res[(res["dataset"] == "yeast") & res["claim_id"].str.startswith("T1:")]
     assert set(yeast.loc[yeast["method"].isin(["BCE", "CD-GTMLL"]), "status"]) <= {C.CONSISTENT, C.INCONSISTENT}
@@ -356,3 +358,55 @@ def test_cli_writes_csv_and_md(tmp_path, r_runs):
     assert f"| **total** | {len(res)} |" in md
     assert not list(out.parent.glob(".*tmp*"))
     assert "(in LaTeX comment)" in md
+
+
+# ------------------------------------------------------------------ paper inconsistencies (issue 11)
+
+PAPER = "paper inconsistency"  # the status string of PAPER in the result csv
+
+def test_paper_inconsistency_where_the_paper_separates_pe_from_bce(claims):
+    """PE's mAP and P@k are BCE's by construction (PE only thresholds BCE's probabilities).
+    Where the paper prints them different, the claim is a paper inconsistency -- its own
+    status, never 'inconsistent' (a failure to reproduce) -- whether or not the dataset was run."""
+    runs = _runs([{"method": m, "seed": s, "dataset": "voc2007", "mAP": 0.80 + 0.01 * s}
+                  for m in ("BCE", "PE") for s in range(3)])
+    res = C.check_claims(claims, runs).set_index("claim_id")
+    pe = res.loc["T1:voc2007:mAP:PE"]
+    assert pe["status"] == PAPER and pe["compared_with"] == "BCE"
+    assert "prints 90.50 for PE and 88.90 for BCE (T1:voc2007:mAP:BCE)" in pe["detail"]
+    assert "reproduction check alone: inconsistent" in pe["detail"]  # 90.5 is outside the reproduced CI
+    assert pe["reproduced_mean"] == pytest.approx(81.0)  # the reproduced numbers are still reported
+    assert res.loc["T1:voc2007:mAP:BCE", "status"] == C.INCONSISTENT  # BCE itself is judged as usual
+    assert res.loc["T1:voc2007:rare_f1:PE", "status"] != PAPER  # F1: thresholds differ
+    # XMC table, not run: PE's P@k printed different from BCE's on all 9 cells
+    pk = res[res.index.str.match(r"T3:.*:p@\d:PE$")]
+    assert len(pk) == 9 and (pk["status"] == PAPER).all()
+    assert pk["detail"].str.contains("reproduction check alone: not checked: dataset not run").all()
+    # ETU (default utility macro-recall) ranks rows by eta/prior: nothing equal, judged as usual
+    etu = res[res.index.str.match(r"T3:.*:ETU$")]
+    assert len(etu) == 9 and (etu["status"] == C.NC_DATASET).all()
+    assert (res["status"] == PAPER).sum() == 11
+    md = C.render_markdown(res.reset_index(), "runs.csv", "claims.csv", len(runs), ["voc2007"], [])
+    assert f"| {PAPER} | 11 |" in md
+    assert C.PAPER_INCONSISTENT == PAPER and PAPER in C.STATUS_ORDER
+
+
+def test_paper_inconsistency_follows_the_runs_construction():
+    """ETU's P@k equals BCE's only with utility 'precision' (recorded per run in all_runs.csv);
+    equal printed values are not flagged."""
+    claims = pd.DataFrame([
+        _claim(claim_id="T3:eurlex-4k:p@1:BCE", dataset="eurlex-4k", metric="p@1", method="BCE", paper_value=85.6),
+        _claim(claim_id="T3:eurlex-4k:p@1:ETU", dataset="eurlex-4k", metric="p@1", method="ETU", paper_value=87.9),
+        _claim(claim_id="T3:eurlex-4k:p@3:BCE", dataset="eurlex-4k", metric="p@3", method="BCE", paper_value=72.3),
+        _claim(claim_id="T3:eurlex-4k:p@3:PE", dataset="eurlex-4k", metric="p@3", method="PE", paper_value=72.3),
+    ])
+    recs = [{"method": m, "seed": s, "dataset": "eurlex-4k"} for m in ("BCE", "ETU", "PE") for s in range(3)]
+    runs = _runs(recs)
+    runs["equal_by_construction"] = ["BCE:p@1,p@3,p@5" if m == "ETU" else ("BCE:mAP,p@1,p@3,p@5" if m == "PE" else "")
+                                     for m in runs["method"]]
+    res = C.check_claims(claims, runs).set_index("claim_id")
+    assert res.loc["T3:eurlex-4k:p@1:ETU", "status"] == PAPER
+    assert res.loc["T3:eurlex-4k:p@3:PE", "status"] == C.INCONSISTENT  # printed equal to BCE's: a normal claim
+    runs["equal_by_construction"] = ["BCE:mAP,p@1,p@3,p@5" if m == "PE" else "" for m in runs["method"]]
+    res = C.check_claims(claims, runs).set_index("claim_id")
+    assert res.loc["T3:eurlex-4k:p@1:ETU", "status"] == C.INCONSISTENT  # macro-recall ETU: a reproduction result

@@ -100,6 +100,46 @@ def test_run_spec_hash_stable_and_sensitive(default_cfg):
     assert cdg.config_hash(cdg.run_spec(cfg3, "yeast", "clean", "BR-LogReg")) == cdg.config_hash(a)
 
 
+def test_code_default_change_changes_run_spec(default_cfg, monkeypatch):
+    """A hyper-parameter the config does not set still enters the run spec with the value
+    the code uses, so changing a code default re-runs the job (here CD-GTMLL's payoff
+    weights, which changed default in issue 11)."""
+    from cdgtmll.methods.cdgtmll import CDGTMLL
+
+    cfg = cdg.validate(copy.deepcopy(default_cfg))
+    cfg["methods"]["CD-GTMLL"].pop("payoff_weights", None)
+    a = cdg.run_spec(cfg, "yeast", "clean", "CD-GTMLL")
+    assert a["resolved_hparams"]["payoff_weights"] == "uniform"
+    assert a["resolved_hparams"]["epochs"] == cfg["training"]["default"]["epochs"]
+    defaults = list(CDGTMLL.__init__.__defaults__)
+    i = defaults.index("uniform")
+    defaults[i] = "rarity"
+    monkeypatch.setattr(CDGTMLL.__init__, "__defaults__", tuple(defaults))
+    b = cdg.run_spec(cfg, "yeast", "clean", "CD-GTMLL")
+    assert b["resolved_hparams"]["payoff_weights"] == "rarity"
+    assert cdg.config_hash(a) != cdg.config_hash(b)
+
+
+def test_coco_dbl_uses_official_coco_settings():
+    """Issue 11 item 4: the official configs/coco/LT_resnet50_pfc_DB.py uses map_param
+    gamma (mu) = 0.2 and logit_reg neg_scale (lambda) = 2.0; VOC keeps 0.3 / 5."""
+    from cdgtmll.methods import FitData, RunContext, base
+
+    cfg = cdg.load(ROOT / "config/paper.yaml")
+    coco = cdg.run_spec(cfg, "coco2014", "clean", "DBL")
+    voc = cdg.run_spec(cfg, "voc2007", "clean", "DBL")
+    assert (coco["hparams"]["smooth_mu"], coco["hparams"]["lam"]) == (0.2, 2.0)
+    assert (coco["resolved_hparams"]["smooth_mu"], coco["resolved_hparams"]["lam"]) == (0.2, 2.0)
+    assert (voc["resolved_hparams"]["smooth_mu"], voc["resolved_hparams"]["lam"]) == (0.3, 5.0)
+    # the loss the COCO run trains with carries them
+    import numpy as np
+
+    m = base.build_for_protocol("DBL", coco["hparams"], coco["training"])
+    Y = np.eye(4, dtype=np.uint8).repeat(3, 0)
+    m.prepare(FitData(np.zeros((12, 2), np.float32), Y, None, None, list("abcd")), RunContext(0, Path(".")))
+    assert (m._criterion.smooth_mu, m._criterion.lam) == (0.2, 2.0)
+
+
 def test_variant_ids_roundtrip(default_cfg):
     cfg = cdg.validate(copy.deepcopy(default_cfg))
     vs = cdg.variants(cfg, "yeast")
@@ -156,3 +196,34 @@ def test_plugins_register_methods(default_cfg, tmp_path, monkeypatch):
     cfg["plugins"] = ["no_such_module_xyz"]
     msg = _err(cfg)
     assert "plugins[0]" in msg and "no_such_module_xyz" in msg
+
+
+def test_method_hyperparameter_out_of_range_named(default_cfg):
+    """Issue 12 item 3: a method's hyper-parameters are range-checked like the training
+    block, and the error names the key down to the parameter, the range and the value."""
+    cfg = copy.deepcopy(default_cfg)
+    cfg["methods"]["BR-LogReg"]["C"] = -1
+    assert "config error at 'methods.BR-LogReg.C': expected a number > 0, got -1" in _err(cfg)
+    cfg = copy.deepcopy(default_cfg)
+    cfg["methods"]["BCE"] = {"lr_backbone": 1e6}
+    assert "config error at 'methods.BCE.lr_backbone': expected a number in (0, 1], got 1000000.0" in _err(cfg)
+    cfg = copy.deepcopy(default_cfg)
+    cfg["aliases"]["No-Overlap"]["hparams"]["rho"] = 1.0
+    assert "config error at 'aliases.No-Overlap.hparams.rho': expected a number in [0, 1), got 1.0" in _err(cfg)
+
+
+def test_custom_dataset_without_severities_named(default_cfg):
+    """Issue 12 item 7: a custom dataset with r_variants on and no severities used to get
+    clean runs only, silently; now the config check names the missing key."""
+    cfg = copy.deepcopy(default_cfg)
+    cfg["data"]["custom"] = {"toy": {"format": "mulan-arff", "train": "toy-train.arff", "test": "toy-test.arff",
+                                     "n_labels": 3}}
+    cfg["experiments"]["datasets"] = ["yeast", "toy"]
+    with pytest.raises(cdg.ConfigError, match=r"r_variants\.severities\.toy.*no R-variant severities"):
+        cdg.validate(copy.deepcopy(cfg))
+    ok = copy.deepcopy(cfg)
+    ok["r_variants"]["severities"]["toy"] = []  # explicitly clean only
+    cdg.validate(ok)
+    off = copy.deepcopy(cfg)
+    off["experiments"]["r_variants"] = False
+    cdg.validate(off)

@@ -10,18 +10,22 @@ import pytest
 import torch
 
 from cdgtmll.methods import FitData, RunContext, available, build
-from cdgtmll.methods.architectures import (
+from cdgtmll.losses import AsymmetricLoss, BCELoss
+from cdgtmll.methods.arch_attention import (
     NEGATIVE,
     POSITIVE,
     UNKNOWN,
-    ClassifierChainMethod,
     CTranMethod,
     MLDecoderMethod,
+    sample_label_states,
+)
+from cdgtmll.methods.arch_label_graph import (
+    ClassifierChainMethod,
     MLGCNMethod,
     chain_orders,
     gen_adj,
     mlgcn_correlation,
-    sample_label_states,
+    mlgcn_gen_A,
 )
 from helpers import yeast_fitdata
 
@@ -62,7 +66,9 @@ def test_registered_and_hparams():
         build("CC", {"order": "frequency", "n_chains": 3})
     with pytest.raises(ValueError):
         build("C-Tran", {"hidden_dim": 100, "n_tokens": 8})
-    assert build("ML-GCN").hparams()["p"] == 0.2 and build("ML-GCN").hparams()["tau"] == 0.4
+    assert build("ML-GCN").hparams()["p"] == 0.25 and build("ML-GCN").hparams()["tau"] == 0.4  # official values
+    with pytest.raises(ValueError, match="loss"):
+        build("ML-Decoder", {"loss": "focal"})
 
 
 # ------------------------------------------------------------------------------------ CC
@@ -140,26 +146,99 @@ def test_cc_teacher_forcing_in_training_and_own_predictions_at_test():
 # -------------------------------------------------------------------------------- ML-GCN
 
 
-def test_mlgcn_adjacency_hand_computed():
-    # N = (3, 3, 2); M01 = 2, M02 = 1, M12 = 1
+def test_mlgcn_official_gen_A_and_gen_adj_from_counts_hand_computed():
+    """Official gen_A / gen_adj (megvii-research/ML-GCN util.py) on hand-written counts;
+    every expected number below is worked out by hand (not by the code under test)."""
+    # counts as in the official pickle: nums = label counts; cooc = co-occurrence counts
+    # (its diagonal, here = nums as Y^T Y has it, must be ignored: the official 'adj' has 0)
+    nums = np.array([4, 2, 5, 0])
+    cooc = np.array([[4, 2, 1, 0],
+                     [2, 2, 2, 0],
+                     [1, 2, 5, 0],
+                     [0, 0, 0, 0]])
+    # P = cooc / nums[:, None], diagonal 0, row 3 = 0/0 -> 0:
+    #   row 0: P01 = 2/4 = 0.5, P02 = 1/4 = 0.25
+    #   row 1: P10 = 2/2 = 1,   P12 = 2/2 = 1
+    #   row 2: P20 = 1/5 = 0.2, P21 = 2/5 = 0.4 (>= tau: the boundary counts)
+    # binarised at tau = 0.4: A = [[0,1,0,0],[1,0,1,0],[0,1,0,0],[0,0,0,0]]
+    # column sums (in-degrees) = (1, 2, 1, 0); column re-weighting with p = 0.25 and 1e-6:
+    #   a = 0.25 / (1 + 1e-6) = 0.24999975000025    (A10, A12: columns 0 and 2)
+    #   q = 0.25 / (2 + 1e-6) = 0.124999937500031   (A01, A21: column 1)
+    #   column 3: 0 / (0 + 1e-6) = 0;  then + I
+    a, q = 0.24999975000025, 0.124999937500031
+    gen_A = np.array([[1.0, q, 0.0, 0.0],
+                      [a, 1.0, a, 0.0],
+                      [0.0, q, 1.0, 0.0],
+                      [0.0, 0.0, 0.0, 1.0]])
+    A = mlgcn_gen_A(cooc, nums, tau=0.4, p=0.25)
+    np.testing.assert_allclose(A, gen_A, rtol=0, atol=1e-12)
+    # incoming weights of label j before gen_adj = column j: 1 + a, 1 + 2q, 1 + a, 1
+    np.testing.assert_allclose(A.sum(0), [1.24999975000025, 1.24999987500006, 1.24999975000025, 1.0],
+                               rtol=0, atol=1e-12)
+    # gen_adj: row sums r = (1 + q, 1 + 2a, 1 + q, 1) = (1.1249999375, 1.4999995, 1.1249999375, 1);
+    # A_hat[j, i] = A[i, j] / sqrt(r_i r_j):
+    #   1 / r0 = 0.888888938271583       a / sqrt(r1 r0) = 0.192449934700766
+    #   q / sqrt(r0 r1) = 0.096225015462842    1 / r1 = 0.666666888888741
+    A_hat = np.array([
+        [0.888888938271583, 0.192449934700766, 0.0, 0.0],
+        [0.096225015462842, 0.666666888888741, 0.096225015462842, 0.0],
+        [0.0, 0.192449934700766, 0.888888938271583, 0.0],
+        [0.0, 0.0, 0.0, 1.0],
+    ])
+    got = gen_adj(torch.as_tensor(A)).numpy()
+    np.testing.assert_allclose(got, A_hat, rtol=0, atol=1e-12)
+    # incoming weights after gen_adj (what the GCN sums, row j of A_hat):
+    #   1/r0 + a/sqrt(r1 r0) = 1.081338872972349,  2 q/sqrt(r0 r1) + 1/r1 = 0.859116919814426
+    np.testing.assert_allclose(got.sum(1), [1.081338872972349, 0.859116919814426, 1.081338872972349, 1.0],
+                               rtol=0, atol=1e-12)
+    # gen_adj of a zero row stays finite (D_ii = 0 instead of inf)
+    Z = torch.tensor([[1.0, 0.5], [0.0, 0.0]], dtype=torch.float64)
+    assert torch.isfinite(gen_adj(Z)).all() and gen_adj(Z)[1].abs().sum() == 0
+
+
+def test_mlgcn_adjacency_from_labels_hand_computed():
+    # nums = (3, 3, 2); distinct-label co-occurrences M01 = 2, M02 = 1, M12 = 1
     Y = np.array([[1, 1, 0], [1, 0, 0], [1, 1, 1], [0, 1, 0], [0, 0, 1]])
-    # P(1|0)=2/3 P(2|0)=1/3 | P(0|1)=2/3 P(2|1)=1/3 | P(0|2)=1/2 P(1|2)=1/2 ; tau=0.4 ->
-    # A = [[0,1,0],[1,0,0],[1,1,0]]; Eq. 8 with p = 0.2:
-    Ar = np.array([[0.8, 0.2, 0.0], [0.2, 0.8, 0.0], [0.1, 0.1, 0.8]])
-    np.testing.assert_allclose(mlgcn_correlation(Y, 0.4, 0.2), Ar, atol=1e-12)
-    # gen_adj: D = diag(rowsum)^-1/2 = I here, so A_hat = A'^T
-    np.testing.assert_allclose(gen_adj(torch.as_tensor(Ar)).numpy(), Ar.T, atol=1e-12)
-    # tau = 0.6 keeps only P >= 0.6: A = [[0,1,0],[1,0,0],[0,0,0]] -> label 2 isolated
-    Ar6 = np.array([[0.8, 0.2, 0.0], [0.2, 0.8, 0.0], [0.0, 0.0, 0.8]])
-    np.testing.assert_allclose(mlgcn_correlation(Y, 0.6, 0.2), Ar6, atol=1e-12)
-    # rowsum (1, 1, 0.8): A_hat = D^-1/2 A'^T D^-1/2 -> [2, 2] = 0.8 / 0.8 = 1
-    expect6 = np.array([[0.8, 0.2, 0.0], [0.2, 0.8, 0.0], [0.0, 0.0, 1.0]])
-    np.testing.assert_allclose(gen_adj(torch.as_tensor(Ar6)).numpy(), expect6, atol=1e-12)
-    # a non-symmetric D case: A'' with rowsums (1, 0.5) -> D^-1/2 A''^T D^-1/2 by hand
-    A2 = torch.tensor([[0.6, 0.4], [0.0, 0.5]], dtype=torch.float64)
-    d = np.array([1.0, 0.5]) ** -0.5
-    hand = np.array([[0.6 * d[0] * d[0], 0.0], [0.4 * d[1] * d[0], 0.5 * d[1] * d[1]]])
-    np.testing.assert_allclose(gen_adj(A2).numpy(), hand, atol=1e-12)
+    # P(1|0)=2/3 P(2|0)=1/3 | P(0|1)=2/3 P(2|1)=1/3 | P(0|2)=1/2 P(1|2)=1/2 ; tau = 0.4 ->
+    # A = [[0,1,0],[1,0,0],[1,1,0]]; column sums (2, 2, 0); p = 0.25:
+    # q = 0.25 / (2 + 1e-6) = 0.124999937500031; + I
+    q = 0.124999937500031
+    gen_A = np.array([[1.0, q, 0.0], [q, 1.0, 0.0], [q, q, 1.0]])
+    A = mlgcn_correlation(Y, 0.4, 0.25)
+    np.testing.assert_allclose(A, gen_A, rtol=0, atol=1e-12)
+    # incoming (column) sums 1 + 2q, 1 + 2q, 1 (Eq. 8 would give 1 everywhere)
+    np.testing.assert_allclose(A.sum(0), [1.24999987500006, 1.24999987500006, 1.0], rtol=0, atol=1e-12)
+    # row sums (1 + q, 1 + q, 1 + 2q); A_hat[j, i] = A[i, j] / sqrt(r_i r_j):
+    #   1/(1+q) = 0.888888938271583   q/(1+q) = 0.111111061728417
+    #   q/sqrt((1+q)(1+2q)) = 0.105409210832835   1/(1+2q) = 0.800000079999968
+    A_hat = np.array([
+        [0.888888938271583, 0.111111061728417, 0.105409210832835],
+        [0.111111061728417, 0.888888938271583, 0.105409210832835],
+        [0.0, 0.0, 0.800000079999968],
+    ])
+    got = gen_adj(torch.as_tensor(A)).numpy()
+    np.testing.assert_allclose(got, A_hat, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(got.sum(1), [1.105409210832835, 1.105409210832835, 0.800000079999968],
+                               rtol=0, atol=1e-12)
+    # the method builds exactly this graph (float32, as the official Parameter) by default
+    data = FitData(np.zeros((5, 4), np.float32), Y, np.zeros((1, 4), np.float32), Y[:1], ["a", "b", "c"])
+    m = MLGCNMethod(hidden_dim=8)
+    model = build_unfitted(m, data)
+    np.testing.assert_allclose(model.adj.numpy(), A_hat, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(m.extra_outputs()["correlation_reweighted"]), gen_A, atol=1e-12)
+
+
+def test_mlgcn_incoming_weights_on_yeast(yeast):
+    """The reviewer's check: a label's incoming weights (column of gen_A) sum to 1 + p
+    (1 + 0.25 * deg / (deg + 1e-6)) or to 1 for a label without in-edges; the old code
+    (Eq. 8 rows + the gen_adj transpose) gave 0.80 .. 1.49 on Yeast."""
+    A = mlgcn_correlation(yeast.Y_train)
+    col = A.sum(0)
+    offdiag = A - np.diag(np.diag(A))
+    deg = (offdiag > 0).sum(0)
+    np.testing.assert_allclose(np.diag(A), 1.0)
+    np.testing.assert_allclose(col, 1.0 + 0.25 * deg / (deg + 1e-6), rtol=0, atol=1e-12)
+    assert (deg > 0).sum() >= 10 and np.all((np.abs(col - 1.25) < 1e-6) | (col == 1.0))
 
 
 def test_mlgcn_zero_count_label_no_nan():
@@ -168,7 +247,7 @@ def test_mlgcn_zero_count_label_no_nan():
     Y[:, 3] = 0
     data = FitData(data.X_train, Y, data.X_val, data.Y_val, data.label_names)
     A = mlgcn_correlation(Y)
-    assert np.all(np.isfinite(A)) and A[3, 3] == pytest.approx(0.8)
+    assert np.all(np.isfinite(A)) and A[3, 3] == 1.0  # gen_A: + I
     assert np.all(A[3, [0, 1, 2, 4]] == 0) and np.all(A[[0, 1, 2, 4], 3] == 0)
     m = MLGCNMethod(**SMALL)
     model = build_unfitted(m, data)
@@ -301,6 +380,38 @@ def test_mldecoder_group_decoding():
         g = torch.autograd.grad(out[:, k].sum(), model.queries, retain_graph=True)[0]
         nz = (g.abs().sum(1) > 0).nonzero().ravel().tolist()
         assert nz == [k // 4]  # label k is read from query k // f only
+
+
+def test_mldecoder_default_loss_is_official_asl_and_bce_selectable():
+    """Official recipe (Alibaba-MIIL/ML_Decoder train.py): AsymmetricLoss(gamma_neg=4,
+    gamma_pos=0, clip=0.05, disable_torch_grad_focal_loss=True); BCE stays an option."""
+    data = synthetic(L=6)
+    m = build("ML-Decoder", SMALL)
+    model = build_unfitted(m, data)
+    crit = model.criterion
+    assert isinstance(crit, AsymmetricLoss) and crit is m._criterion
+    assert (crit.gamma_neg, crit.gamma_pos, crit.clip, crit.eps, crit.focal_grad) == (4.0, 0.0, 0.05, 1e-8, False)
+    hp = m.hparams()  # enters the checkpoint fingerprint
+    assert hp["loss"] == "asl"
+    assert hp["loss_hparams"] == {"gamma_neg": 4.0, "gamma_pos": 0.0, "clip": 0.05, "eps": 1e-8, "focal_grad": False}
+    assert m.extra_outputs()["loss"] == {"name": "asl", **hp["loss_hparams"]}
+    # the training step is that ASL on the model's logits
+    xb = torch.as_tensor(data.X_train[:16])
+    yb = torch.as_tensor(data.Y_train[:16]).float()
+    model.eval()
+    loss, _ = m.training_step(model, xb, yb, 0.0)
+    torch.testing.assert_close(loss, AsymmetricLoss(np.ones(6), 90, 4.0, 0.0, 0.05)(model(xb), yb))
+    # loss='bce': the project's BCE, recorded as such, and a different fingerprint
+    mb = build("ML-Decoder", {"loss": "bce", **SMALL})
+    modelb = build_unfitted(mb, data)
+    assert isinstance(modelb.criterion, BCELoss)
+    assert mb.hparams()["loss"] == "bce" and "loss_hparams" not in mb.hparams()
+    assert mb.extra_outputs()["loss"] == {"name": "bce"}
+    assert mb.fingerprint() != m.fingerprint()
+    # the other architecture rows keep the BCE
+    for name in ("CC", "ML-GCN", "C-Tran"):
+        other = build(name, SMALL)
+        assert isinstance(build_unfitted(other, data).criterion, BCELoss) and other.hparams()["loss"] == "bce"
 
 
 # ------------------------------------------------------------------------------ Yeast runs

@@ -196,8 +196,13 @@ def test_pe_macro_thresholds_are_tuned_on_validation(yeast, tmp_path):
     json.dumps(out)
     assert out["two_step"]["target"] == "macro" and out["two_step"]["link"] == "sigmoid(z)"
     np.testing.assert_array_equal(out["two_step"]["thresholds"], tau)
+    # both plug-in rules are tuned whatever the target: per label (macro) and shared (micro)
+    np.testing.assert_array_equal(out["two_step"]["per_label_thresholds"], tau)
+    assert out["two_step"]["shared_threshold"] == metrics.tune_global_threshold(yeast.Y_val, S_val)
+    assert out["two_step"]["metric_rules"] == {"micro_f1": "micro", "macro_f1": "macro", "rare_f1": "macro"}
     # tuned per-label F1 on validation is at least F1 at 0.5
     assert out["two_step"]["val_macroF1_tuned"] >= out["two_step"]["val_macroF1_at_0.5"]
+    assert out["two_step"]["val_microF1_tuned"] >= out["two_step"]["val_microF1_at_0.5"]
 
     # step 1 of PE is the BCE row: identical probabilities on the same seed
     bce = _fit("BCE", {}, yeast, tmp_path / "bce")
@@ -212,7 +217,54 @@ def test_pe_micro_has_one_shared_threshold(yeast, tmp_path):
     assert tau[0] == metrics.tune_global_threshold(yeast.Y_val, S_val)
     out = pe.extra_outputs()["two_step"]
     assert out["target"] == "micro" and out["shared_threshold"] == tau[0]
+    np.testing.assert_array_equal(out["per_label_thresholds"], metrics.tune_thresholds(yeast.Y_val, S_val))
     assert out["val_microF1_tuned"] >= out["val_microF1_at_0.5"]
+
+
+@pytest.mark.parametrize("name", ["PE", "SRB"])
+def test_plugin_rows_score_each_f1_column_with_its_own_rule(name, tmp_path):
+    """Issue 11 (7): Koyejo et al.'s plug-in rule is one shared threshold for micro-F1 and one
+    threshold per label for macro-F1. A run through run.py + evaluate.py scores the row's
+    Micro-F1 at the validation-tuned shared threshold and Macro-/Rare-F1 at the per-label
+    thresholds (default target 'macro'), and records the rule of each column."""
+    from cdgtmll import evaluate, run
+    from cdgtmll.data.processed import ProcessedData
+    from cdgtmll.labels import tail_labels
+    from helpers import yeast_arrays
+
+    X, Y = yeast_arrays(900)
+    splits = {"train": np.arange(0, 500), "val": np.arange(500, 700), "test": np.arange(700, 900)}
+    data = ProcessedData("yeast-slice", X, Y, [f"Class{k + 1}" for k in range(14)], splits, {})
+    spec = {"dataset": "yeast-slice", "variant": "clean", "method": name, "registered_method": name, "seeds": [0],
+            "hparams": {}, "device": "cpu", "training": {"backbone": "mlp", **TRAIN},
+            "r_variants": {"tail_fraction": 0.2, "tie_seed": 0}}
+    tail = tail_labels(Y[splits["train"]])
+    pred = run.run_seed(data, tail, spec, 0, tmp_path / "seed0", {})
+    res = evaluate.evaluate_run(data, pred, tail, 0.5)
+    with np.load(pred) as z:
+        S_val, S_test = z["val"], z["test"]
+    Y_val, Y_test = Y[splits["val"]], Y[splits["test"]]
+    shared = metrics.tune_global_threshold(Y_val, S_val)
+    per_label = metrics.tune_thresholds(Y_val, S_val)
+    at_shared = metrics.evaluate(Y_test, S_test, tail, shared)
+    at_per_label = metrics.evaluate(Y_test, S_test, tail, per_label)
+    block = res["method"]
+    assert block["micro_f1"] == at_shared["micro_f1"]
+    assert block["macro_f1"] == at_per_label["macro_f1"]
+    assert block["rare_f1"] == at_per_label["rare_f1"]
+    assert at_shared["micro_f1"] != at_per_label["micro_f1"]  # the two rules are different decisions here
+    assert block["decision_rules"] == {"micro_f1": metrics.RULE_PLUGIN_MICRO, "macro_f1": metrics.RULE_PLUGIN_MACRO,
+                                       "rare_f1": metrics.RULE_PLUGIN_MACRO}
+    assert res["method_thresholds_by_rule"]["micro"] == shared
+    np.testing.assert_array_equal(res["method_thresholds_by_rule"]["macro"], per_label)
+    np.testing.assert_array_equal(res["method_thresholds"], per_label)  # target 'macro': the saved decision
+    # both rules travel with the predictions (the declared output), not in a side file
+    with np.load(pred) as z:
+        assert float(z["method_thresholds_micro"][0]) == shared and np.all(z["method_thresholds_micro"] == shared)
+        np.testing.assert_array_equal(z["method_thresholds_macro"], per_label)
+    (tmp_path / "seed0" / "method_outputs.json").unlink()  # diagnostics only: evaluation does not read it
+    again = evaluate.evaluate_run(data, pred, tail, 0.5)
+    assert again["method"] == block
 
 
 @pytest.mark.parametrize("surrogate", ["squared", "exponential"])

@@ -11,6 +11,7 @@ import scipy.sparse as sp
 from sklearn.metrics import average_precision_score, f1_score
 
 from cdgtmll import metrics as M
+from cdgtmll import metrics_core
 
 CASES = [(0, 50, 7), (1, 200, 30), (2, 31, 3), (3, 500, 64), (4, 1, 5)]
 
@@ -107,7 +108,7 @@ def test_ap_sparse_equals_dense_and_blocks(monkeypatch):
     Y, S = random_case(9, 150, 40, decimals=2)
     dense = M.average_precision_per_label(Y, S)
     np.testing.assert_array_equal(M.average_precision_per_label(sp.csr_matrix(Y), S), dense)
-    monkeypatch.setattr(M, "_BLOCK_ELEMS", 150 * 3)  # 3 columns per block
+    monkeypatch.setattr(metrics_core, "_BLOCK_ELEMS", 150 * 3)  # 3 columns per block
     np.testing.assert_allclose(M.average_precision_per_label(Y, S), dense, atol=1e-15, equal_nan=True)
 
 
@@ -273,7 +274,7 @@ def test_tune_thresholds_sparse_and_blocks(monkeypatch):
     Y, S = random_case(4, 90, 17, decimals=1)
     tau = M.tune_thresholds(Y, S)
     np.testing.assert_array_equal(M.tune_thresholds(sp.csr_matrix(Y), S), tau)
-    monkeypatch.setattr(M, "_BLOCK_ELEMS", 90 * 2)
+    monkeypatch.setattr(metrics_core, "_BLOCK_ELEMS", 90 * 2)
     np.testing.assert_array_equal(M.tune_thresholds(Y, S), tau)
 
 
@@ -311,28 +312,126 @@ def test_evaluate_and_evaluate_all():
     Yt[:, 5] = 0
     tail = np.array([2, 5, 8])
     res = M.evaluate_all(Yt, St, Yv, Sv, tail)
-    assert set(res) == {"global@0.5", "adaptive", "adaptive_thresholds"}
-    keys = {"mAP", "micro_f1", "macro_f1", "rare_f1", "p@1", "p@3", "p@5", "n_labels_in_map"}
+    assert set(res) == {"global@0.5", "adaptive", "adaptive_thresholds", "f1_no_positive_labels"}
+    keys = {"mAP", "micro_f1", "macro_f1", "rare_f1", "p@1", "p@3", "p@5", "n_labels_in_map",
+            "n_labels_in_macro_f1", "n_labels_in_rare_f1", "n_left_out_with_false_positives", "decision_rules"}
     tau = np.asarray(res["adaptive_thresholds"])
     np.testing.assert_array_equal(tau, M.tune_thresholds(Yv, Sv))
-    for block, thr in (("global@0.5", 0.5), ("adaptive", tau)):
+    kept = np.array([j for j in range(12) if j != 5])  # label 5 has no test positive
+    for block, thr, rule in (("global@0.5", 0.5, M.rule_global(0.5)), ("adaptive", tau, M.RULE_ADAPTIVE)):
         out = res[block]
         assert set(out) == keys
-        assert out == M.evaluate(Yt, St, tail, thr)
-        for k in keys - {"n_labels_in_map"}:
+        assert out == M.evaluate(Yt, St, tail, thr, decision_rule=rule)
+        assert out["decision_rules"] == {"micro_f1": rule, "macro_f1": rule, "rare_f1": rule}
+        for k in ("mAP", "micro_f1", "macro_f1", "rare_f1", "p@1", "p@3", "p@5"):
             assert type(out[k]) is float and 0.0 <= out[k] <= 1.0
         Yhat = M.binarize(St, thr)
         assert out["micro_f1"] == pytest.approx(f1_score(Yt, Yhat, average="micro", zero_division=0))
-        assert out["macro_f1"] == pytest.approx(f1_score(Yt, Yhat, average="macro", zero_division=0))
-        assert out["rare_f1"] == pytest.approx(
-            f1_score(Yt[:, tail], Yhat[:, tail], average="macro", zero_division=0)
-        )
-        assert out["n_labels_in_map"] == 11
+        # default rule 'exclude': label 5 (no test positive) left out, as from mAP
+        assert out["macro_f1"] == pytest.approx(f1_score(Yt, Yhat, labels=kept, average="macro", zero_division=0))
+        assert out["rare_f1"] == pytest.approx(f1_score(Yt, Yhat, labels=[2, 8], average="macro", zero_division=0))
+        assert out["n_labels_in_map"] == out["n_labels_in_macro_f1"] == 11 and out["n_labels_in_rare_f1"] == 2
+        assert out["n_left_out_with_false_positives"] == int(Yhat[:, 5].any())
+        # rule 'zero': every label counts, as scikit-learn's zero_division=0 over all columns
+        zero = M.evaluate(Yt, St, tail, thr, no_positive_labels="zero")
+        assert zero["macro_f1"] == pytest.approx(f1_score(Yt, Yhat, average="macro", zero_division=0))
+        assert zero["rare_f1"] == pytest.approx(f1_score(Yt, Yhat, labels=tail, average="macro", zero_division=0))
+        assert zero["micro_f1"] == out["micro_f1"] and zero["mAP"] == out["mAP"]
+        assert zero["n_labels_in_macro_f1"] == 12 and zero["n_labels_in_rare_f1"] == 3
+    rec = res["f1_no_positive_labels"]
+    assert rec["rule"] == "exclude" and rec["left_out"] == {"macro_f1": 1, "rare_f1": 1}
+    assert rec["of"] == {"macro_f1": 12, "rare_f1": 3} and rec["left_out_labels"] == [5]
     json.dumps(res)  # JSON-able
     res3 = M.evaluate_all(Yt, St, Yv, Sv, tail, global_threshold=0.3)
-    assert set(res3) == {"global@0.3", "adaptive", "adaptive_thresholds"}
-    assert res3["global@0.3"] == M.evaluate(Yt, St, tail, 0.3)
+    assert set(res3) == {"global@0.3", "adaptive", "adaptive_thresholds", "f1_no_positive_labels"}
+    assert res3["global@0.3"] == M.evaluate(Yt, St, tail, 0.3, decision_rule=M.rule_global(0.3))
     assert res3["adaptive"] == res["adaptive"]
+    resz = M.evaluate_all(Yt, St, Yv, Sv, tail, no_positive_labels="zero")
+    assert resz["f1_no_positive_labels"]["left_out"] == {"macro_f1": 0, "rare_f1": 0}
+    assert resz["f1_no_positive_labels"]["labels_without_positives"] == {"all": 1, "tail": 1}
+    with pytest.raises(ValueError, match="no_positive_labels"):
+        M.evaluate_all(Yt, St, Yv, Sv, tail, no_positive_labels="drop")
+
+
+@pytest.mark.parametrize("seed,n,L", [(0, 60, 20), (1, 25, 9), (2, 200, 40), (3, 8, 12)])
+@pytest.mark.parametrize("tau", [0.3, 0.5, 0.8])
+def test_f1_no_positive_rules_match_sklearn(seed, n, L, tau):
+    """'exclude' = scikit-learn macro F1 (zero_division=0) on the columns with test positives
+    (the labels mAP keeps); 'zero' = the same over all columns. A label without positives but
+    with false positives is left out too (same exclusion set as mAP)."""
+    Y, S = random_case(seed, n, L, p=0.1, decimals=1)
+    Y[:, 0] = 0
+    S[:, 0] = 0.95  # no positive, predicted everywhere: false positives only
+    Y[:, 1] = 0
+    S[:, 1] = 0.0  # no positive, never predicted
+    tail = np.arange(0, L, 3)
+    Yhat = M.binarize(S, tau)
+    keep = Y.sum(axis=0) > 0
+    ex = M.evaluate(Y, S, tail, tau)
+    zero = M.evaluate(Y, S, tail, tau, no_positive_labels="zero")
+    assert ex["n_labels_in_macro_f1"] == ex["n_labels_in_map"] == int(keep.sum())
+    # labels= selects columns of a multilabel indicator (a single sliced column would be read as binary)
+    assert ex["macro_f1"] == pytest.approx(
+        f1_score(Y, Yhat, labels=np.flatnonzero(keep), average="macro", zero_division=0), abs=1e-12)
+    assert zero["macro_f1"] == pytest.approx(f1_score(Y, Yhat, average="macro", zero_division=0), abs=1e-12)
+    tk = tail[keep[tail]]
+    assert ex["n_labels_in_rare_f1"] == tk.size
+    if tk.size:
+        assert ex["rare_f1"] == pytest.approx(f1_score(Y, Yhat, labels=tk, average="macro", zero_division=0),
+                                              abs=1e-12)
+    else:  # no tail label has a test positive: undefined, as mAP over no label
+        assert math.isnan(ex["rare_f1"])
+    assert zero["rare_f1"] == pytest.approx(f1_score(Y, Yhat, labels=tail, average="macro", zero_division=0),
+                                            abs=1e-12)
+    assert ex["micro_f1"] == zero["micro_f1"] == pytest.approx(f1_score(Y, Yhat, average="micro", zero_division=0))
+    assert ex["n_left_out_with_false_positives"] == int(((~keep) & (Yhat.sum(axis=0) > 0)).sum()) >= 1
+    # the low-level pieces: rare_f1 / macro_f1 with and without the positive counts
+    f = M.f1_scores(Y, Yhat)
+    P = M.positives_per_label(Y)
+    assert M.macro_f1(f.per_label) == pytest.approx(f.macro)
+    assert M.macro_f1(f.per_label, P) == pytest.approx(ex["macro_f1"])
+    assert M.rare_f1(f.per_label, tail, P) == pytest.approx(ex["rare_f1"], nan_ok=True)
+    assert M.rare_f1(f.per_label, tail) == pytest.approx(zero["rare_f1"])
+
+
+def test_oracle_rare_f1_not_pinned_by_tail_labels_without_test_positives():
+    """Issue 11 (9): on a long tail most tail labels can have no test positive; counting them
+    as F1 = 0 caps Rare-F1 of a perfect predictor at the share of tail labels that have
+    positives. By default they are left out, as from mAP, and a perfect predictor scores 1."""
+    rng = np.random.default_rng(7)
+    n, L = 300, 40
+    Y = (rng.random((n, L)) < 0.2).astype(np.uint8)
+    tail = np.arange(30, 40)
+    Y[:, 30:37] = 0  # 7 of 10 tail labels without a test positive
+    S = Y.astype(np.float64)  # oracle scores
+    res = M.evaluate(Y, S, tail, 0.5)
+    assert res["mAP"] == 1.0 and res["n_labels_in_map"] == 33
+    assert res["rare_f1"] == 1.0 and res["macro_f1"] == 1.0
+    assert res["n_labels_in_rare_f1"] == 3 and res["n_labels_in_macro_f1"] == 33
+    zero = M.evaluate(Y, S, tail, 0.5, no_positive_labels="zero")
+    assert zero["rare_f1"] == pytest.approx(3 / 10) and zero["macro_f1"] == pytest.approx(33 / 40)
+    # every tail label without positives: undefined (nan), not 0
+    Y[:, 30:40] = 0
+    assert math.isnan(M.evaluate(Y, Y.astype(float), tail, 0.5)["rare_f1"])
+
+
+def test_evaluate_per_column_decision_rules():
+    """One threshold vector per F1 column (the plug-in rows): each column equals the metric
+    computed alone at its own thresholds, and the rules are recorded per column."""
+    Yv, Sv = random_case(5, 150, 10, p=0.25)
+    Yt, St = random_case(6, 160, 10, p=0.25)
+    tail = np.array([1, 6])
+    shared = np.full(10, M.tune_global_threshold(Yv, Sv))
+    per = M.tune_thresholds(Yv, Sv)
+    rules = {"micro_f1": M.RULE_PLUGIN_MICRO, "macro_f1": M.RULE_PLUGIN_MACRO, "rare_f1": M.RULE_PLUGIN_MACRO}
+    out = M.evaluate(Yt, St, tail, {"micro_f1": shared, "macro_f1": per, "rare_f1": per}, decision_rule=rules)
+    assert out["micro_f1"] == M.evaluate(Yt, St, tail, shared)["micro_f1"]
+    assert out["macro_f1"] == M.evaluate(Yt, St, tail, per)["macro_f1"]
+    assert out["rare_f1"] == M.evaluate(Yt, St, tail, per)["rare_f1"]
+    assert out["micro_f1"] != M.evaluate(Yt, St, tail, per)["micro_f1"]  # the rules differ here
+    assert out["decision_rules"] == rules
+    with pytest.raises(ValueError, match="keys"):
+        M.evaluate(Yt, St, tail, {"micro_f1": shared})
 
 
 def test_per_label_report():

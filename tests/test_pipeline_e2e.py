@@ -50,21 +50,16 @@ TINY = {
     "r_variants": {"sampling_seeds": [0], "severities": {"yeast": [0.5]}},
     "training": {"default": {"epochs": 2}},
     "methods": {"BR-LogReg": {"C": 1.0}},
-    # dvc.yaml tracks these sections as params, so the copy's config/config.yaml must have them
-    "thresholds": {"global": 0.5},
-    "aliases": {},
-    "dataset_overrides": {},
-    "studies": {},
-    "image_backbone": {"mode": "finetune"},
     "figures": {"pr_curve": {"dataset": "yeast", "severity": 0.5}},
 }
+# DVC (dvc repro, metrics, experiments, push/pull) runs on the shipped profiles, at test scale,
+# in tests/test_dvc.py; this snakemake-only config is never written over config/config.yaml.
 
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory, mirror):
     repo = _copy_repo(tmp_path_factory.mktemp("e2e") / "repo")
     (repo / "config/tiny.yaml").write_text(yaml.safe_dump(TINY))
-    (repo / "config/config.yaml").write_text(yaml.safe_dump(TINY))  # the default of this copy, for DVC
     env = _env(mirror)
     res = _snakemake(repo, env, "--cores", "2", "all", "--configfile", "config/tiny.yaml")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
@@ -136,30 +131,6 @@ def test_lint_and_dry_run_default_config(tiny_run):
     assert dry.returncode == 0, dry.stdout[-2000:] + dry.stderr[-2000:]
 
 
-def _dvc(repo: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dvc", *args], cwd=repo, env=dict(env, DVC_NO_ANALYTICS="1"),
-                          capture_output=True, text=True, timeout=900)
-
-
-def test_dvc_repro_status_metrics(tiny_run):
-    repo, env = tiny_run
-    # `lint`/`-n` above ran with the default config == TINY, so dvc's stages find snakemake up to date
-    repro = _dvc(repo, env, "repro")
-    assert repro.returncode == 0, repro.stdout[-3000:] + repro.stderr[-3000:]
-    lock = yaml.safe_load((repo / "dvc.lock").read_text())
-    assert set(lock["stages"]) == {"data", "experiments", "report"}
-    assert lock["stages"]["experiments"]["params"]["config/config.yaml"]["methods"] == TINY["methods"]
-    status = _dvc(repo, env, "status")
-    assert status.returncode == 0 and "up to date" in status.stdout.lower(), status.stdout
-    shown = _dvc(repo, env, "metrics", "show")
-    assert shown.returncode == 0 and "global/yeast/clean/BR-LogReg" in shown.stdout.replace(".", "/"), shown.stdout
-    dag = _dvc(repo, env, "dag", "--md")
-    assert dag.returncode == 0 and all(s in dag.stdout for s in ("data", "experiments", "report"))
-    assert dag.stdout.index("experiments") < dag.stdout.rindex("report")
-    diff = _dvc(repo, env, "metrics", "diff", "--json")  # workspace vs HEAD: every metric is new here
-    assert diff.returncode == 0 and "results/metrics.json" in diff.stdout
-
-
 def _audit(repo: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "cdgtmll.cli", "audit", *args], cwd=repo, env=env,
                           capture_output=True, text=True, timeout=300)
@@ -190,25 +161,6 @@ def test_audit_traces_and_detects_tampering(tiny_run):
         assert gone.returncode == 1 and "MISSING" in gone.stderr and "processed.npz" in gone.stderr
     finally:
         moved.rename(data)
-
-
-def test_dvc_exp_reruns_only_affected_jobs(tiny_run):
-    repo, env = tiny_run
-    assert _dvc(repo, env, "repro").returncode == 0
-    bce = repo / "results/runs/yeast/clean/BCE/seed0/predictions.npz"
-    br = repo / "results/runs/yeast/clean/BR-LogReg/seed0/metrics.json"
-    data = repo / "results/data/yeast/processed.npz"
-    before = {p: p.stat().st_mtime_ns for p in (bce, br, data)}
-    old = json.loads(br.read_text())
-    exp = _dvc(repo, env, "exp", "run", "-S", "config/config.yaml:methods.BR-LogReg.C=0.001")
-    assert exp.returncode == 0, exp.stdout[-3000:] + exp.stderr[-3000:]
-    assert bce.stat().st_mtime_ns == before[bce]    # BCE's runs untouched
-    assert data.stat().st_mtime_ns == before[data]  # data untouched
-    assert br.stat().st_mtime_ns != before[br]      # BR-LogReg re-trained and re-evaluated
-    new = json.loads(br.read_text())
-    assert new["global@0.5"]["micro_f1"] != old["global@0.5"]["micro_f1"]
-    shown = _dvc(repo, env, "exp", "show", "--json")
-    assert shown.returncode == 0 and "0.001" in shown.stdout
 
 
 def test_report_is_one_self_contained_html(tiny_run):

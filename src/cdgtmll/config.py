@@ -6,7 +6,10 @@ Validation happens in two layers before any job starts:
    defaults are filled in), and
 2. semantic checks the schema cannot express: dataset names exist in the dataset
    registry (or ``data.custom``), method names exist in the method registry, every
-   method's hyper-parameters are accepted by its constructor.
+   method's hyper-parameters are accepted by its constructor and lie in the range or
+   type its class declares (``hparam_space``, :func:`cdgtmll.methods.base.check_hparams`),
+   wherever they are set: ``methods``, ``aliases``, ``dataset_overrides`` or an
+   ``@key=value`` override.
 
 Every error names the offending key as a dotted path, e.g.
 ``config error at 'training.yeast.epocs': unknown key (allowed: batch_size, epochs, ...)``.
@@ -144,6 +147,15 @@ def _semantic_checks(config: dict, source: str) -> None:
 
     for i, d in enumerate(config["experiments"]["datasets"]):
         check_dataset(d, f"experiments.datasets[{i}]")
+    if config["experiments"].get("r_variants", True):
+        # a custom dataset without an entry here would silently get clean runs only
+        severities = config["r_variants"]["severities"]
+        for i, d in enumerate(config["experiments"]["datasets"]):
+            if d in custom and d not in severities:
+                fail(f"r_variants.severities.{d}",
+                     f"custom dataset '{d}' (experiments.datasets[{i}]) has no R-variant severities, but "
+                     f"experiments.r_variants is true; give them (e.g. r_variants.severities.{d}: [0.4, 0.5]), "
+                     f"or [] to run '{d}' clean only, or set experiments.r_variants: false")
     for d in config["r_variants"]["severities"]:
         check_dataset(d, f"r_variants.severities.{d}")
     for d in config["training"]:
@@ -166,6 +178,17 @@ def _semantic_checks(config: dict, source: str) -> None:
                       + (f"; aliases: {', '.join(sorted(aliases))}" if aliases else ""))
         try:
             methods.build(registered, method_hparams(config, dataset or "", m))
+        except methods.HparamError as exc:  # out of range: name the key that set it, down to the parameter
+            base_name, at_over = split_method(m)
+            d_over = config.get("dataset_overrides", {}).get(dataset or "", {})
+            sources = [(f"dataset_overrides.{dataset}.{m}", d_over.get(m, {}) if m != registered else {}),
+                       (f"dataset_overrides.{dataset}.{registered}", d_over.get(registered, {})),
+                       (f"methods.{m}", config["methods"].get(m, {}) if m != registered else {}),
+                       (key, at_over), (f"aliases.{base_name}.hparams", aliases.get(base_name, {}).get("hparams", {})),
+                       (f"methods.{registered}", config["methods"].get(registered, {}))]  # method_hparams, reversed
+            where = next((k for k, hp in sources if exc.param in hp), key)
+            fail(f"{where}.{exc.param}", f"expected {exc.expected}, got {methods.format_value(exc.value)}"
+                 + (f" (in '{m}')" if where == key and m != registered else ""))
         except (TypeError, ValueError) as exc:
             fail(key, str(exc))
 
@@ -365,6 +388,16 @@ def not_runnable(config: dict, dataset: str, method: str) -> str | None:
     return reason
 
 
+def _resolved_hparams(config: dict, dataset: str, method: str) -> dict:
+    """Every hyper-parameter the job's method uses, code defaults included
+    (:func:`cdgtmll.methods.base.resolved_hparams`): a changed default re-runs the job."""
+    from cdgtmll.methods import base
+
+    registered, _ = resolve_method(config, method)
+    hp = base.resolved_hparams(registered, method_hparams(config, dataset, method), training_protocol(config, dataset))
+    return json.loads(canonical_json(hp))
+
+
 def run_spec(config: dict, dataset: str, variant: str, method: str) -> dict:
     """Everything that determines the result of one (dataset, variant, method) job."""
     spec = {
@@ -373,6 +406,7 @@ def run_spec(config: dict, dataset: str, variant: str, method: str) -> dict:
         "method": method,
         "registered_method": resolve_method(config, method)[0],
         "hparams": method_hparams(config, dataset, method),
+        "resolved_hparams": _resolved_hparams(config, dataset, method),
         "training": training_protocol(config, dataset),
         "seeds": list(config["experiments"]["seeds"]),
         "device": config["experiments"].get("device", "auto"),

@@ -6,7 +6,28 @@ For each seed directory, reads ``predictions.npz`` and writes ``metrics.json``
 with two blocks: ``global@<tau>`` (one threshold for every label, default 0.5)
 and ``adaptive`` (per-label thresholds tuned on the validation split, fixed at
 test; App. E.1 "Thresholds and calibration"), plus a ``method`` block for methods
-whose decision rule is part of the method (plug-in estimators: PE, SRB). Ground truth for validation and
+whose decision rule is part of the method (plug-in estimators PE and SRB; ETU's top-k
+decision).
+
+Decision rule per F1 column. Every block records ``decision_rules``: the rule that
+produced each of ``micro_f1``, ``macro_f1``, ``rare_f1``. For the two-step plug-in rows
+the ``method`` block uses the rule that is optimal for each metric (Koyejo et al.,
+NeurIPS 2015): ``micro_f1`` at the one threshold shared by all labels that maximises
+validation micro-F1, ``macro_f1`` and ``rare_f1`` at the per-label thresholds that
+maximise validation F1_l. Both threshold sets are tuned by the method at the end of
+``fit`` and saved with its predictions (``method_thresholds_micro``,
+``method_thresholds_macro`` in ``predictions.npz``, whose sha256 ``metrics.json``
+records); they are also written under ``method_thresholds_by_rule``. Other methods with
+their own rule (ETU) use ``method_thresholds`` for every column (rule
+:data:`cdgtmll.metrics.RULE_METHOD`).
+
+Labels without test positives (``--f1-no-positive-labels``, config
+``evaluation.f1_no_positive_labels``): ``exclude`` (default) leaves them out of
+Macro-F1 and Rare-F1, exactly as mAP leaves them out; ``zero`` counts them with F1 = 0
+(scikit-learn ``zero_division=0``). ``f1_no_positive_labels`` in ``metrics.json`` holds
+the rule, how many labels each metric left out, and which.
+
+Ground truth for validation and
 test always comes from the *clean* processed data (R-variants edit training
 labels only), and Rare-F1's tail is the bottom ``tail_fraction`` of labels by
 clean training prevalence (App. E.4), i.e. the same labels an R-variant
@@ -33,13 +54,14 @@ import scipy.sparse as sp
 
 from cdgtmll import metrics, provenance
 from cdgtmll.data.processed import ProcessedData
-from cdgtmll.io import sha256_file, write_json
+from cdgtmll.io import read_json, sha256_file, write_json
 from cdgtmll.labels import label_counts, tail_labels
 
 
 # --------------------------------------------------------------------------- top-K format
 TOPK_NOTE = "not computed for top-K predictions"
-_NOT_FROM_TOPK = ("mAP", "n_labels_in_map", "micro_f1", "macro_f1", "rare_f1")
+_NOT_FROM_TOPK = ("mAP", "n_labels_in_map", "micro_f1", "macro_f1", "rare_f1", "n_labels_in_macro_f1",
+                  "n_labels_in_rare_f1", "n_left_out_with_false_positives")
 
 
 def topk_from_scores(s: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -102,27 +124,74 @@ def _evaluate_topk(clean: ProcessedData, z, threshold: float, own) -> dict:
     return result
 
 
-def evaluate_run(clean: ProcessedData, pred_path: Path, tail: np.ndarray, threshold: float) -> dict:
+def _method_block(Y_test, s_test, tail, own: np.ndarray, by_rule: dict[str, np.ndarray], rule: str) -> tuple[dict, dict]:
+    """(``method`` block, extra top-level fields). ``by_rule`` holds the plug-in rules'
+    thresholds saved with the predictions (``method_thresholds_micro`` / ``_macro``); when
+    both are there, Micro-F1 uses the shared (micro) threshold and Macro-/Rare-F1 the
+    per-label (macro) ones, else every column uses ``method_thresholds``. Either way the
+    block's ``decision_rules`` says which rule produced each column."""
+    if not {"micro", "macro"} <= set(by_rule):
+        return metrics.evaluate(Y_test, s_test, tail, own, rule, decision_rule=metrics.RULE_METHOD), {}
+    micro, macro = by_rule["micro"], by_rule["macro"]
+    block = metrics.evaluate(
+        Y_test, s_test, tail, {"micro_f1": micro, "macro_f1": macro, "rare_f1": macro}, rule,
+        decision_rule={"micro_f1": metrics.RULE_PLUGIN_MICRO, "macro_f1": metrics.RULE_PLUGIN_MACRO,
+                       "rare_f1": metrics.RULE_PLUGIN_MACRO})
+    extra = {"method_thresholds_by_rule": {"micro": float(micro[0]), "macro": [float(t) for t in macro]}}
+    return block, extra
+
+
+def evaluate_run(clean: ProcessedData, pred_path: Path, tail: np.ndarray, threshold: float,
+                 no_positive_labels: str = metrics.DEFAULT_F1_NO_POSITIVE) -> dict:
+    """Metrics of one seed's ``predictions.npz`` (module docstring)."""
     with np.load(pred_path, allow_pickle=False) as z:
         if "format" in z.files and str(z["format"]) == "topk":
             own = z["method_thresholds"] if "method_thresholds" in z.files else None
             for split, key in (("val", "idx_val"), ("test", "idx_test")):
                 if not np.array_equal(z[key], clean.splits[split]):
                     raise ValueError(f"{pred_path}: field '{key}' does not match the {split} rows of the clean data")
-            return _evaluate_topk(clean, z, threshold, own)
+            result = _evaluate_topk(clean, z, threshold, own)
+            result["f1_no_positive_labels"] = {"rule": no_positive_labels, "note": TOPK_NOTE}
+            return result
         s_val, s_test = z["val"], z["test"]
         own = z["method_thresholds"] if "method_thresholds" in z.files else None
+        by_rule = {k[len("method_thresholds_"):]: z[k] for k in z.files if k.startswith("method_thresholds_")}
         for split, key in (("val", "idx_val"), ("test", "idx_test")):
             if not np.array_equal(z[key], clean.splits[split]):
                 raise ValueError(f"{pred_path}: field '{key}' does not match the {split} rows of the clean data")
     _, Y_val = clean.part("val")
     _, Y_test = clean.part("test")
     Y_val, Y_test = (y if sp.issparse(y) else np.asarray(y) for y in (Y_val, Y_test))  # metrics take CSR
-    result = metrics.evaluate_all(Y_test, s_test, Y_val, s_val, tail, global_threshold=threshold)
-    if own is not None:  # the method's own decision rule (PE, SRB): see Method.decision_thresholds
-        result["method"] = metrics.evaluate(Y_test, s_test, tail, own)
+    result = metrics.evaluate_all(Y_test, s_test, Y_val, s_val, tail, global_threshold=threshold,
+                                  no_positive_labels=no_positive_labels)
+    if own is not None:  # the method's own decision rule (PE, SRB, ETU): see Method.decision_thresholds
+        block, extra = _method_block(Y_test, s_test, tail, own, by_rule, no_positive_labels)
+        result["method"] = block
         result["method_thresholds"] = [float(t) for t in own]
+        result.update(extra)
     return result
+
+
+#: what evaluation does with a label that has no positive among the run's training rows
+UNTRAINED_RULE = "counted"
+
+
+def untrained_record(prov_path: Path, tail: np.ndarray) -> dict | None:
+    """The run's labels without training positives (recorded by :mod:`cdgtmll.run` in
+    ``provenance.json``), with the rule evaluation applies to them: they are **counted**
+    in every metric like any other label (a method that cannot learn a label is scored on
+    it; only labels without *test* positives are left out, see the module docstring).
+    Prints a warning to the log when there are any. None for runs that did not record it."""
+    rec = read_json(prov_path).get("labels_without_train_positives")
+    if rec is None:
+        return None
+    in_tail = sorted(set(rec["labels"]) & {int(t) for t in tail})
+    out = {**rec, "in_tail": len(in_tail), "rule": UNTRAINED_RULE}
+    if rec["count"]:
+        print(f"[evaluate] WARNING {prov_path.parent}: {rec['count']} label(s) without training positives "
+              f"({', '.join(rec['names'][:20])}; {len(in_tail)} in the tail) are {UNTRAINED_RULE} in every metric",
+              flush=True)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,6 +202,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tail-fraction", type=float, default=0.2)
     ap.add_argument("--tie-seed", type=int, default=0)
     ap.add_argument("--threshold", type=float, default=0.5)
+    ap.add_argument("--f1-no-positive-labels", choices=metrics.F1_NO_POSITIVE_RULES,
+                    default=metrics.DEFAULT_F1_NO_POSITIVE,
+                    help="labels without test positives in Macro-/Rare-F1: 'exclude' (as mAP; default) "
+                         "or 'zero' (count them with F1 = 0)")
     args = ap.parse_args(argv)
     clean = ProcessedData.load(args.clean)
     Y_train = clean.part("train")[1]
@@ -141,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     for seed in args.seeds:
         d = args.rundir / f"seed{seed}"
         pred = d / "predictions.npz"
-        result = evaluate_run(clean, pred, tail, args.threshold)
+        result = evaluate_run(clean, pred, tail, args.threshold, args.f1_no_positive_labels)
+        result["labels_without_train_positives"] = untrained_record(d / "provenance.json", tail)
         result.update({
             "tail_labels": [int(t) for t in tail],
             "tail_label_names": [clean.label_names[t] for t in tail],

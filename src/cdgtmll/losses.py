@@ -8,12 +8,18 @@ rates are comparable across methods.
 Label statistics reach a loss only through its constructor: ``label_counts``
 (n_k, positives per label in the training rows) and ``n_train`` (N).
 Build a loss by name with :func:`build_loss`.
+
+Every loss class declares the valid values of its own hyper-parameters (the constructor
+arguments other than ``label_counts`` and ``n_train``) as JSON-schema fragments in
+``hparam_space``, next to its ``__init__``; :func:`build_loss` and the loss-head
+methods (:class:`cdgtmll.methods.neural.LossHeadMethod`, checked when the method is
+built, i.e. at config validation) reject a value outside them, naming it.
 """
 
 from __future__ import annotations
 
 import inspect
-from typing import Callable
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 import torch
@@ -38,9 +44,20 @@ def reduce(per_element: torch.Tensor) -> torch.Tensor:
     return per_element.sum(dim=1).mean()
 
 
+def loss_hparam_space(name: str) -> dict[str, dict[str, Any]]:
+    """Declared spaces of loss ``name``'s hyper-parameters (``hparam_space`` of its class
+    and its bases, the most derived winning)."""
+    out: dict[str, dict[str, Any]] = {}
+    for klass in LOSSES[name].__mro__:
+        for k, frag in vars(klass).get("hparam_space", {}).items():
+            out.setdefault(k, frag)
+    return out
+
+
 def build_loss(name: str, label_counts: np.ndarray, n_train: int, **hparams) -> nn.Module:
     """Instantiate a registered loss. Every loss constructor accepts
-    ``(label_counts, n_train, **hparams)``; unknown hyper-parameters raise."""
+    ``(label_counts, n_train, **hparams)``; unknown hyper-parameters raise, and so does
+    a value outside the loss's declared ``hparam_space``."""
     try:
         cls = LOSSES[name]
     except KeyError:
@@ -49,6 +66,9 @@ def build_loss(name: str, label_counts: np.ndarray, n_train: int, **hparams) -> 
     unknown = sorted(set(hparams) - params)
     if unknown:
         raise ValueError(f"loss '{name}': unknown hyper-parameter(s) {unknown}; allowed: {sorted(params)}")
+    from cdgtmll.methods.base import check_values  # lazy: cdgtmll.methods imports this module
+
+    check_values(f"loss '{name}'", loss_hparam_space(name), hparams)
     return cls(label_counts=np.asarray(label_counts), n_train=int(n_train), **hparams)
 
 
@@ -60,6 +80,8 @@ class BCELoss(nn.Module):
 
     computed with ``binary_cross_entropy_with_logits`` (log-sum-exp stable).
     """
+
+    hparam_space: ClassVar[dict[str, dict[str, Any]]] = {}
 
     def __init__(self, label_counts: np.ndarray, n_train: int) -> None:
         super().__init__()
@@ -137,6 +159,11 @@ class FocalLoss(nn.Module):
     loss is exactly :class:`BCELoss`. Reduction: sum over labels, mean over batch.
     """
 
+    hparam_space: ClassVar[dict[str, dict[str, Any]]] = {
+        "gamma": {"type": "number", "minimum": 0},  # focusing exponent of (1 - p_t)
+        "alpha": {"type": ["number", "null"], "minimum": 0, "maximum": 1},  # alpha_t weights; None: off
+    }
+
     def __init__(self, label_counts: np.ndarray, n_train: int, gamma: float = 2.0, alpha: float | None = 0.25) -> None:
         super().__init__()
         if gamma < 0:
@@ -192,6 +219,14 @@ class AsymmetricLoss(nn.Module):
     With ``gamma_neg=gamma_pos=0, clip=0`` the loss equals BCE up to the eps clamp
     (i.e. exactly where :math:`|z| < -\log \varepsilon \approx 18.4`).
     """
+
+    hparam_space: ClassVar[dict[str, dict[str, Any]]] = {
+        "gamma_neg": {"type": "number", "minimum": 0},  # focusing exponents
+        "gamma_pos": {"type": "number", "minimum": 0},
+        "clip": {"type": ["number", "null"], "minimum": 0, "exclusiveMaximum": 1},  # margin m of p_m = max(p - m, 0)
+        "eps": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},  # log clamp
+        "focal_grad": {"type": "boolean"},
+    }
 
     def __init__(
         self,
@@ -306,6 +341,19 @@ class DistributionBalancedLoss(nn.Module):
     for binary targets the two coincide.
     """
 
+    hparam_space: ClassVar[dict[str, dict[str, Any]]] = {
+        # r_hat = a + sigmoid(b (r - mu)) is a weight: a >= 0; b >= 0 keeps rarer labels
+        # (larger r) weighted more; r = (1/n_k) / sum_j 1/n_j > 0, so mu >= 0
+        "smooth_a": {"type": "number", "minimum": 0},
+        "smooth_b": {"type": "number", "minimum": 0},
+        "smooth_mu": {"type": "number", "minimum": 0},
+        "kappa": {"type": "number", "minimum": 0},  # NTR bias scale (>= 0 tolerates rare negatives)
+        "lam": {"type": "number", "exclusiveMinimum": 0},  # negative-logit scale, divides the term
+        "focal_gamma": {"type": "number", "minimum": 0},
+        "focal_scale": {"type": "number", "exclusiveMinimum": 0},
+        "bias_div_lam": {"type": "boolean"},
+    }
+
     def __init__(
         self,
         label_counts: np.ndarray,
@@ -397,6 +445,11 @@ class ClassBalancedLoss(nn.Module):
     per-instance average is the multi-label adaptation.
     """
 
+    hparam_space: ClassVar[dict[str, dict[str, Any]]] = {
+        # w = (1 - beta) / (1 - beta^n): beta = 1 divides by zero
+        "beta": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
+    }
+
     def __init__(self, label_counts: np.ndarray, n_train: int, beta: float = 0.999) -> None:
         super().__init__()
         if not 0.0 <= beta < 1.0:
@@ -452,6 +505,11 @@ class LDAMLoss(nn.Module):
     threshold at 0 identically. ``n_k = 0`` is treated as 1.
     """
 
+    hparam_space: ClassVar[dict[str, dict[str, Any]]] = {
+        "max_margin": {"type": "number", "minimum": 0},  # largest margin Delta_k
+        "s": {"type": "number", "exclusiveMinimum": 0},  # logit scale
+    }
+
     def __init__(self, label_counts: np.ndarray, n_train: int, max_margin: float = 0.5, s: float = 30.0) -> None:
         super().__init__()
         if max_margin < 0 or s <= 0:
@@ -493,6 +551,11 @@ class LogitAdjustedLoss(nn.Module):
     labels (:math:`\pi_k \ll 1`) the two differ little. The softmax form of the
     paper normalises over mutually exclusive classes; here each label is independent.
     """
+
+    hparam_space: ClassVar[dict[str, dict[str, Any]]] = {
+        # shift tau*log(pi_k): tau = 0 is plain BCE, tau < 0 would favour the head labels
+        "tau": {"type": "number", "minimum": 0},
+    }
 
     def __init__(self, label_counts: np.ndarray, n_train: int, tau: float = 1.0) -> None:
         super().__init__()

@@ -46,7 +46,7 @@ from cdgtmll.data.images import is_image_rows
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.evaluate import topk_from_scores
 from cdgtmll.io import atomic_path, read_json, write_json
-from cdgtmll.labels import tail_labels
+from cdgtmll.labels import label_counts, tail_labels
 from cdgtmll.methods import FitData, RunContext, base
 
 #: label spaces with more labels than this store top-K predictions (see module docstring)
@@ -57,14 +57,8 @@ TOPK = 100
 PREDICT_ROWS = 512
 
 
-def build_method(name: str, hparams: dict, training: dict) -> base.Method:
-    """Instantiate ``name`` with its hyper-parameters plus those keys of the dataset's
-    training protocol (epochs, batch_size, learning rates, ...) that its constructor
-    accepts; classical methods accept none of them and ignore the protocol."""
-    accepted, _ = base.hparam_names(base.get(name))
-    merged = {k: v for k, v in training.items() if k in accepted}
-    merged.update(hparams)
-    return base.build(name, merged)
+#: kept for callers of the old name; the function lives beside the registry
+build_method = base.build_for_protocol
 
 
 def set_seed(seed: int) -> None:
@@ -102,6 +96,11 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
         from cdgtmll.nn.image_input import ImageSource
 
         images = ImageSource.from_data(data)
+    no_pos = untrained_labels(Y_tr, data.label_names)
+    if no_pos["count"]:
+        print(f"[run] WARNING {spec['dataset']}/{spec['variant']}: {no_pos['count']} label(s) have no positive "
+              f"in the training split: {', '.join(no_pos['names'][:20])}. No method can learn them; they are "
+              "kept in every metric (see metrics.json 'labels_without_train_positives').", flush=True)
     fit = FitData(X_tr, Y_tr, X_va, Y_va, data.label_names, tail=tail, images=images)
     set_seed(seed)
     method = build_method(spec.get("registered_method", spec["method"]), spec["hparams"], spec["training"])
@@ -130,17 +129,27 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
     if own is not None:
         own = np.broadcast_to(np.asarray(own, dtype=np.float64), (data.n_labels,)).copy()
         arrays["method_thresholds"] = own
+    for rule, tau in (method.decision_thresholds_by_rule() or {}).items():
+        arrays[f"method_thresholds_{rule}"] = np.broadcast_to(np.asarray(tau, dtype=np.float64), (data.n_labels,)).copy()
     with atomic_path(pred_path, suffix=".npz") as tmp, open(tmp, "wb") as fh:
         np.savez(fh, **arrays)
     rec = provenance.record(spec=spec, spec_sha256=spec_sha, inputs=inputs, seed=seed,
                             device=str(getattr(method, "device", ctx.device)), started=started,
                             extra={"fit_seconds": round(fit_seconds, 3),
+                                   "labels_without_train_positives": no_pos,
                                    "data_sources": data.meta.get("source_files"),
                                    "backbone": backbone_record(data, method)})
     write_json(prov_path, rec)
     print(f"[run] {spec['dataset']}/{spec['variant']}/{spec['method']} seed {seed}: "
           f"fit {fit_seconds:.1f}s", flush=True)
     return pred_path
+
+
+def untrained_labels(Y_train, label_names: list[str]) -> dict:
+    """Labels with no positive among the training rows of this run (after R-variant
+    down-sampling or label noise, for variants): ``{count, labels, names}``."""
+    zero = np.flatnonzero(label_counts(Y_train) == 0)
+    return {"count": int(zero.size), "labels": [int(k) for k in zero], "names": [label_names[k] for k in zero]}
 
 
 def backbone_record(data: ProcessedData, method: base.Method) -> dict | None:
@@ -160,8 +169,23 @@ def backbone_record(data: ProcessedData, method: base.Method) -> dict | None:
 def _check_scores(s: np.ndarray, n: int, L: int, method: str, split: str) -> None:
     if s.shape != (n, L):
         raise ValueError(f"{method}: predict_proba returned {s.shape} for split '{split}', expected {(n, L)}")
-    if not np.all(np.isfinite(s)) or s.min(initial=0.0) < 0 or s.max(initial=0.0) > 1:
-        raise ValueError(f"{method}: predict_proba returned values outside [0, 1] on '{split}'")
+    finite = np.isfinite(s)
+    if not finite.all():  # NaN/inf are not "outside [0, 1]": say what they are, and how many
+        n_nan, n_pinf = int(np.isnan(s).sum()), int(np.isposinf(s).sum())
+        n_bad = s.size - int(finite.sum())
+        rows = int((~finite).any(axis=1).sum()) if s.ndim == 2 else n_bad
+        raise ValueError(
+            f"{method}: predict_proba returned {n_bad} non-finite value(s) of {s.size} on '{split}' "
+            f"({n_nan} NaN, {n_pinf} +inf, {n_bad - n_nan - n_pinf} -inf; in {rows} of {s.shape[0]} rows): "
+            "the model's output is not a probability (diverged training or non-finite inputs?)"
+        )
+    lo, hi = (float(s.min()), float(s.max())) if s.size else (0.0, 0.0)
+    if lo < 0 or hi > 1:
+        n_out = int(((s < 0) | (s > 1)).sum())
+        raise ValueError(
+            f"{method}: predict_proba returned {n_out} value(s) of {s.size} outside [0, 1] on '{split}' "
+            f"(min {lo:.6g}, max {hi:.6g})"
+        )
 
 
 def predict_topk(method: base.Method, X, n: int, L: int, name: str = "method", split: str = "?",

@@ -19,7 +19,19 @@ METHODS = config["experiments"]["methods"]
 SEEDS = config["experiments"]["seeds"]
 RAW = config["data"]["raw_dir"]
 ENV = "../../environment.yml"  # every rule runs in the project environment
+# Cluster requests of a train job (the Slurm executor maps gpu -> sbatch --gpus and
+# cpus_per_task -> --cpus-per-task; a local run ignores both). GPUs: one when the config asks
+# for cuda, else 0 (declared all the same: with a gpu_model in the profile, Slurm's plugin
+# reads a missing gpu as 1).
 GPU_JOBS = 1 if config["experiments"].get("device") == "cuda" else 0
+
+
+def train_cpus(wildcards, threads):
+    """CPUs: the training process's threads plus, for an image dataset fine-tuned end to
+    end, its image_backbone.workers DataLoader processes (they reach the job through the
+    run spec), so the loader never runs on CPUs the job was not given."""
+    workers = int(config["image_backbone"].get("workers", 0)) if finetunes_images(config, wildcards.dataset) else 0
+    return threads + workers
 
 
 wildcard_constraints:
@@ -103,3 +115,17 @@ def pr_inputs(wc):
 
 def study_metrics(study):
     return [f"{d}/metrics.json" for d in study_seed_dirs(study)]
+
+
+def prepare_sources(wc):
+    """The local files acquisition would read for this dataset, resolved now: its mirror
+    files that exist (custom datasets: <mirror>/<name>/<file>) and file:// URLs. They are
+    inputs, so an edited source re-runs prepare and everything downstream (prepare then
+    re-copies it: the cached raw copy is re-verified against its source). Remote files and
+    packaged copies (pinned sha256) are not inputs. CDGTMLL_DATA_MIRROR overrides the mirror,
+    as in the job."""
+    from cdgtmll.data.acquire import local_inputs
+    from cdgtmll.data.registry import get_spec
+
+    spec = get_spec(wc.dataset, config["data"]["custom"])
+    return local_inputs(spec, config["data"]["mirror"], config["data"]["allow_download"])

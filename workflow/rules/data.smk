@@ -2,6 +2,8 @@
 
 
 rule prepare_dataset:
+    input:
+        sources=prepare_sources,
     output:
         "results/data/{dataset}/processed.npz",
     params:
@@ -63,6 +65,7 @@ rule extract_features:
         mem_mb=16000,
         runtime=600,
         gpu=GPU_JOBS,
+        cpus_per_task=1 + IMG["workers"],  # the DataLoader workers get their own cores on a cluster
     shell:
         "python -m cdgtmll.data.features --in {input} --out {output} {params.args} > {log} 2>&1"
 
@@ -88,6 +91,7 @@ rule extract_features_occluded:
         mem_mb=16000,
         runtime=600,
         gpu=GPU_JOBS,
+        cpus_per_task=1 + IMG["workers"],  # the DataLoader workers get their own cores on a cluster
     shell:
         "python -m cdgtmll.data.features --in {input} --out {output} {params.args} > {log} 2>&1"
 

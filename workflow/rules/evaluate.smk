@@ -13,6 +13,7 @@ rule evaluate:
         q=config["r_variants"]["tail_fraction"],
         tie_seed=config["r_variants"]["tie_seed"],
         threshold=config["thresholds"]["global"],
+        f1_rule=config["evaluation"]["f1_no_positive_labels"],
     conda:
         ENV
     log:
@@ -24,7 +25,8 @@ rule evaluate:
         runtime=10,
     shell:
         "python -m cdgtmll.evaluate --clean {input.clean} --rundir {params.rundir} --seeds {params.seeds} "
-        "--tail-fraction {params.q} --tie-seed {params.tie_seed} --threshold {params.threshold} > {log} 2>&1"
+        "--tail-fraction {params.q} --tie-seed {params.tie_seed} --threshold {params.threshold} "
+        "--f1-no-positive-labels {params.f1_rule} > {log} 2>&1"
 
 
 rule runs_all:

@@ -1,4 +1,5 @@
 # Tables (and, with later rules, figures) from every run's metrics.
+from cdgtmll.config import variant_setting
 
 TABLES = [
     f"results/tables/{stem}{suffix}.{ext}"
@@ -7,7 +8,13 @@ TABLES = [
     for ext in ("csv", "md", "tex")
 ]
 FIGURES = ["figures/pr_tail.pdf", "figures/pr_tail.png", "figures/pr_tail.csv"] if pr_curve_enabled(config) else []
-ALL_TARGETS = TABLES + FIGURES + [
+# `dvc metrics show`: one small file per (dataset, setting, method) with the headline metrics
+METRIC_ROWS = sorted(
+    dict.fromkeys(
+        f"results/metrics/{d}/{variant_setting(v)}/{m}.json" for d, v, m in ALL_JOBS if (d, m) not in NOT_RUN
+    )
+)
+ALL_TARGETS = TABLES + FIGURES + METRIC_ROWS + [
     "results/tables/metrics_full.csv",
     "results/metrics.json",
     "results/claims/claims_check.csv",
@@ -23,6 +30,7 @@ rule tables:
         full="results/tables/metrics_full.csv",
         long="results/tables/all_runs.csv",
         summary="results/metrics.json",
+        rows=METRIC_ROWS,
     params:
         methods=" ".join(f"'{m}'" for m in METHODS),
         not_run=" ".join(f"--not-run '{d}|{m}|{r}'" for (d, m), r in NOT_RUN.items()),
@@ -38,7 +46,7 @@ rule tables:
         runtime=10,
     shell:
         "python -m cdgtmll.tables --metrics {input} --methods {params.methods} "
-        "--threshold {params.threshold} {params.not_run} --out results/tables --summary-json {output.summary} > {log} 2>&1"
+        "--threshold {params.threshold} {params.not_run} --out results/tables --summary-json {output.summary} --summary-dir results/metrics > {log} 2>&1"
 
 
 rule figure_pr:

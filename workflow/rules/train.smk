@@ -24,6 +24,7 @@ rule train:
         mem_mb=8000,
         runtime=240,
         gpu=GPU_JOBS,
+        cpus_per_task=train_cpus,
     shell:
         "CDGTMLL_THREADS={threads} python -m cdgtmll.run --data {input.data} --clean {input.clean} "
         "--spec '{params.spec}' --outdir {params.outdir} > {log} 2>&1"

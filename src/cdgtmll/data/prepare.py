@@ -20,6 +20,11 @@ loader as keyword arguments, e.g. ``'{"tfidf": false}'`` for :func:`cdgtmll.data
 
 ``--dataset-config`` takes a JSON mapping (inline, or a path to a .json file) defining a
 MULAN-format dataset not in the registry (see :func:`cdgtmll.data.registry.spec_from_config`).
+
+The log (stdout) says where each raw file came from and why (``[acquire]`` lines: a
+missing mirror file and the packaged copy used instead, a cached copy re-verified against
+its source, ``source <path> changed: sha256 <old> -> <new>; re-copying``). An error in a
+raw file names the raw copy and the source it was copied from; nothing is written then.
 """
 
 from __future__ import annotations
@@ -30,13 +35,13 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import scipy.sparse as sp
 
 from cdgtmll.data import splits as splits_mod
-from cdgtmll.data.acquire import AcquisitionError, ChecksumError, fetch, resolve_mirror
+from cdgtmll.data.acquire import AcquisitionError, ChecksumError, fetch
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.data.registry import DatasetSpec, get_spec, spec_from_config
 
@@ -61,12 +66,14 @@ def prepare(
     dataset_config: Mapping[str, Any] | None = None,
     timeout: float = 60,
     loader_options: Mapping[str, Any] | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> ProcessedData:
     """Acquire, load, split and save one dataset; returns what was saved to ``out``.
 
     ``dataset`` is a registry name, a spec, or (with ``dataset_config``) the name of a
     config-defined MULAN dataset. Raises :class:`LoaderNotImplemented` for datasets whose
-    loader does not exist yet (checked before anything is downloaded).
+    loader does not exist yet (checked before anything is downloaded). ``log`` receives
+    one line per acquisition note and per raw file (default: none).
     """
     if isinstance(dataset, DatasetSpec):
         spec = dataset
@@ -81,12 +88,24 @@ def prepare(
     dest = Path(raw_dir) / spec.name
     fetched = {}
     for f in spec.files:
-        fetched[f.name] = fetch(spec, f, dest, mirror=mirror, allow_download=allow_download, timeout=timeout)
-        if fetched[f.name].source == "packaged" or (
-            fetched[f.name].source == "cached" and fetched[f.name].original_source == "packaged"
-        ):
+        res = fetched[f.name] = fetch(spec, f, dest, mirror=mirror, allow_download=allow_download, timeout=timeout)
+        if log is not None:
+            for note in res.notes:
+                log(f"[acquire] {f.name}: {note}")
+            log(f"[acquire] {f.name}: {describe_source(res.record())} -> {res.path} sha256 {res.sha256} "
+                + ("verified" if res.verified else "NOT verified (sha256 unknown)"))
+        if res.source == "packaged" or (res.source == "cached" and res.original_source == "packaged"):
             break  # one packaged copy stands in for all the raw files
-    tt = loader(spec, fetched, **dict(loader_options or {}))
+    try:
+        tt = loader(spec, fetched, **dict(loader_options or {}))
+    except ValueError as exc:
+        # the raw copy's path alone hides the file the user must fix: name its source too
+        msg = str(exc)
+        origins = [f"{r.path} is a copy of {describe_source(r.record())}"
+                   for r in {id(r): r for r in fetched.values()}.values() if str(r.path) in msg]
+        if origins:
+            exc.args = (f"{msg} ({'; '.join(origins)})", *exc.args[1:])  # keeps its type (e.g. XMCFormatError)
+        raise
 
     n_train = tt.Y_train.shape[0]
     n_test = tt.Y_test.shape[0]
@@ -146,6 +165,28 @@ def prepare(
     return data
 
 
+def describe_source(rec: Mapping[str, Any]) -> str:
+    """Where a raw file (a ``FetchResult.record()``) came from, in words."""
+    source = rec.get("source")
+    if source == "cached":
+        return f"cached copy of {rec.get('original_source') or 'unknown source'} {rec.get('origin')}"
+    if source == "packaged":
+        return f"packaged copy {rec.get('origin')}"
+    return f"{source} {rec.get('origin')}"
+
+
+def _sources_summary(data: ProcessedData) -> str:
+    """``raw: 3 from mirror /m/yeast`` etc.: the sources actually used (not the configured mirror)."""
+    counts: dict[str, int] = {}
+    for rec in data.meta.get("source_files", []):
+        src = rec.get("original_source") if rec.get("source") == "cached" else rec.get("source")
+        origin = Path(str(rec.get("origin")))
+        where = f"{src} {origin.parent}" if src in ("mirror", "packaged") else str(src)
+        key = f"cached, from {where}" if rec.get("source") == "cached" else f"from {where}"
+        counts[key] = counts.get(key, 0) + 1
+    return "raw: " + ", ".join(f"{n} {k}" for k, n in counts.items())
+
+
 def _load_config_arg(value: str) -> dict:
     p = Path(value)
     text = p.read_text(encoding="utf-8") if p.suffix == ".json" and p.is_file() else value
@@ -184,16 +225,16 @@ def main(argv: list[str] | None = None) -> int:
             split_seed=args.split_seed,
             dataset_config=cfg,
             loader_options=opts,
+            log=lambda line: print(line, flush=True),
         )
     except (LoaderNotImplemented, AcquisitionError, ChecksumError, KeyError, ValueError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"error: {msg}", file=sys.stderr)
         return 2
-    m = resolve_mirror(args.mirror)
     print(
         f"{data.name}: {data.Y.shape[0]} rows x {data.X.shape[1]} features, {data.n_labels} labels; "
         f"train {data.splits['train'].size} / val {data.splits['val'].size} / test {data.splits['test'].size} "
-        f"-> {args.out}" + (f" (mirror {m})" if m else "")
+        f"-> {args.out} ({_sources_summary(data)})"
     )
     return 0
 

@@ -8,18 +8,28 @@ of shape ``[n, L]``. Thresholding and metrics happen outside the method, in
 differs between rows of a table.
 
 Hyper-parameters come from config (``methods.<name>`` in config.yaml) as keyword
-arguments of the constructor; unknown keys are an error.
+arguments of the constructor; unknown keys are an error. Each method class declares
+the valid range of every hyper-parameter as a JSON-schema fragment
+(:attr:`Method.hparam_space`, next to its ``__init__``); :func:`build` checks the given
+values against them (:func:`check_hparams`) before the constructor runs, so a bad value
+stops config validation, naming the method, the hyper-parameter, the value and the range.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import inspect
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar, Iterable
 
+import jsonschema
 import numpy as np
+import yaml
 
 from cdgtmll.labels import label_counts, tail_labels
 
@@ -82,6 +92,17 @@ class Method(ABC):
     name: str = ""
     #: free text shown in the methods page and tables' footnotes
     description: str = ""
+    #: valid values of the hyper-parameters this class's ``__init__`` adds: one JSON-schema
+    #: fragment per name, e.g. ``{"C": {"type": "number", "exclusiveMinimum": 0}}``.
+    #: Subclasses inherit their parents' (:func:`hparam_space_of` merges them along the
+    #: ``**trainer`` chain); every hyper-parameter of a registered method has one.
+    hparam_space: ClassVar[dict[str, dict]] = {}
+
+    @classmethod
+    def open_hparam_space(cls) -> dict[str, dict]:
+        """Spaces of the free keywords an open ``__init__`` takes (e.g. a loss-head
+        method's loss hyper-parameters, :class:`cdgtmll.methods.neural.LossHeadMethod`)."""
+        return {}
 
     @abstractmethod
     def fit(self, data: FitData, ctx: RunContext) -> "Method": ...
@@ -107,6 +128,20 @@ class Method(ABC):
         the others. Evaluation reports them as the ``method`` block, and the tables'
         global-threshold mode uses them in place of the constant for that row (with a
         footnote), so that a two-step method is scored by its own rule."""
+        return None
+
+    @classmethod
+    def table_note(cls, hparams: dict[str, Any]) -> str | None:
+        """A footnote for the tables: how a run with these hyper-parameters differs from
+        the method's paper (docs/methods.md has the full list). None: nothing to say."""
+        return None
+
+    def decision_thresholds_by_rule(self) -> dict[str, np.ndarray] | None:
+        """Thresholds of each plug-in decision rule, for methods whose rule depends on the
+        metric (PE, SRB: ``{"micro": [L] one shared value, "macro": [L] per label}``).
+        Saved in ``predictions.npz`` as ``method_thresholds_<rule>``; evaluation scores
+        Micro-F1 with the micro rule and Macro-/Rare-F1 with the macro rule. None for
+        the others."""
         return None
 
     def extra_outputs(self) -> dict[str, Any]:
@@ -179,4 +214,169 @@ def build(name: str, hparams: dict[str, Any] | None = None) -> Method:
         unknown = sorted(set(hparams) - names)
         if unknown:
             raise ValueError(f"method '{name}': unknown hyper-parameter(s) {unknown}; allowed: {sorted(names)}")
+    check_hparams(name, hparams)
     return cls(**hparams)
+
+
+def build_for_protocol(name: str, hparams: dict[str, Any], training: dict[str, Any]) -> Method:
+    """Instantiate ``name`` with its hyper-parameters plus those keys of the dataset's
+    training protocol (epochs, batch_size, learning rates, ...) that its constructor
+    accepts; classical methods accept none of them and ignore the protocol."""
+    accepted, _ = hparam_names(get(name))
+    merged = {k: v for k, v in training.items() if k in accepted}
+    merged.update(hparams)
+    return build(name, merged)
+
+
+def constructor_defaults(cls: type) -> dict[str, Any]:
+    """Default values of the constructor parameters along the ``**trainer`` chain
+    (the most derived class wins), as :func:`hparam_names` walks it."""
+    out: dict[str, Any] = {}
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None or klass is object:
+            continue
+        params = inspect.signature(init).parameters.values()
+        for p in params:
+            if p.default is not p.empty and p.name != "self":
+                out.setdefault(p.name, p.default)
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            break
+    return out
+
+
+def resolved_hparams(name: str, hparams: dict[str, Any], training: dict[str, Any]) -> dict[str, Any]:
+    """Every hyper-parameter value a run of ``name`` actually uses: the constructor
+    defaults, overlaid by the protocol keys and the configured values, plus what the
+    method itself reports (``hparams()``, e.g. a loss's own defaults). Part of the run
+    spec, so that a changed *code default* re-runs exactly the affected jobs, as a
+    changed config value does."""
+    m = build_for_protocol(name, hparams, training)
+    accepted, _ = hparam_names(type(m))
+    out = {**constructor_defaults(type(m)), **{k: v for k, v in training.items() if k in accepted}, **hparams}
+    own = getattr(m, "hparams", None)
+    if callable(own):
+        out.update(own())
+    return out
+
+
+# ------------------------------------------------------------- hyper-parameter ranges
+
+
+class HparamError(ValueError):
+    """A hyper-parameter value outside its declared space. ``owner`` is e.g.
+    ``"method 'BR-LogReg'"``; ``expected`` describes the space (``"a number > 0"``)."""
+
+    def __init__(self, owner: str, param: str, value: Any, expected: str) -> None:
+        self.owner, self.param, self.value, self.expected = owner, param, value, expected
+        super().__init__(f"{owner}: hyper-parameter '{param}' = {format_value(value)}: expected {expected}")
+
+
+def hparam_space_of(cls: type) -> dict[str, dict]:
+    """The hyper-parameter space of a method class: the ``hparam_space`` declarations
+    merged along the chain :func:`hparam_names` walks (the most derived class wins), plus
+    the spaces of an open ``__init__``'s free keywords (:meth:`Method.open_hparam_space`)."""
+    out: dict[str, dict] = {}
+    for klass in cls.__mro__:
+        if klass is object:
+            continue
+        for k, frag in klass.__dict__.get("hparam_space", {}).items():
+            out.setdefault(k, frag)
+        init = klass.__dict__.get("__init__")
+        if init is not None and not any(
+            p.kind is p.VAR_KEYWORD for p in inspect.signature(init).parameters.values()
+        ):
+            break
+    extra = getattr(cls, "open_hparam_space", None)
+    for k, frag in (extra() if callable(extra) else {}).items():
+        out.setdefault(k, frag)
+    return out
+
+
+def check_hparams(name: str, hparams: dict[str, Any]) -> None:
+    """Check the given hyper-parameter values of method ``name`` against its declared
+    space; raises :class:`HparamError` (a ValueError) naming the first bad one, e.g.
+    ``method 'BR-LogReg': hyper-parameter 'C' = -1: expected a number > 0``. Keys
+    without a declared space are left to the constructor (unknown keys are reported
+    by :func:`build`)."""
+    check_values(f"method '{name}'", hparam_space_of(get(name)), hparams)
+
+
+def check_values(owner: str, space: dict[str, dict], values: dict[str, Any]) -> None:
+    """Validate ``values`` against the JSON-schema fragments of ``space`` (per key;
+    numbers must also be finite). Raises :class:`HparamError` for the first bad value."""
+    for key, value in values.items():
+        frag = space.get(key)
+        if frag is None:
+            continue
+        bad = isinstance(value, float) and not math.isfinite(value)
+        if not bad:
+            bad = next(jsonschema.Draft202012Validator(frag).iter_errors(value), None) is not None
+        if bad:
+            raise HparamError(owner, key, value, describe_space(frag))
+
+
+def format_value(value: Any) -> str:
+    """A value as the config (YAML) spells it: null, true/false, numbers, quoted strings."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
+
+
+_TYPE_NAMES = {"number": "a number", "integer": "an integer", "boolean": "a boolean (true/false)",
+               "string": "a string", "null": "null", "array": "a list", "object": "a mapping"}
+
+
+def describe_space(frag: dict) -> str:
+    """Plain-words form of a JSON-schema fragment: ``a number > 0``, ``an integer >= 1``,
+    ``a number in [0, 1)``, ``one of 'jsd', 'kl'``, ``null or a number in (0, 1]``."""
+    for comb in ("anyOf", "oneOf"):
+        if comb in frag:
+            return " or ".join(describe_space(f) for f in frag[comb])
+    if "enum" in frag:
+        return "one of " + ", ".join(format_value(v) for v in frag["enum"])
+    if "const" in frag:
+        return format_value(frag["const"])
+    types = frag.get("type", [])
+    types = [types] if isinstance(types, str) else list(types)
+
+    def bound_of(inclusive: str, exclusive: str, brackets: str) -> tuple[str, Any] | None:
+        if inclusive in frag:
+            return brackets[0], frag[inclusive]
+        return (brackets[1], frag[exclusive]) if exclusive in frag else None
+
+    lo, hi = bound_of("minimum", "exclusiveMinimum", "[("), bound_of("maximum", "exclusiveMaximum", "])")
+    if lo and hi:
+        bound = f" in {lo[0]}{lo[1]}, {hi[1]}{hi[0]}"
+    elif lo:
+        bound = f" {'>=' if lo[0] == '[' else '>'} {lo[1]}"
+    elif hi:
+        bound = f" {'<=' if hi[0] == ']' else '<'} {hi[1]}"
+    else:
+        bound = ""
+    parts = ["null"] if "null" in types else []
+    parts += [_TYPE_NAMES.get(t, f"a {t}") + (bound if t in ("number", "integer") else "")
+              for t in types if t != "null"]
+    return " or ".join(parts) or "a value" + bound
+
+
+@functools.lru_cache(maxsize=None)
+def _training_properties() -> dict[str, dict]:
+    text = resources.files("cdgtmll").joinpath("schemas/config.schema.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)["$defs"]["training"]["properties"]
+
+
+def training_hparam_space(names: Iterable[str], nullable: Iterable[str] = ()) -> dict[str, dict]:
+    """The config schema's ``training`` block fragments of ``names`` (the shared
+    trainer's hyper-parameters): one source of truth for their ranges, whether set under
+    ``training.<dataset>`` or ``methods.<name>``. ``nullable`` names also accept None."""
+    props, nullable = _training_properties(), set(nullable)
+    out = {}
+    for n in names:
+        frag = {k: v for k, v in copy.deepcopy(props[n]).items() if k != "description"}
+        if n in nullable:
+            frag["type"] = [frag["type"], "null"]
+        out[n] = frag
+    return out

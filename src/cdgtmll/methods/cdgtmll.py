@@ -17,17 +17,32 @@ learnable logits (initialised to 0 = uniform); ``p_hat_l = sum_i omega_{i,l} p_{
 as :func:`make_partition` always gives, the same sum over adjacent columns and the
 two-way softmax as a sigmoid of the logit difference), clipped to ``[eps, 1 - eps]``
 (Assumption 2(i)). A label with a single player has omega = 1 exactly (the softmax of
-one logit; its gradient is 0), so logits are stored only for overlap pairs.
+one logit; its gradient is 0), so logits are stored only for overlap pairs. The clip is
+part of the training objective only; predictions are the unclipped fused probabilities
+(:meth:`CDGTMLLNet.forward`), so clipping introduces no ties in the rankings.
 
 Objective (maximised; the trainer minimises ``-Phi``)
 -----------------------------------------------------
 * ``R = E_B[ sum_l w_l (y_l log p_hat_l + (1 - y_l) log(1 - p_hat_l)) ]`` - the
-  rarity-weighted logistic utility of Theorem 1(3) with ``Z = 1``.
-  ``payoff_weights='rarity'`` (default): ``w_l = L * r_l / sum_k r_k`` with
-  ``r_l = 1 / (1 + freq(l))`` (the curiosity weights of Eq. 7, rescaled to mean 1 so that
-  R has the scale of the project's BCE: sum over labels, mean over the batch);
-  ``'uniform'``: ``w_l = 1`` (plain logistic utility, the other example in Eq. 3).
-  Rarity is the default because it is the utility Theorem 1(3) analyses ("tail-aware").
+  logistic utility of Eq. 3 on the fused, clipped probabilities. In terms of Theorem
+  1(3)'s ``M = (1/Z) sum_l w_l [...]`` with ``Z = sum_l w_l``, ``R = L * E_B[M]`` for both
+  weightings below (the factor L keeps R on the scale of the project's BCE: sum over
+  labels, mean over the batch).
+  ``payoff_weights='uniform'`` (default): ``w_l = 1`` (``Z = L``), the plain logistic
+  utility. Rarity then enters the objective **only** through ``alpha * C_i``, so the
+  No-Curiosity ablation (alpha = 0) removes all rarity emphasis, as the paper's
+  ablation intends ("curiosity bonuses inject gradient on under-represented tags without
+  hand-tuned class weights", abstract).
+  ``'rarity'``: ``w_l = L * r_l / sum_k r_k`` with ``r_l = 1 / (1 + freq(l))`` (the
+  curiosity weights of Eq. 7; ``Z = sum_l r_l``), the "rarity-weighted logistic utility"
+  that Theorem 1(3) analyses. Caveat, measured by
+  ``benchmarks/bench_curiosity_direction.py``: with these weights the gradient of Phi on a
+  singly-covered label's logit is ``r_l (L / sum r + alpha)(y - p)``, so alpha only
+  rescales it (cosine 1.000000 between alpha = 0 and 0.4 on Yeast) and the alpha
+  ablation/sweep measure nothing on those labels. With the uniform default the factor is
+  ``1 + alpha r_l``: alpha re-weights labels against each other. Because freq is a
+  prevalence in [0, 1] (Sec. 3.1), ``r_l`` lies in [1/2, 1] and that re-weighting is mild
+  (at most ``(1 + alpha) / (1 + alpha / 2)``, 1.17 at alpha = 0.4).
   For singly-covered labels ``p_hat = clip(sigmoid(z)) = sigmoid(clamp(z, logit(eps),
   logit(1-eps)))`` and the term is evaluated in log-sigmoid form on the clamped logit
   (same value and gradient - 0 on clipped entries - as the clipped probability form,
@@ -140,7 +155,7 @@ from cdgtmll.nn.image_input import iter_rows
 
 PLAYER_ACC_FILE = "player_val_acc.npz"
 DIVERGENCES = ("jsd", "kl")
-PAYOFF_WEIGHTS = ("rarity", "uniform")
+PAYOFF_WEIGHTS = ("uniform", "rarity")
 
 
 # ------------------------------------------------------------------------- partition
@@ -336,7 +351,7 @@ class CDGTMLLNet(nn.Module):
         backbone: MLPBackbone,
         partition: Partition,
         freq: np.ndarray,
-        payoff_weights: str = "rarity",
+        payoff_weights: str = "uniform",
         eps: float = 1e-6,
         ema_decay: float = 0.99,
         divergence: str = "jsd",
@@ -444,13 +459,22 @@ class CDGTMLLNet(nn.Module):
         return h, self.heads(h)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Fused, clipped p_hat [B, L]."""
+        """Fused probabilities p_hat [B, L] for prediction, **not** clipped.
+
+        Clipping to ``[eps, 1-eps]`` belongs to the training objective (Assumption 2(i):
+        bounded log-likelihoods; :meth:`potential_terms`). At prediction time it would map
+        every score below eps to the same value and create ties that lower mAP and P@k
+        (measured on Yeast test: 18.6% of the scores at exactly 1e-6, mAP 0.4743 clipped
+        vs 0.4761 unclipped). The scores are therefore the raw fused sigmoids, as every
+        baseline outputs: for a singly-covered label exactly ``sigmoid(z)``; for an
+        overlap label the omega-weighted mean of its players' sigmoids. Both are monotone
+        in the logits, so no ranking is changed."""
         _, z = self.pair_logits(x)
         out = z.new_empty(z.shape[0], self.n_labels)
         out[:, self.single_labels] = torch.sigmoid(z[:, : self.n_single])
         if self.ov_labels.numel():
             out[:, self.ov_labels] = self.fuse_overlap(torch.sigmoid(z[:, self.n_single :]))
-        return out.clamp_(self.eps, 1 - self.eps)
+        return out
 
     def target_layout(self, y: torch.Tensor) -> torch.Tensor:
         """Training targets re-laid once per run: ``[y[:, pair_label] | y[:, ov_labels]]``
@@ -505,7 +529,7 @@ class CDGTMLL(NeuralMethod):
     Hyper-parameters (defaults = App. E.1/E.2 for Yeast): ``n_players=3``, ``rho=0.2``,
     ``alpha=0.4``, ``beta_max=0.3``, ``beta_warmup=0.1`` (fraction of training steps),
     ``ema_decay=0.99`` (0 disables), ``divergence='jsd'`` ('kl'), ``payoff_weights=
-    'rarity'`` ('uniform'), ``eps=1e-6``, ``tail_fraction=None`` (None: FitData.tail),
+    'uniform'`` ('rarity'), ``eps=1e-6``, ``tail_fraction=None`` (None: FitData.tail),
     ``partition_seed=None`` (None: the run seed), ``clip_scope='block'`` ('global'),
     plus the trainer's (see :mod:`cdgtmll.methods.neural`).
     Ablations: ``alpha=0`` No-Curiosity, ``n_players=1`` Single-Predictor, ``rho=0``
@@ -513,6 +537,21 @@ class CDGTMLL(NeuralMethod):
     """
 
     description = "CD-GTMLL: N cooperating players on a shared MLP, curiosity + fusion (Alg. 1)"
+
+    hparam_space = {
+        "n_players": {"type": "integer", "minimum": 1},
+        "rho": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},  # overlap ratio (make_partition)
+        "alpha": {"type": "number", "minimum": 0},  # curiosity weight in Phi
+        "beta_max": {"type": "number", "minimum": 0},  # disagreement bonus after warm-up
+        "beta_warmup": {"type": "number", "minimum": 0, "maximum": 1},  # fraction of training steps
+        "ema_decay": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},  # 0 disables the EMA
+        "divergence": {"enum": list(DIVERGENCES)},
+        "payoff_weights": {"enum": list(PAYOFF_WEIGHTS)},
+        "eps": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 0.5},  # clip [eps, 1 - eps]
+        "tail_fraction": {"type": ["number", "null"], "minimum": 0, "maximum": 1},  # q of tail_labels
+        "partition_seed": {"type": ["integer", "null"], "minimum": 0},  # numpy seeds are >= 0
+        "clip_scope": {"enum": ["block", "global"]},
+    }
 
     def __init__(
         self,
@@ -523,7 +562,7 @@ class CDGTMLL(NeuralMethod):
         beta_warmup: float = 0.1,
         ema_decay: float = 0.99,
         divergence: str = "jsd",
-        payoff_weights: str = "rarity",
+        payoff_weights: str = "uniform",
         eps: float = 1e-6,
         tail_fraction: float | None = None,
         partition_seed: int | None = None,
@@ -552,6 +591,15 @@ class CDGTMLL(NeuralMethod):
         self.partition: Partition | None = None
         self._freq: np.ndarray | None = None
         self._player_acc: list[np.ndarray] = []
+
+    @classmethod
+    def table_note(cls, hparams: dict[str, Any]) -> str | None:
+        payoff = hparams.get("payoff_weights", "uniform")
+        R = ("the uniform logistic utility (w_l = 1), so rarity enters only through alpha C_i" if payoff == "uniform"
+             else "the rarity-weighted logistic utility of Theorem 1(3)")
+        return (f"{cls.name}: payoff R is {R} (payoff_weights: {payoff}); scores are the unclipped fused "
+                f"probabilities; gradients clipped per {hparams.get('clip_scope', 'block')}; peers from an EMA of "
+                f"their head parameters (ema_decay {hparams.get('ema_decay', 0.99)}). See docs/methods.md.")
 
     def hparams(self) -> dict[str, Any]:
         return {
@@ -601,20 +649,26 @@ class CDGTMLL(NeuralMethod):
         phi = t["R"] + self.alpha * (t["C_loglik"] + beta * t["C_div"])
         return -phi, {**t, "Phi": phi.detach(), "beta": beta}
 
-    def clip_gradients(self, model: CDGTMLLNet, max_norm: float) -> None:
+    def clip_gradients(self, model: CDGTMLLNet, max_norm: float) -> torch.Tensor | None:
         """'block': backbone+fusion clipped jointly; each player's rows of the pair-Linear
-        clipped by their own norm (= the N+1 separate steps of Alg. 1). 'global': one norm."""
+        clipped by their own norm (= the N+1 separate steps of Alg. 1). 'global': one norm.
+        Returns the global gradient norm before clipping (from the block norms, no extra
+        pass), which the trainer checks for NaN/inf."""
         if self.clip_scope == "global":
             return super().clip_gradients(model, max_norm)
-        nn.utils.clip_grad_norm_([p for p in (*model.backbone.parameters(), model.fusion_logits) if p.grad is not None], max_norm)
+        rest = [p for p in (*model.backbone.parameters(), model.fusion_logits) if p.grad is not None]
+        rest_norm = nn.utils.clip_grad_norm_(rest, max_norm) if rest else torch.zeros(())
         gw, gb = model.heads.weight.grad, model.heads.bias.grad
         if gw is None:
-            return
+            return rest_norm
         sq = torch.linalg.vector_norm(gw, dim=1).square_() + gb.square()
-        norms = sq.new_zeros(model.n_players).index_add_(0, model.pair_player, sq).sqrt_()
+        player_sq = sq.new_zeros(model.n_players).index_add_(0, model.pair_player, sq)
+        total = torch.sqrt(rest_norm.to(sq.dtype).square() + player_sq.sum())
+        norms = player_sq.sqrt_()
         coef = (max_norm / (norms + 1e-6)).clamp_(max=1.0)[model.pair_player]
         gw.mul_(coef.unsqueeze(1))
         gb.mul_(coef)
+        return total
 
     def train_targets(self, model: CDGTMLLNet, Y: torch.Tensor) -> torch.Tensor:
         return model.target_layout(Y)

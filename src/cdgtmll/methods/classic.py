@@ -24,6 +24,11 @@ class BinaryRelevanceLogReg(Method):
 
     description = "per-label logistic regression (scikit-learn), standardised features"
 
+    hparam_space = {
+        "C": {"type": "number", "exclusiveMinimum": 0},  # inverse L2 strength (scikit-learn: > 0)
+        "max_iter": {"type": "integer", "minimum": 1},  # lbfgs iterations
+    }
+
     def __init__(self, C: float = 1.0, max_iter: int = 1000) -> None:
         self.C = float(C)
         self.max_iter = int(max_iter)

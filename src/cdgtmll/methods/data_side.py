@@ -245,6 +245,12 @@ class BalanceMixMethod(_BCEDataSide):
         "management after warm-up"
     )
 
+    hparam_space = {
+        "warmup_epochs": {"type": "integer", "minimum": 0},
+        "mix_alpha": {"type": "number", "exclusiveMinimum": 0},  # Beta(alpha, alpha) needs alpha > 0
+        "relabel_tau": {"type": "number", "exclusiveMinimum": 0.5, "maximum": 1},  # p > tau -> 1, p < 1 - tau -> 0
+    }
+
     def __init__(
         self,
         warmup_epochs: int = 10,
@@ -730,6 +736,19 @@ class MLBOTEMethod(_BCEDataSide):
         "self-borderline, cross-borderline and interior seeds, SMOTE interpolation within label sets"
     )
 
+    hparam_space = {
+        "k_border": {"type": "integer", "minimum": 1},  # neighbour counts
+        "k_weight": {"type": "integer", "minimum": 1},
+        "ovr_threshold": {"type": "number", "minimum": 0},  # compared with ovrIR = (N - n_k) / n_k >= 0
+        "resample_ratio": {"type": "number", "minimum": 0},  # a count multiplier
+        # cross-borderline seeds are drawn with probability ~ rho - 1 among rho > cross_threshold
+        "cross_threshold": {"type": "number", "minimum": 1},
+        "interior_ratio": {"type": "number", "minimum": 0},  # compared with IRLbl_k / meanIR > 0
+        "size_penalty": {"type": "number", "minimum": 0},  # 1 + size_penalty * [0, 1) divides the weights
+        "step_size": {"type": "number", "minimum": 0},  # g ~ U(0, step_size)
+        "standardize": {"type": "boolean"},
+    }
+
     def __init__(
         self,
         k_border: int = 3,
@@ -1022,6 +1041,20 @@ class LSFAMethod(_BCEDataSide):
         f"{_BACKBONE}; then LSFA (Xu et al., AAAI 2023): CVAE trained on head-label features generates 10 "
         "features per tail label from its prototype, linear head retrained on frozen features (real + synthetic)"
     )
+
+    hparam_space = {
+        "head_min_count": {"type": "integer", "minimum": 1},
+        "n_synthetic": {"type": "integer", "minimum": 1},
+        "gen_epochs": {"type": "integer", "minimum": 1},
+        "gen_batch_size": {"type": "integer", "minimum": 1},
+        "gen_lr": {"type": "number", "exclusiveMinimum": 0},  # Adam step size of the CVAE
+        "gen_hidden_dim": {"type": "integer", "minimum": 1},
+        "kl_weight": {"type": "number", "minimum": 0},
+        "gen_patience": {"type": "integer", "minimum": 1},
+        "calib_epochs": {"type": ["integer", "null"], "minimum": 1},  # None: the trainer's epochs
+        "calib_warmup": {"type": "integer", "minimum": 0},
+        "calib_weight": {"type": "number", "minimum": 0},  # weight of the synthetic rows' loss
+    }
 
     def __init__(
         self,

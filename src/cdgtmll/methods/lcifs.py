@@ -191,6 +191,17 @@ class LCIFSMethod(BCEMethod):
         """Selects columns of ``X``: a feature matrix is needed."""
         return False
 
+    hparam_space = {
+        "feature_fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+        "n_features": {"type": ["integer", "null"], "minimum": 1},  # None: feature_fraction * d
+        "alpha": {"type": "number", "minimum": 0},  # objective weights (lcifs_solve)
+        "beta": {"type": "number", "exclusiveMinimum": 0},
+        "gamma": {"type": "number", "exclusiveMinimum": 0},
+        "eps": {"type": "number", "exclusiveMinimum": 0},
+        "max_iter": {"type": "integer", "minimum": 0},  # 0: the ridge initialisation only
+        "tol": {"type": "number", "minimum": 0},
+    }
+
     def __init__(
         self,
         feature_fraction: float = 0.5,

@@ -39,8 +39,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from cdgtmll.losses import LOSSES, build_loss
-from cdgtmll.methods.base import FitData, Method, RunContext, hparam_names, register
+from cdgtmll.losses import LOSSES, build_loss, loss_hparam_space
+from cdgtmll.methods.base import FitData, Method, RunContext, hparam_names, register, training_hparam_space
 from cdgtmll.nn.backbone import MLPBackbone
 from cdgtmll.nn.image_input import ImageInput, build_finetune_backbone
 from cdgtmll.nn.sparse import SparseLinearBackbone, use_sparse_backbone
@@ -54,6 +54,15 @@ class NeuralMethod(Method, TrainTask):
     ``predict`` (see :class:`TrainTask`), and may override :meth:`prepare` to derive
     state from the training data before the model is built.
     """
+
+    #: the trainer's hyper-parameters have exactly the ranges of the config schema's
+    #: ``training`` block (one source of truth, whether set under ``training.<dataset>``
+    #: or ``methods.<name>``); here ``lr_head`` and ``grad_clip`` may also be None
+    #: (eta_head = eta_0; no clipping)
+    hparam_space = training_hparam_space(
+        ("epochs", "batch_size", "lr_backbone", "lr_head", "weight_decay", "grad_clip", "hidden_dim"),
+        nullable=("lr_head", "grad_clip"),
+    )
 
     def __init__(
         self,
@@ -217,6 +226,12 @@ class LossHeadMethod(LinearHeadTask, NeuralMethod):
 
     loss_name: str = ""
     loss_defaults: dict[str, Any] = {}
+
+    @classmethod
+    def open_hparam_space(cls) -> dict[str, dict]:
+        """The free keywords are the loss's hyper-parameters: its declared space
+        (:func:`cdgtmll.losses.loss_hparam_space`)."""
+        return loss_hparam_space(cls.loss_name) if cls.loss_name in LOSSES else {}
 
     def __init__(self, **hparams: Any) -> None:
         trainer_keys, _ = hparam_names(NeuralMethod)

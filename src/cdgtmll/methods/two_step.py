@@ -11,19 +11,30 @@ same trainer hyper-parameters):
    ``predict_proba`` returns :math:`\psi^{-1}(z)`, a calibrated probability, so
    mAP and the global-threshold rows are computed on probabilities.
 2. **Threshold tuning on the validation split** (the held-out sample of both
-   papers), maximising the target F-measure directly, at the end of ``fit``:
+   papers), maximising each target F-measure directly, at the end of ``fit``. Both
+   rules are tuned, on the same validation scores:
 
-   * ``target='macro'`` (default): one threshold per label,
-     :func:`cdgtmll.metrics.tune_thresholds` (exact search, per-label F1);
-   * ``target='micro'``: one threshold shared by all labels,
-     :func:`cdgtmll.metrics.tune_global_threshold` (exact search, pooled micro-F1).
+   * **macro** rule: one threshold per label,
+     :func:`cdgtmll.metrics.tune_thresholds` (exact search, per-label F1) -- the
+     plug-in rule for Macro-F1 and Rare-F1 (both are means of per-label F1);
+   * **micro** rule: one threshold shared by all labels,
+     :func:`cdgtmll.metrics.tune_global_threshold` (exact search, pooled micro-F1) --
+     the plug-in rule for Micro-F1.
 
    Both papers show this is the right form of the optimum: macro-averaged
    metrics decompose over labels (a threshold per label), micro-averaged ones are
    optimised by thresholding every label's marginal at one common value
-   (the multilabel results of both papers). The thresholds are returned by :meth:`decision_thresholds`
-   (evaluation reports them as the row's own ``method`` block) and saved in
-   :meth:`extra_outputs`. Decision rule: ``p >= tau`` (as :func:`cdgtmll.metrics.binarize`).
+   (Koyejo et al. 2015, Sec. 4; the multilabel results of both papers). So each F1
+   column is scored with the rule for its own metric: both threshold sets
+   (:meth:`decision_thresholds_by_rule`) are saved in ``predictions.npz``
+   (``method_thresholds_micro``, ``method_thresholds_macro``; also in
+   :meth:`extra_outputs`), and evaluation (:mod:`cdgtmll.evaluate`) computes the
+   row's ``method`` block as Micro-F1 at the shared threshold, Macro-F1 and Rare-F1 at
+   the per-label thresholds, recording the rule per column.
+   ``target`` ('macro' default, or 'micro') only selects which of the two sets
+   :meth:`decision_thresholds` returns (the row's single decision rule outside the
+   per-metric evaluation; saved as ``method_thresholds``); it does not change the
+   scores or the tables. Decision rule: ``p >= tau`` (as :func:`cdgtmll.metrics.binarize`).
 
 PE -- plug-in estimator
 -----------------------
@@ -31,7 +42,10 @@ Koyejo, Natarajan, Ravikumar, Dhillon, "Consistent Multilabel Classification",
 NeurIPS 2015: step 1 is regularised **logistic** regression (``BCE``, the project's
 :class:`cdgtmll.losses.BCELoss`, link :math:`\sigma(z)`); step 2 as above. Step 1 is
 *exactly* the BCE row (same model, loss, seed handling, hence the same
-probabilities on the same seed); PE differs from BCE only by its decision rule.
+probabilities on the same seed); PE differs from BCE only by its decision rule, so its
+threshold-free metrics (mAP, P@k) equal BCE's by construction (the tables footnote this,
+and the claims check reports a paper that prints them different as a paper
+inconsistency).
 
 SRB -- surrogate regret bounds
 ------------------------------
@@ -94,6 +108,9 @@ from cdgtmll.methods.base import FitData, RunContext, register
 from cdgtmll.methods.neural import LinearHeadTask, NeuralMethod
 
 TARGETS = ("macro", "micro")
+#: the plug-in rule that scores each F1 column (Koyejo et al. 2015): shared threshold for
+#: micro-averaged F1, per-label thresholds for the per-label means
+METRIC_RULES = {"micro_f1": "micro", "macro_f1": "macro", "rare_f1": "macro"}
 
 #: exponent above which the exponential loss continues linearly (overflow guard)
 EXP_LINEAR_ABOVE = 30.0
@@ -171,6 +188,8 @@ SURROGATES: dict[str, type[nn.Module]] = {"squared": SquaredProperLoss, "exponen
 class PlugInMethod(LinearHeadTask, NeuralMethod):
     """Common two-step machinery: subclasses supply ``make_criterion`` and ``link``."""
 
+    hparam_space = {"target": {"enum": list(TARGETS)}}  # which tuned thresholds decision_thresholds returns
+
     def __init__(
         self,
         target: str = "macro",
@@ -182,6 +201,7 @@ class PlugInMethod(LinearHeadTask, NeuralMethod):
         self.target = target
         self._criterion: nn.Module | None = None
         self.thresholds: np.ndarray | None = None
+        self.rule_thresholds: dict[str, np.ndarray] = {}
         self._val_report: dict[str, Any] = {}
 
     # -- step 1 hooks ------------------------------------------------------------------
@@ -202,6 +222,7 @@ class PlugInMethod(LinearHeadTask, NeuralMethod):
             raise ValueError(f"method '{self.name}': step 2 tunes thresholds on the validation split, which is empty")
         self._criterion = self.make_criterion(data)
         self.thresholds = None
+        self.rule_thresholds = {}
 
     def predict(self, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
         return self.link(model(x))
@@ -211,23 +232,29 @@ class PlugInMethod(LinearHeadTask, NeuralMethod):
         super().fit(data, ctx)
         S_val = self.predict_proba(data.X_val)
         Y_val = data.Y_val
-        if self.target == "macro":
-            tau = np.asarray(metrics.tune_thresholds(Y_val, S_val), dtype=np.float64)
-        else:
-            tau = np.full(data.n_labels, float(metrics.tune_global_threshold(Y_val, S_val)))
-        self.thresholds = tau
-        tuned = metrics.f1_from_counts(*metrics.thresholded_counts(Y_val, S_val, tau))
+        per_label = np.asarray(metrics.tune_thresholds(Y_val, S_val), dtype=np.float64)
+        shared = float(metrics.tune_global_threshold(Y_val, S_val))
+        self.rule_thresholds = {"macro": per_label, "micro": np.full(data.n_labels, shared)}
+        self.thresholds = self.rule_thresholds[self.target].copy()
+        micro = metrics.f1_from_counts(*metrics.thresholded_counts(Y_val, S_val, self.rule_thresholds["micro"]))
+        macro = metrics.f1_from_counts(*metrics.thresholded_counts(Y_val, S_val, per_label))
         at_half = metrics.f1_from_counts(*metrics.thresholded_counts(Y_val, S_val, 0.5))
-        self._val_report = {
-            "val_microF1_tuned": float(tuned.micro),
-            "val_macroF1_tuned": float(tuned.macro),
+        self._val_report = {  # each metric at its own rule (validation, all labels)
+            "val_microF1_tuned": float(micro.micro),
+            "val_macroF1_tuned": float(macro.macro),
             "val_microF1_at_0.5": float(at_half.micro),
             "val_macroF1_at_0.5": float(at_half.macro),
         }
         return self
 
     def decision_thresholds(self) -> np.ndarray | None:
+        """The ``target`` rule's thresholds (``[L]``); evaluation scores each F1 column
+        with its own rule from :meth:`extra_outputs` (module docstring)."""
         return None if self.thresholds is None else self.thresholds.copy()
+
+    def decision_thresholds_by_rule(self) -> dict[str, np.ndarray] | None:
+        """Both plug-in rules (module docstring): ``micro`` (shared) and ``macro`` (per label)."""
+        return {k: v.copy() for k, v in self.rule_thresholds.items()} or None
 
     def extra_outputs(self) -> dict[str, Any]:
         if self.thresholds is None:
@@ -237,7 +264,9 @@ class PlugInMethod(LinearHeadTask, NeuralMethod):
                 "target": self.target,
                 "link": self.link_name(),
                 "thresholds": [float(t) for t in self.thresholds],
-                "shared_threshold": float(self.thresholds[0]) if self.target == "micro" else None,
+                "shared_threshold": float(self.rule_thresholds["micro"][0]),
+                "per_label_thresholds": [float(t) for t in self.rule_thresholds["macro"]],
+                "metric_rules": dict(METRIC_RULES),
                 **self._val_report,
             },
             "hparams": self.hparams(),
@@ -247,12 +276,13 @@ class PlugInMethod(LinearHeadTask, NeuralMethod):
 @register("PE")
 class PEMethod(PlugInMethod):
     """Plug-in estimator (Koyejo et al., NeurIPS 2015): logistic loss (BCE), link
-    sigmoid, then validation-tuned F1 thresholds (``target``: 'macro' per label,
-    'micro' shared). See the module docstring."""
+    sigmoid, then validation-tuned F1 thresholds: one shared threshold (micro rule, for
+    Micro-F1) and one per label (macro rule, for Macro-/Rare-F1); ``target`` picks the set
+    :meth:`decision_thresholds` returns. See the module docstring."""
 
     description = (
         "Plug-in estimator (Koyejo et al., NeurIPS 2015): BCE model (same backbone/trainer as BCE), "
-        "then F1-optimal thresholds tuned on validation (per label for macro, one shared for micro)"
+        "then F1-optimal thresholds tuned on validation (one shared for Micro-F1, per label for Macro-/Rare-F1)"
     )
 
     def make_criterion(self, data: FitData) -> nn.Module:
@@ -279,6 +309,8 @@ class SRBMethod(PlugInMethod):
     )
 
     _LINK_NAMES = {"squared": "clip((1+z)/2, 0, 1)", "exponential": "1/(1+exp(-2z))"}
+
+    hparam_space = {"surrogate": {"enum": sorted(SURROGATES)}}  # strongly proper composite; logistic is PE
 
     def __init__(
         self,
@@ -317,6 +349,7 @@ class SRBMethod(PlugInMethod):
 __all__ = [
     "EXP_LINEAR_ABOVE",
     "ExponentialProperLoss",
+    "METRIC_RULES",
     "PEMethod",
     "PlugInMethod",
     "SRBMethod",

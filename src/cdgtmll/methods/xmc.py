@@ -155,6 +155,12 @@ class ETUMethod(BCEMethod):
         "marginals (MLP backbone + linear head + BCE)"
     )
 
+    hparam_space = {
+        "utility": {"enum": list(UTILITIES)},
+        "k": {"type": "integer", "minimum": 1},  # size of the top-k decision
+        "prior_smoothing": {"type": "number", "exclusiveMinimum": 0},  # Laplace a of (n_l + a) / (n + 2a)
+    }
+
     def __init__(
         self,
         utility: str = "macro-recall",
@@ -255,6 +261,21 @@ class XRLinearMethod(Method):
 
     description = "PECOS XR-Linear: PIFA + balanced hierarchical k-means label tree, linear rankers, beam search"
 
+    hparam_space = {
+        "nr_splits": {"type": "integer", "minimum": 2},  # tree out-degree (1 never merges the codes)
+        "max_leaf_size": {"type": "integer", "minimum": 1},
+        "Cp": {"type": "number", "exclusiveMinimum": 0},  # liblinear costs of positives / negatives
+        "Cn": {"type": "number", "exclusiveMinimum": 0},
+        "threshold": {"type": "number", "minimum": 0},  # |w| below it is pruned
+        "beam_size": {"type": "integer", "minimum": 1},
+        "only_topk": {"type": "integer", "minimum": 1},
+        # PECOS post-processors whose scores lie in [0, 1] (the log-* and noop ones do not,
+        # and predict_proba clips to [0, 1])
+        "post_processor": {"enum": ["sigmoid", "l1-hinge", "l2-hinge", "l3-hinge", "l4-hinge"]},
+        "normalize": {"type": "boolean"},
+        "threads": {"anyOf": [{"const": -1}, {"type": "integer", "minimum": 1}]},  # -1: all CPUs
+    }
+
     def __init__(
         self,
         nr_splits: int = 16,
@@ -323,6 +344,8 @@ class XRLinearMethod(Method):
 
 class _EncoderMethod(Method):
     """A method that needs a pretrained transformer text encoder (not implemented)."""
+
+    hparam_space = {"encoder": {"type": ["string", "null"]}}  # local HuggingFace model directory
 
     def __init__(self, encoder: str | None = None) -> None:
         self.encoder = None if encoder is None else str(encoder)

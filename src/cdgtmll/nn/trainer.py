@@ -29,6 +29,15 @@ everything else, identically for BCE, the other loss-based baselines and CD-GTML
   ``average_precision_score``, vectorised), ``val_microF1``
   (threshold 0.5, ``p > 0.5``), the task's ``epoch_end`` columns, ``epoch_time``
   (seconds of the training loop only) and ``val_time``;
+* divergence stops training at once: a non-finite loss or gradient norm (the norm that
+  clipping computes anyway) raises :class:`TrainingDiverged` at that step, naming the
+  epoch, the step, the non-finite loss term(s) and the learning rates; nothing is
+  written for the diverging epoch (the last finite checkpoint, if any, stays). On CPU
+  (and on the float16 GradScaler path, which syncs every step anyway) the values are read
+  at every step; on CUDA no host sync is added per step: the step's values are kept on
+  the device and polled through pinned memory every 0.25 s and read after the epoch's
+  existing sync (training stops within about 0.25 s, or at the epoch's end, and reports
+  the first bad step);
 * a checkpoint after every epoch, ``ctx.workdir/checkpoint.pt``, written atomically:
   model, optimiser, scheduler, RNG states (torch CPU/CUDA, numpy, python, shuffle
   generator), epoch, log rows so far, the task's extra state, and a fingerprint
@@ -62,14 +71,13 @@ because it is row-wise). Validation and prediction run in row chunks; with a CSR
 
 ``ctx.extra["_stop_after_epoch"] = k`` (test-only) raises :class:`TrainingInterrupted`
 right after epoch ``k``'s checkpoint and log are written.
+
+The checkpoint and log files (writing, reading, RNG states) live in
+:mod:`cdgtmll.nn.checkpoint`; a full disk there raises :class:`cdgtmll.io.DiskFullError`.
 """
 
 from __future__ import annotations
 
-import csv
-import hashlib
-import io
-import json
 import math
 import random
 import time
@@ -83,14 +91,26 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
-from cdgtmll.io import atomic_path, atomic_write
-from cdgtmll.provenance import code_sha256
+from cdgtmll.io import remove_stale_temps
 from cdgtmll.nn import sparse as sparse_mod
+from cdgtmll.nn.checkpoint import (  # noqa: F401 - re-exported: the trainer's public names before the split
+    CHECKPOINT,
+    CHECKPOINT_VERSION,
+    TRAIN_LOG,
+    fingerprint_hash,
+    get_rng_state,
+    load_checkpoint,
+    read_log,
+    restore_state,
+    run_fingerprint,
+    save_checkpoint,
+    set_rng_state,
+    training_state,
+    write_log,
+)
+from cdgtmll.nn.divergence import FiniteWatch, TrainingDiverged, divergence_notes, grad_norm, nonfinite_summary  # noqa: F401
 from cdgtmll.nn.image_input import ImageInput, iter_rows, needs_grad_scaler
 
-CHECKPOINT = "checkpoint.pt"
-TRAIN_LOG = "train_log.csv"
-CHECKPOINT_VERSION = 1
 PREDICT_CHUNK = 8192
 
 
@@ -159,9 +179,12 @@ class TrainTask:
         """Probabilities ``[n, L]`` for a chunk of rows (model in eval mode, no grad)."""
         raise NotImplementedError
 
-    def clip_gradients(self, model: nn.Module, max_norm: float) -> None:
-        """Default: global-norm clipping over all parameters."""
-        nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None], max_norm)
+    def clip_gradients(self, model: nn.Module, max_norm: float) -> torch.Tensor | None:
+        """Default: global-norm clipping over all parameters. Returns the gradient norm
+        before clipping (a tensor, not read on the host), which the trainer checks for
+        NaN/inf; an override that returns None makes the trainer compute the global norm
+        itself (one more pass over the gradients)."""
+        return nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None], max_norm)
 
     def after_optimizer_step(self, model: nn.Module) -> None:
         """Hook after every optimiser step (e.g. EMA buffers)."""
@@ -205,21 +228,6 @@ def as_float32(X: Any) -> np.ndarray:
     if sp.issparse(X):
         X = X.toarray()
     return np.ascontiguousarray(np.asarray(X, dtype=np.float32))
-
-
-def _array_digest(a: np.ndarray | None) -> list[Any] | None:
-    if a is None:
-        return None
-    if isinstance(a, ImageInput):
-        return a.digest()
-    if sp.issparse(a):
-        return sparse_mod.matrix_digest(a)
-    a = np.ascontiguousarray(a)
-    return [list(a.shape), str(a.dtype), hashlib.sha256(a.tobytes()).hexdigest()]
-
-
-def fingerprint_hash(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def cosine_factor(step: int, total: int) -> float:
@@ -276,20 +284,6 @@ def predict_in_chunks(fn: Callable[[torch.Tensor], torch.Tensor], X: Any, device
     return torch.cat(outs).numpy()
 
 
-def write_log(path: Path, rows: list[dict[str, Any]]) -> None:
-    buf = io.StringIO()
-    if rows:
-        w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
-        w.writeheader()
-        w.writerows(rows)
-    atomic_write(path, buf.getvalue())
-
-
-def read_log(path: str | Path) -> list[dict[str, str]]:
-    with open(path, newline="", encoding="utf-8") as fh:
-        return list(csv.DictReader(fh))
-
-
 # ---------------------------------------------------------------------------- trainer
 
 
@@ -322,6 +316,7 @@ def train(
 def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
     workdir = Path(ctx.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(workdir)  # temporaries of a killed run (kill -9 between write and rename)
     # sparse X only when the task wants it; sparse Y always stays sparse (nn.sparse)
     keep_sparse = sp.issparse(X_train) and bool(getattr(task, "wants_sparse_input", lambda X: False)(X_train))
     images = isinstance(X_train, ImageInput)
@@ -342,27 +337,13 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
     scaler = torch.amp.GradScaler(device.type) if needs_grad_scaler(model) else None
     gen = torch.Generator().manual_seed(ctx.seed)
 
-    fp = {
-        "version": CHECKPOINT_VERSION,
-        "task": fingerprint,
-        "train_config": asdict(cfg),
-        "seed": ctx.seed,
-        "data": [_array_digest(a) for a in (Xtr, Ytr, Xva, Yva)],
-        "code": code_sha256(),
-    }
+    fp = run_fingerprint(fingerprint, asdict(cfg), ctx.seed, (Xtr, Ytr, Xva, Yva))
     fp_hash = fingerprint_hash(fp)
     ckpt_path, log_path = workdir / CHECKPOINT, workdir / TRAIN_LOG
     start_epoch, rows = 1, []
-    state = _load_checkpoint(ckpt_path, fp_hash)
+    state = load_checkpoint(ckpt_path, fp_hash)
     if state is not None:
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        sched.load_state_dict(state["scheduler"])
-        task.load_extra_state(state["task_state"])
-        if scaler is not None and state.get("grad_scaler") is not None:
-            scaler.load_state_dict(state["grad_scaler"])
-        _set_rng_state(state["rng"], gen)
-        rows, start_epoch = list(state["rows"]), int(state["epoch"]) + 1
+        rows, start_epoch = restore_state(state, model, opt, sched, task, scaler, gen), int(state["epoch"]) + 1
 
     X_t = _rows_on(Xtr, device)
     if sp.issparse(Ytr):
@@ -373,64 +354,54 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
     Yv_t = sparse_mod.rows_on(Yva, device, dense=True) if has_val else None
     stop_after = (getattr(ctx, "extra", None) or {}).get("_stop_after_epoch")
     lr_names = [g["name"] for g in opt.param_groups]
-
+    watch = FiniteWatch(device, immediate=device.type == "cpu" or scaler is not None)
     bar = None
     if getattr(ctx, "progress", False) and start_epoch <= cfg.epochs:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=cfg.epochs, initial=start_epoch - 1, desc=str(fingerprint.get("method", "train")), leave=False)
-    for epoch in range(start_epoch, cfg.epochs + 1):
-        lrs = {name: g["lr"] for name, g in zip(lr_names, opt.param_groups)}
-        t0 = time.perf_counter()
-        perm = torch.randperm(n, generator=gen).to(device)
-        sums = train_epoch(task, model, opt, sched, X_t, Y_t, perm, B, (epoch - 1) * steps_per_epoch, total_steps,
-                           cfg.grad_clip, scaler=scaler, epoch=epoch)
-        epoch_time = time.perf_counter() - t0
-        row: dict[str, Any] = {"epoch": epoch}
-        row.update({k: v / n for k, v in sums.items()})
-        row["lr_backbone"] = lrs.get("backbone", float("nan"))
-        row["lr_head"] = lrs.get("head", float("nan"))
+    try:
+        for epoch in range(start_epoch, cfg.epochs + 1):
+            lrs = {name: g["lr"] for name, g in zip(lr_names, opt.param_groups)}
+            t0 = time.perf_counter()
+            perm = torch.randperm(n, generator=gen).to(device)
+            sums = train_epoch(task, model, opt, sched, X_t, Y_t, perm, B, (epoch - 1) * steps_per_epoch, total_steps,
+                               cfg.grad_clip, scaler=scaler, epoch=epoch, watch=watch)
+            epoch_time = time.perf_counter() - t0
+            row: dict[str, Any] = {"epoch": epoch}
+            row.update({k: v / n for k, v in sums.items()})
+            row["lr_backbone"] = lrs.get("backbone", float("nan"))
+            row["lr_head"] = lrs.get("head", float("nan"))
 
-        t1 = time.perf_counter()
-        model.eval()
-        with torch.no_grad():
-            if has_val and sp.issparse(Yva):
-                row.update(sparse_mod.validation_metrics_sparse(lambda x: task.predict(model, x), Xva, Yva, device))
-            elif has_val:
-                S = predict_in_chunks(lambda x: task.predict(model, x), Xva, device, sparse_ok=keep_sparse)
-                row.update(validation_metrics(Yva, S))
-            else:
-                row.update({"val_mAP": float("nan"), "val_microF1": float("nan")})
-            row.update(task.epoch_end(model, epoch, Xv_t, Yv_t, workdir))
-        row["epoch_time"] = epoch_time
-        row["val_time"] = time.perf_counter() - t1
-        rows.append(row)
+            t1 = time.perf_counter()
+            model.eval()
+            with torch.no_grad():
+                if has_val and sp.issparse(Yva):
+                    row.update(sparse_mod.validation_metrics_sparse(lambda x: task.predict(model, x), Xva, Yva, device))
+                elif has_val:
+                    S = predict_in_chunks(lambda x: task.predict(model, x), Xva, device, sparse_ok=keep_sparse)
+                    row.update(validation_metrics(Yva, S))
+                else:
+                    row.update({"val_mAP": float("nan"), "val_microF1": float("nan")})
+                row.update(task.epoch_end(model, epoch, Xv_t, Yv_t, workdir))
+            row["epoch_time"] = epoch_time
+            row["val_time"] = time.perf_counter() - t1
+            rows.append(row)
 
-        _save_checkpoint(
-            ckpt_path,
-            {
-                "fingerprint": fp_hash,
-                "fingerprint_obj": fp,
-                "epoch": epoch,
-                "model": model.state_dict(),
-                "optimizer": opt.state_dict(),
-                "scheduler": sched.state_dict(),
-                "task_state": task.extra_state(),
-                "rng": _get_rng_state(gen),
-                "rows": rows,
-                "grad_scaler": None if scaler is None else scaler.state_dict(),
-            },
-        )
-        write_log(log_path, rows)
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(loss=f"{row['loss']:.4g}", mAP=f"{row['val_mAP']:.4f}")
-        if stop_after is not None and epoch == int(stop_after):
+            save_checkpoint(ckpt_path, training_state(fp, fp_hash, epoch, model, opt, sched, task, gen, rows, scaler))
+            write_log(log_path, rows)
             if bar is not None:
-                bar.close()
-            raise TrainingInterrupted(f"stopped after epoch {epoch} (_stop_after_epoch)")
-    if bar is not None:
-        bar.close()
+                bar.update(1)
+                bar.set_postfix(loss=f"{row['loss']:.4g}", mAP=f"{row['val_mAP']:.4f}")
+            if stop_after is not None and epoch == int(stop_after):
+                raise TrainingInterrupted(f"stopped after epoch {epoch} (_stop_after_epoch)")
+    except TrainingDiverged as e:
+        e.method = str(fingerprint.get("method") or type(task).__name__)
+        e.notes.extend(divergence_notes(e, Xtr, Ytr, rows, ckpt_path))
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
     if start_epoch > cfg.epochs:  # already complete: make sure the log is there
         write_log(log_path, rows)
     model.eval()
@@ -483,12 +454,16 @@ def train_epoch(
     grad_clip: float | None,
     scaler: "torch.amp.GradScaler | None" = None,
     epoch: int = 1,
+    watch: "FiniteWatch | None" = None,
 ) -> dict[str, float]:
     """One pass over ``perm`` in batches; returns sample-weighted sums of the objective
     (``loss``) and of the task's logged terms. ``X_t`` is a tensor, ``SparseRows`` (row
     gathers) or an :class:`ImageInput` (decoded and augmented batches for ``epoch``).
     With ``scaler`` (float16 autocast) the loss is scaled for backward and the
-    gradients unscaled before clipping; a step with inf/NaN gradients is skipped."""
+    gradients unscaled before clipping; a step with inf/NaN gradients is skipped (the
+    scaler's job), a non-finite loss is not. A non-finite loss or gradient norm raises
+    :class:`TrainingDiverged` (see :class:`FiniteWatch` for when it is noticed; pass
+    one ``watch`` for all epochs of a run)."""
     model.train()
     device = perm.device
     names: list[str] = []
@@ -502,16 +477,35 @@ def train_epoch(
         batches = X_t.iter_batches(plan, batch_size, epoch, device)
     else:
         batches = ((idx, X_t[idx]) for idx in plan)
+    if watch is None:
+        watch = FiniteWatch(device, immediate=device.type == "cpu" or scaler is not None)
+    watch.start(len(plan))
+
+    def diverged(found: tuple[int, list[float], float | None]) -> TrainingDiverged:
+        b, values, gnorm = found
+        g = step0 + b
+        lrs = {grp.get("name", str(i)): grp["lr"] for i, grp in enumerate(opt.param_groups)}
+        if hasattr(sched, "lr_lambdas") and hasattr(sched, "base_lrs"):  # the rates of step g, not of g + 1
+            lrs = {k: base * fn(g) for k, base, fn in zip(lrs, sched.base_lrs, sched.lr_lambdas)}
+        return TrainingDiverged(epoch, b + 1, len(plan), g + 1, total_steps, values[0], gnorm,
+                                dict(zip(names[1:], values[1:])), lrs)
+
     for b, (idx, xb) in enumerate(batches):
         yb = Y_t[idx]
         loss, terms = task.training_step(model, xb, yb, (step0 + b) / total_steps)
+        if acc is None:
+            names = ["loss", *terms]
+        vec = torch.stack([loss.detach(), *(torch.as_tensor(v, device=device).detach() for v in terms.values())])
         opt.zero_grad(set_to_none=True)
+        gnorm = None
         if scaler is None:
             loss.backward()
             if grad_clip:
-                task.clip_gradients(model, grad_clip)
+                gnorm = task.clip_gradients(model, grad_clip)
+            if gnorm is None:  # no clipping, or a clip_gradients that returns no norm
+                gnorm = grad_norm(model)
             opt.step()
-        else:
+        else:  # the scaler skips steps with inf/NaN gradients itself: only the loss is checked
             scaler.scale(loss).backward()
             scaler.unscale_(opt)
             if grad_clip:
@@ -520,11 +514,15 @@ def train_epoch(
             scaler.update()
         sched.step()
         task.after_optimizer_step(model)
-        if acc is None:
-            names = ["loss", *terms]
-        vec = torch.stack([loss.detach(), *(torch.as_tensor(v, device=device).detach() for v in terms.values())])
+        found = watch.observe(b, loss, vec, gnorm)
+        if found is not None:
+            raise diverged(found)
         acc = vec * idx.numel() if acc is None else acc + vec * idx.numel()
-    return {k: float(v) for k, v in zip(names, acc.double().cpu())}
+    sums = {k: float(v) for k, v in zip(names, acc.double().cpu())}
+    found = watch.finish()
+    if found is not None:
+        raise diverged(found)
+    return sums
 
 
 def _check_groups(model: nn.Module, groups: dict[str, list[nn.Parameter]]) -> None:
@@ -535,45 +533,3 @@ def _check_groups(model: nn.Module, groups: dict[str, list[nn.Parameter]]) -> No
     trainable = {id(p) for p in model.parameters() if p.requires_grad}
     if len(seen) != len(set(seen)) or set(seen) != trainable:
         raise ValueError("param_groups must list every trainable parameter exactly once")
-
-
-def _get_rng_state(gen: torch.Generator) -> dict[str, Any]:
-    return {
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-        "numpy": np.random.get_state(),
-        "python": random.getstate(),
-        "generator": gen.get_state(),
-    }
-
-
-def _set_rng_state(state: dict[str, Any], gen: torch.Generator) -> None:
-    torch.set_rng_state(state["torch"])
-    if state.get("cuda") is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-    np.random.set_state(state["numpy"])
-    random.setstate(state["python"])
-    gen.set_state(state["generator"])
-
-
-def _save_checkpoint(path: Path, state: dict[str, Any]) -> None:
-    with atomic_path(path) as tmp:
-        torch.save(state, tmp)
-
-
-def _load_checkpoint(path: Path, fp_hash: str) -> dict[str, Any] | None:
-    if not path.exists():
-        return None
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=False)  # our own file
-    except Exception as e:  # noqa: BLE001 - a corrupt checkpoint is ignored, not fatal
-        warnings.warn(f"ignoring unreadable checkpoint {path}: {e}", stacklevel=3)
-        return None
-    if state.get("fingerprint") != fp_hash:
-        warnings.warn(
-            f"ignoring checkpoint {path}: it was written for a different configuration "
-            "(hyper-parameters, seed or data); training from scratch",
-            stacklevel=3,
-        )
-        return None
-    return state

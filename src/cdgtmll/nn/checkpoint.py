@@ -1,0 +1,160 @@
+"""Checkpoint and training-log files of :mod:`cdgtmll.nn.trainer` (what the trainer
+writes into ``ctx.workdir``).
+
+* ``checkpoint.pt`` -- everything a bit-identical resume needs (see the trainer's module
+  docstring), written atomically through :func:`cdgtmll.io.atomic_path`: a crash, a
+  ``kill -9`` or a full disk leaves the previous complete checkpoint (or none), never
+  a partial one; a temporary file orphaned by ``kill -9`` is removed by the next write
+  into the same folder (:func:`cdgtmll.io.remove_stale_temps`). A full disk is reported
+  as :class:`cdgtmll.io.DiskFullError` ("no space left on device" and the path) instead
+  of torch's ``enforce fail at inline_container.cc``.
+* ``train_log.csv`` -- one row per finished epoch, written atomically.
+
+This module imports nothing from the trainer (the trainer re-exports its names).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import random
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from cdgtmll.io import atomic_path, atomic_write
+from cdgtmll.nn import sparse as sparse_mod
+from cdgtmll.nn.image_input import ImageInput
+from cdgtmll.provenance import code_sha256
+
+CHECKPOINT = "checkpoint.pt"
+TRAIN_LOG = "train_log.csv"
+CHECKPOINT_VERSION = 1
+
+
+def array_digest(a: Any) -> list[Any] | None:
+    """Shape, dtype and sha256 of a training/validation array (image list digest for an
+    :class:`ImageInput`, canonical CSR digest for a sparse matrix)."""
+    if a is None:
+        return None
+    if isinstance(a, ImageInput):
+        return a.digest()
+    if sp.issparse(a):
+        return sparse_mod.matrix_digest(a)
+    a = np.ascontiguousarray(a)
+    return [list(a.shape), str(a.dtype), hashlib.sha256(a.tobytes()).hexdigest()]
+
+
+def run_fingerprint(task_fingerprint: dict[str, Any], train_config: dict[str, Any], seed: int,
+                    arrays: tuple[Any, ...]) -> dict[str, Any]:
+    """What a checkpoint must match to be resumed: format version, the task's
+    configuration, the trainer config, the seed, the data (``arrays`` = X/Y train/val)
+    and the package's source code."""
+    return {
+        "version": CHECKPOINT_VERSION,
+        "task": task_fingerprint,
+        "train_config": train_config,
+        "seed": seed,
+        "data": [array_digest(a) for a in arrays],
+        "code": code_sha256(),
+    }
+
+
+def fingerprint_hash(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def training_state(fp: dict[str, Any], fp_hash: str, epoch: int, model: torch.nn.Module, opt: Any, sched: Any,
+                   task: Any, gen: torch.Generator, rows: list[dict[str, Any]], scaler: Any) -> dict[str, Any]:
+    """The checkpoint written after ``epoch``."""
+    return {
+        "fingerprint": fp_hash,
+        "fingerprint_obj": fp,
+        "epoch": epoch,
+        "model": model.state_dict(),
+        "optimizer": opt.state_dict(),
+        "scheduler": sched.state_dict(),
+        "task_state": task.extra_state(),
+        "rng": get_rng_state(gen),
+        "rows": rows,
+        "grad_scaler": None if scaler is None else scaler.state_dict(),
+    }
+
+
+def restore_state(state: dict[str, Any], model: torch.nn.Module, opt: Any, sched: Any, task: Any, scaler: Any,
+                  gen: torch.Generator) -> list[dict[str, Any]]:
+    """Load a checkpoint of :func:`training_state` into the live objects; returns its log rows."""
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["optimizer"])
+    sched.load_state_dict(state["scheduler"])
+    task.load_extra_state(state["task_state"])
+    if scaler is not None and state.get("grad_scaler") is not None:
+        scaler.load_state_dict(state["grad_scaler"])
+    set_rng_state(state["rng"], gen)
+    return list(state["rows"])
+
+
+def write_log(path: Path, rows: list[dict[str, Any]]) -> None:
+    buf = io.StringIO()
+    if rows:
+        w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    atomic_write(path, buf.getvalue())
+
+
+def read_log(path: str | Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def get_rng_state(gen: torch.Generator) -> dict[str, Any]:
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+        "numpy": np.random.get_state(),
+        "python": random.getstate(),
+        "generator": gen.get_state(),
+    }
+
+
+def set_rng_state(state: dict[str, Any], gen: torch.Generator) -> None:
+    torch.set_rng_state(state["torch"])
+    if state.get("cuda") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    gen.set_state(state["generator"])
+
+
+def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    """Atomically ``torch.save`` ``state`` to ``path`` (a full disk raises
+    :class:`cdgtmll.io.DiskFullError` naming ``path``)."""
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
+
+
+def load_checkpoint(path: Path, fp_hash: str) -> dict[str, Any] | None:
+    """The checkpoint at ``path`` if it exists, is readable and has fingerprint
+    ``fp_hash``; otherwise None (with a warning for an unreadable or foreign one)."""
+    if not path.exists():
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)  # our own file
+    except Exception as e:  # noqa: BLE001 - a corrupt checkpoint is ignored, not fatal
+        warnings.warn(f"ignoring unreadable checkpoint {path}: {e}", stacklevel=3)
+        return None
+    if state.get("fingerprint") != fp_hash:
+        warnings.warn(
+            f"ignoring checkpoint {path}: it was written for a different configuration "
+            "(hyper-parameters, seed or data); training from scratch",
+            stacklevel=3,
+        )
+        return None
+    return state
