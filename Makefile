@@ -54,3 +54,18 @@ SLURM_ARGS ?=
 cluster: venv
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/cdgtmll check-config $(CONFIG)
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --profile $(PROFILE) --configfile $(CONFIG) $(SLURM_ARGS) all
+
+# DVC: share and restore results (README "DVC: share and restore results")
+DVC_PROFILE = $(shell sed -n 's/^  - profile: //p' dvc.yaml)
+DVC_REMOTE = $(if $(CDGTMLL_DVC_REMOTE),$(BIN)/dvc remote modify --local cdgtmll url '$(CDGTMLL_DVC_REMOTE)' &&,)
+.PHONY: push pull restore
+push: venv
+	$(DVC_REMOTE) PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/dvc push
+pull: venv
+	$(DVC_REMOTE) PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/dvc pull
+	$(MAKE) --no-print-directory restore
+restore: venv
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/dvc status --quiet || { \
+	  echo "restore: the workspace differs from dvc.lock (see 'dvc status'); not marking it up to date" >&2; exit 1; }
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --touch --forceall --cores 1 \
+	  --max-checksum-file-size 20000000000 all --configfile $(DVC_PROFILE)

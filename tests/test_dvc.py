@@ -290,47 +290,6 @@ def _experiments_show_diff_apply_and_plots(repo: Path, env: dict, tmp_path: Path
 
 
 # ---------------------------------------------------------------------------------------------
-# config/config.yaml (the default profile dvc.yaml ships with)
-
-DEFAULT_SCALE = ("training.default.epochs=1", "experiments.seeds=[0]", "experiments.methods=[CD-GTMLL]",
-                 "studies.ablation.methods=[No-Curiosity,CD-GTMLL]", "studies.noise.rates=[0.2]",
-                 "studies.noise.methods=[CD-GTMLL]", "studies.occlusion.methods=[CD-GTMLL]",
-                 "studies.alpha.values=[0.2]", "studies.players.values=[2]")
-
-
-@slow
-def test_default_profile_repro_metrics_exp_show_and_plots(tmp_path, mirror):
-    repo = _make_repo(tmp_path / "repo", DEFAULT, DEFAULT_SCALE)
-    env = _env(mirror)
-    _ok(_dvc(repo, env, "repro"))
-    _commit(repo, "dvc repro of the default profile")
-    assert "Data and pipelines are up to date" in _ok(_dvc(repo, env, "status")).stdout
-    lock = yaml.safe_load((repo / "dvc.lock").read_text())
-    assert set(lock["stages"]) == {"data", "experiments", "report"}
-    tracked = lock["stages"]["experiments"]["params"][DEFAULT]
-    assert {"methods", "aliases", "studies", "thresholds", "evaluation"} <= set(tracked)
-
-    # one row per (dataset, setting, method), the headline metrics as columns
-    shown = _ok(_dvc(repo, env, "metrics", "show")).stdout.splitlines()
-    header = shown[0].split()
-    assert header == ["Path", "mAP", "macro_f1", "micro_f1", "n", "rare_f1", "rare_f1_adaptive"]
-    paths = {line.split()[0] for line in shown[1:] if line.strip()}
-    assert {"results/metrics/yeast/clean/CD-GTMLL.json", "results/metrics/yeast/R@0.50/CD-GTMLL.json",
-            "results/metrics/yeast/N@0.20/CD-GTMLL.json", "results/metrics/yeast/clean/No-Curiosity.json"} <= paths
-    assert json.loads((repo / "results/metrics.json").read_text())  # the flat summary is still written
-
-    diff = _ok(_dvc(repo, env, "metrics", "diff", "HEAD", "--all", "--json"))
-    assert "failed to load" not in diff.stderr and "results/metrics/yeast/clean/CD-GTMLL.json" in diff.stdout
-    rows = _exp_rows(json.loads(_ok(_dvc(repo, env, "exp", "show", "--json")).stdout))
-    baseline = next(v for k, v in rows.items() if k != "workspace")
-    assert baseline["metrics"]["results/metrics/yeast/clean/CD-GTMLL.json"]["data"]["mAP"] > 0
-
-    out = tmp_path / "plots"
-    _ok(_dvc(repo, env, "plots", "show", "-o", str(out)))
-    _offline_page((out / "index.html").read_text())
-
-
-# ---------------------------------------------------------------------------------------------
 # fast: the metrics rows and the dvc.lock lookup of the audit
 
 
@@ -394,3 +353,44 @@ def test_audit_checks_files_against_dvc_lock(tmp_path, monkeypatch):
     rep = AuditReport(dvc=DvcLineage.find(tmp_path))
     rep.dvc_check(table, "table", 1)
     assert rep.problems[0].startswith("UNVERIFIED table")
+
+
+# ---------------------------------------------------------------------------------------------
+# config/config.yaml (the default profile dvc.yaml ships with)
+
+DEFAULT_SCALE = ("training.default.epochs=1", "experiments.seeds=[0]", "experiments.methods=[CD-GTMLL]",
+                 "studies.ablation.methods=[No-Curiosity,CD-GTMLL]", "studies.noise.rates=[0.2]",
+                 "studies.noise.methods=[CD-GTMLL]", "studies.occlusion.methods=[CD-GTMLL]",
+                 "studies.alpha.values=[0.2]", "studies.players.values=[2]")
+
+
+@slow
+def test_default_profile_repro_metrics_exp_show_and_plots(tmp_path, mirror):
+    repo = _make_repo(tmp_path / "repo", DEFAULT, DEFAULT_SCALE)
+    env = _env(mirror)
+    _ok(_dvc(repo, env, "repro"))
+    _commit(repo, "dvc repro of the default profile")
+    assert "Data and pipelines are up to date" in _ok(_dvc(repo, env, "status")).stdout
+    lock = yaml.safe_load((repo / "dvc.lock").read_text())
+    assert set(lock["stages"]) == {"data", "experiments", "report"}
+    tracked = lock["stages"]["experiments"]["params"][DEFAULT]
+    assert {"methods", "aliases", "studies", "thresholds", "evaluation"} <= set(tracked)
+
+    # one row per (dataset, setting, method), the headline metrics as columns
+    shown = _ok(_dvc(repo, env, "metrics", "show")).stdout.splitlines()
+    header = shown[0].split()
+    assert header == ["Path", "mAP", "macro_f1", "micro_f1", "n", "rare_f1", "rare_f1_adaptive"]
+    paths = {line.split()[0] for line in shown[1:] if line.strip()}
+    assert {"results/metrics/yeast/clean/CD-GTMLL.json", "results/metrics/yeast/R@0.50/CD-GTMLL.json",
+            "results/metrics/yeast/N@0.20/CD-GTMLL.json", "results/metrics/yeast/clean/No-Curiosity.json"} <= paths
+    assert json.loads((repo / "results/metrics.json").read_text())  # the flat summary is still written
+
+    diff = _ok(_dvc(repo, env, "metrics", "diff", "HEAD", "--all", "--json"))
+    assert "failed to load" not in diff.stderr and "results/metrics/yeast/clean/CD-GTMLL.json" in diff.stdout
+    rows = _exp_rows(json.loads(_ok(_dvc(repo, env, "exp", "show", "--json")).stdout))
+    baseline = next(v for k, v in rows.items() if k != "workspace")
+    assert baseline["metrics"]["results/metrics/yeast/clean/CD-GTMLL.json"]["data"]["mAP"] > 0
+
+    out = tmp_path / "plots"
+    _ok(_dvc(repo, env, "plots", "show", "-o", str(out)))
+    _offline_page((out / "index.html").read_text())
