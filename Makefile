@@ -56,7 +56,7 @@ cluster: venv
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --profile $(PROFILE) --configfile $(CONFIG) $(SLURM_ARGS) all
 
 # DVC: share and restore results (README "DVC: share and restore results")
-DVC_PROFILE = $(shell sed -n 's/^  - profile: //p' dvc.yaml)
+DVC_PROFILE = $(shell sed -n 's/^      - \(config\/[^:]*\.yaml\):$$/\1/p' dvc.yaml | head -1)
 DVC_REMOTE = $(if $(CDGTMLL_DVC_REMOTE),$(BIN)/dvc remote modify --local cdgtmll url '$(CDGTMLL_DVC_REMOTE)' &&,)
 .PHONY: push pull restore
 push: venv

@@ -82,11 +82,11 @@ def _make_repo(dst: Path, profile: str = DEFAULT, overrides: tuple[str, ...] = (
 
     shutil.copytree(ROOT, dst, ignore=ignore, symlinks=True)
     (dst / "results").mkdir(exist_ok=True)
-    if profile != DEFAULT:  # the documented switch: dvc.yaml's `profile` variable
+    if profile != DEFAULT:  # the documented switch: the profile path in dvc.yaml
         dvc_yaml = dst / "dvc.yaml"
         text = dvc_yaml.read_text()
-        assert text.count(f"  - profile: {DEFAULT}\n") == 1
-        dvc_yaml.write_text(text.replace(f"  - profile: {DEFAULT}\n", f"  - profile: {profile}\n"))
+        assert text.count(f"--configfile {DEFAULT}") == 3 and text.count(f"      - {DEFAULT}:") == 3
+        dvc_yaml.write_text(text.replace(DEFAULT, profile))
     if overrides:
         from dvc.utils.hydra import apply_overrides
 
