@@ -38,3 +38,17 @@ def yeast_fitdata(n_train: int, n_val: int):
 
     X, Y = yeast_arrays(n_train + n_val)
     return FitData(X[:n_train], Y[:n_train], X[n_train:], Y[n_train:], [f"Class{k + 1}" for k in range(14)])
+
+
+def snakemake_env(mirror: Path | None = None) -> dict:
+    """Environment for a Snakemake subprocess: this venv first on PATH, caches outside the
+    repository, and the dataset mirror when given."""
+    import sys
+
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    env["XDG_CACHE_HOME"] = env.get("XDG_CACHE_HOME", "/tmp/cdgtmll-cache")
+    env["MPLCONFIGDIR"] = "/tmp/cdgtmll-mpl"
+    if mirror is not None:
+        env[MIRROR_ENV] = str(mirror)
+    return env

@@ -2,7 +2,6 @@
 
 import csv
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -10,6 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from helpers import snakemake_env
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIP = {".venv", ".snakemake", "results", "logs", "figures", ".cache", "out", "__pycache__",
@@ -28,14 +29,7 @@ def _copy_repo(dst: Path) -> Path:
     return dst
 
 
-def _env(mirror: Path | None) -> dict:
-    env = dict(os.environ)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
-    env["XDG_CACHE_HOME"] = env.get("XDG_CACHE_HOME", "/tmp/cdgtmll-cache")
-    env["MPLCONFIGDIR"] = "/tmp/cdgtmll-mpl"
-    if mirror is not None:
-        env["CDGTMLL_DATA_MIRROR"] = str(mirror)
-    return env
+_env = snakemake_env
 
 
 def _snakemake(repo: Path, env: dict, *args: str) -> subprocess.CompletedProcess:

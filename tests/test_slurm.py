@@ -25,6 +25,8 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
+from helpers import snakemake_env
+
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE = ROOT / "profiles/slurm/config.yaml"
 CLUSTER = ROOT / "tools/slurm_local.sh"
@@ -100,14 +102,7 @@ def _copy_repo(dst: Path) -> Path:
     return dst
 
 
-def _env(mirror: Path | None = None) -> dict:
-    env = dict(os.environ)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
-    env["XDG_CACHE_HOME"] = env.get("XDG_CACHE_HOME", "/tmp/cdgtmll-cache")
-    env["MPLCONFIGDIR"] = "/tmp/cdgtmll-mpl"
-    if mirror is not None:
-        env["CDGTMLL_DATA_MIRROR"] = str(mirror)
-    return env
+_env = snakemake_env
 
 
 def _snakemake(repo: Path, env: dict, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
