@@ -16,10 +16,16 @@ export DVC_NO_ANALYTICS = 1
 
 .PHONY: all test venv lock lint report clean-results
 
+# The environment: pip bootstraps uv (the version requirements.lock pins), uv makes the venv
+# exactly the lock for this platform (`uv pip sync`: the lock's markers pick the Linux or macOS
+# set) and installs this checkout editable. uv reads no pip.conf: UV_INDEX_URL / UV_FIND_LINKS
+# name another index or local wheel folders; its cache is $(XDG_CACHE_HOME)/uv.
+UV_PIN = $(shell grep -m1 '^uv==' requirements.lock)
 $(BIN)/.installed: requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --no-compile -r requirements.lock
-	$(BIN)/python -m pip install --quiet --no-compile --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip install --quiet --no-compile '$(UV_PIN)'
+	$(BIN)/uv pip sync --quiet --python $(BIN)/python requirements.lock
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps --no-build-isolation -e .
 	touch $@
 
 venv: $(BIN)/.installed
@@ -34,13 +40,24 @@ test: venv
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -n 2 -q
 
 report: venv
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --report results/report.html
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --report results/report.html --configfile $(CONFIG)
 
 lint: venv
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --lint
 
+# requirements.lock from pyproject.toml, one lock for Linux and macOS (tools/write_lock.py);
+# pins stay unless LOCK_ARGS asks, e.g. make lock LOCK_ARGS="--upgrade-package torch"
 lock: venv
-	$(BIN)/python -m pip freeze --all --exclude-editable > .lock.tmp && $(BIN)/python tools/write_lock.py .lock.tmp && rm .lock.tmp
+	$(BIN)/python tools/write_lock.py $(LOCK_ARGS)
+
+# Container image of the lock + package, for `snakemake --sdm apptainer` (README "Install"):
+# `make image` needs docker, `make sif` apptainer; CDGTMLL_IMAGE=<image> names another one.
+IMAGE ?= cdgtmll:$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+.PHONY: image sif
+image:
+	docker build -t $(IMAGE) .
+sif:
+	apptainer build cdgtmll.sif docker-daemon://$(IMAGE)
 
 clean-results:
 	rm -rf results/data results/runs results/tables results/metrics.json figures/*.p* logs benchmarks/out

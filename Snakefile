@@ -18,6 +18,7 @@ if not workflow.overwrite_configfiles:
 cdg.validate(config, source="snakemake config")
 
 report: "workflow/report/workflow.rst"
+container: os.environ.get("CDGTMLL_IMAGE", "cdgtmll.sif")  # only with --sdm apptainer (README "Install")
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"

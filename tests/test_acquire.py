@@ -28,6 +28,7 @@ from cdgtmll.data.registry import (
     get_spec,
     spec_from_config,
 )
+from helpers import mirror_file, mirror_path, packaged_yeast_mirror
 
 BODY = b"".join(b"row %05d,0.125,1\n" % i for i in range(4000))  # ~68 KB, > one read on some paths
 SHA = hashlib.sha256(BODY).hexdigest()
@@ -266,6 +267,7 @@ def test_nested_voc_label_file_from_mirror(mirror, tmp_path, monkeypatch):
     monkeypatch.delenv(acquire.MIRROR_ENV, raising=False)
     spec = get_spec("voc2007")
     f = spec.file("ImageSets/Main/aeroplane_trainval.txt")
+    mirror_file(mirror, f"voc2007/{f.name}")
     res = fetch(spec, f, tmp_path / "raw", mirror=mirror, allow_download=False)
     assert res.source == "mirror" and res.verified and res.sha256 == f.sha256
     assert (tmp_path / "raw" / "ImageSets" / "Main" / "aeroplane_trainval.txt.source.json").is_file()
@@ -277,9 +279,25 @@ def test_packaged_copy_not_preferred_over_mirror(mirror, tmp_path, monkeypatch):
     assert res.source == "mirror" and res.path.name == "yeast-train.arff" and res.verified
 
 
+def test_packaged_copy_rebuilds_mulans_yeast_files_byte_for_byte():
+    """The packaged copy is the full MULAN Yeast: the test helpers rebuild MULAN's three
+    files from it (what a clone without the mirror tests on), and each has the registry's
+    sha256, i.e. MULAN's bytes; with a mirror, they equal its files."""
+    if locate_packaged(RIVER_YEAST) is None:
+        pytest.skip("river==0.26.1 not installed: no packaged yeast.csv.gz")
+    root, why = packaged_yeast_mirror()
+    assert root is not None, why
+    for f in get_spec("yeast").files:
+        rebuilt = root / "yeast" / f.name
+        assert hashlib.sha256(rebuilt.read_bytes()).hexdigest() == f.sha256 and rebuilt.stat().st_size == f.size
+        real = mirror_path() / "yeast" / f.name
+        if real.is_file():
+            assert real.read_bytes() == rebuilt.read_bytes()
+
+
 # --------------------------------------------------------------------------- registry
 def test_registry_hashes_match_mirror_manifest(mirror):
-    rows = [line.split("\t") for line in (mirror / "MANIFEST.tsv").read_text().splitlines()[1:] if line]
+    rows = [line.split("\t") for line in mirror_file(mirror, "MANIFEST.tsv").read_text().splitlines()[1:] if line]
     manifest = {r[0]: (int(r[1]), r[2]) for r in rows}
     checked = 0
     for spec in REGISTRY.values():

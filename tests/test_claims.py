@@ -410,3 +410,70 @@ def test_paper_inconsistency_follows_the_runs_construction():
     runs["equal_by_construction"] = ["BCE:mAP,p@1,p@3,p@5" if m == "PE" else "" for m in runs["method"]]
     res = C.check_claims(claims, runs).set_index("claim_id")
     assert res.loc["T3:eurlex-4k:p@1:ETU", "status"] == C.INCONSISTENT  # macro-recall ETU: a reproduction result
+
+
+# ------------------------------------------------------------------ HTML page (issue 15)
+
+def test_cli_writes_the_same_check_as_one_html_page(tmp_path, r_runs):
+    """claims_check.html (what Snakemake's report shows) holds the Markdown's summary and every
+    claim row, with the status cell coloured by status; T3 claims included; byte-identical on a rerun."""
+    from html.parser import HTMLParser
+
+    runs_path = tmp_path / "all_runs.csv"
+    r_runs.to_csv(runs_path, index=False)
+    out = tmp_path / "claims" / "claims_check"
+    assert C.main(["--runs", str(runs_path), "--out", str(out)]) == 0
+    first = Path(f"{out}.html").read_bytes()
+    assert C.main(["--runs", str(runs_path), "--out", str(out)]) == 0
+    assert Path(f"{out}.html").read_bytes() == first
+
+    class Rows(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.tables, self.row, self.cell = [], None, None
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "table":
+                self.tables.append([])
+            elif tag == "tr":
+                self.row = []
+            elif tag in ("td", "th") and self.row is not None:
+                self.cell = [dict(attrs).get("class", ""), ""]
+
+        def handle_data(self, data):
+            if self.cell is not None:
+                self.cell[1] += data
+
+        def handle_endtag(self, tag):
+            if tag in ("td", "th") and self.cell is not None:
+                self.row.append(tuple(self.cell))
+                self.cell = None
+            elif tag == "tr" and self.row is not None:
+                self.tables[-1].append(self.row)
+                self.row = None
+
+    p = Rows()
+    p.feed(first.decode("utf-8"))
+    res = pd.read_csv(f"{out}.csv")
+    summary = {r[0][1].strip(): r[1][1].strip() for r in p.tables[0][1:]}
+    counts = res["status"].value_counts()
+    assert summary == {**{s: str(int(n)) for s, n in counts.items()}, "total": str(len(res))}
+    claim_rows = [r for t in p.tables[2:] for r in t[1:]]  # after the summary and per-kind tables
+    assert len(claim_rows) == len(res)
+    ids = set(res["claim_id"])
+    md_rows = [line for line in Path(f"{out}.md").read_text(encoding="utf-8").splitlines()
+               if line.startswith("| ") and line[2:].split(" | ")[0].split(" (in LaTeX")[0] in ids]
+    assert len(md_rows) == len(res)
+    by_id = {r[0][1].strip(): r for r in claim_rows}
+    for line in md_rows:  # the same cells as the Markdown, in the same order
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        assert [c[1].strip() for c in by_id[cells[0]]] == cells, cells[0]
+    status_class = {r[0][1].strip(): r[-1][0] for r in claim_rows}
+    for cid, status in zip(res["claim_id"], res["status"]):
+        cid = cid + (" (in LaTeX comment)" if cid not in status_class else "")
+        want = {C.CONSISTENT: "status-consistent", C.INCONSISTENT: "status-inconsistent",
+                C.PAPER_INCONSISTENT: "status-paper"}.get(status, "status-notchecked")
+        assert want in status_class[cid].split(), (cid, status)
+    assert any(c.startswith("T3:") for c in status_class)
+    html = first.decode("utf-8")
+    assert "<h2>Table 3 (tab:xmc)</h2>" in html and "<script" not in html

@@ -1,6 +1,7 @@
 """Config validation: schema + registries, errors name the key, defaults are filled."""
 
 import copy
+import sys
 from pathlib import Path
 
 import pytest
@@ -196,6 +197,28 @@ def test_plugins_register_methods(default_cfg, tmp_path, monkeypatch):
     cfg["plugins"] = ["no_such_module_xyz"]
     msg = _err(cfg)
     assert "plugins[0]" in msg and "no_such_module_xyz" in msg
+
+
+def test_plugin_folders_and_not_found_message(tmp_path, monkeypatch):
+    """Issue 15 item 6: plugins resolve where the pipeline finds them (the working directory,
+    and the folder with the Snakefile above the config file); a module found nowhere is a
+    config error naming the key, the module and each folder looked in."""
+    proj, elsewhere = tmp_path / "proj", tmp_path / "elsewhere"
+    (proj / "config" / "sub").mkdir(parents=True)
+    elsewhere.mkdir()
+    (proj / "Snakefile").write_text("")
+    monkeypatch.chdir(elsewhere)
+    assert cdg.plugin_dirs(proj / "config" / "sub" / "x.yaml") == [elsewhere.resolve(), proj.resolve()]
+    assert cdg.plugin_dirs("no/snakefile/above.yaml") == [elsewhere.resolve()]
+    monkeypatch.setattr(sys, "path", list(sys.path))  # import_plugins prepends the folders
+    with pytest.raises(cdg.ConfigError) as ei:
+        cdg.import_plugins(["ok_mod_none"], source="x.yaml", search=[elsewhere, proj])
+    assert str(ei.value).startswith(
+        f"x.yaml: config error at 'plugins[0]': cannot import 'ok_mod_none': no module 'ok_mod_none' found "
+        f"(looked in {elsewhere}, {proj}, PYTHONPATH and the installed packages)")
+    (tmp_path / "bad.yaml").write_text("plugins: [ok, 'not a module']\n")
+    with pytest.raises(cdg.ConfigError, match=r"config error at 'plugins\[1\]': expected a dotted module name"):
+        cdg.read_plugins(tmp_path / "bad.yaml")
 
 
 def test_method_hyperparameter_out_of_range_named(default_cfg):

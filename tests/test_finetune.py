@@ -1,5 +1,5 @@
 """End-to-end ResNet-50 fine-tuning on images (cdgtmll.nn.image_input, the trainer's image
-path, NeuralMethod on image rows), occlusion variants (cdgtmll.occlusion) and the
+path, NeuralMethod on image rows), occlusion variants (cdgtmll.variants.occlusion) and the
 scheduling rules for image datasets (cdgtmll.config).
 
 The images are generated here: a 48 x 48 JPEG per row whose label l, when present,
@@ -19,7 +19,7 @@ from PIL import Image
 from sklearn.metrics import average_precision_score
 
 from cdgtmll import config as cfgmod
-from cdgtmll import occlusion
+from cdgtmll.variants import occlusion
 from cdgtmll.data.features import extract_features
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.labels import tail_labels

@@ -31,6 +31,7 @@ from fixtures_images import (
     unverified_voc_spec,
     write_annotations_zip,
 )
+from helpers import mirror_file
 
 pytestmark = pytest.mark.filterwarnings("ignore::cdgtmll.data.acquire.UnverifiedWarning")
 
@@ -43,10 +44,7 @@ def _no_env_mirror(monkeypatch, tmp_path):
 
 @pytest.fixture
 def voc_main(mirror) -> Path:
-    p = mirror / "voc2007" / "ImageSets" / "Main"
-    if not p.is_dir():
-        pytest.skip(f"VOC2007 label files not in the mirror ({p})")
-    return p
+    return mirror_file(mirror, "voc2007/ImageSets/Main")
 
 
 def _fetch_all(spec, raw: Path, mirror: Path) -> dict:

@@ -3,7 +3,6 @@ XR-Transformer, MatchXML."""
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
 import math
@@ -18,7 +17,6 @@ from cdgtmll.methods.xmc import (
     PECOS_PIN,
     etu_scores,
     etu_topk,
-    import_pecos,
     label_priors,
     utility_weights,
 )
@@ -202,36 +200,32 @@ def test_encoder_methods_not_runnable_without_encoder(name, tmp_path):
 
 
 # -------------------------------------------------------------------------- XR-Linear
+# XR-Linear runs PECOS in .venv/xmc/pecos (tests/test_xmc_peers.py: Bibtex and Delicious,
+# the worker round trip, an environment that cannot be built).
 
 
-def _pecos_usable() -> bool:
-    try:
-        import_pecos()
-    except NotRunnable:
-        return False
-    return True
+def test_xr_linear_environment_pins_numpy_1(tmp_path, monkeypatch):
+    from cdgtmll.external.envs import BUILD_ENV, ROOT_ENV, ExternalEnv
 
-
-PECOS_USABLE = _pecos_usable()
-
-
-@pytest.mark.skipif(PECOS_USABLE, reason="libpecos is installed and usable here")
-def test_xr_linear_reports_missing_or_incompatible_libpecos(tmp_path):
-    X, Y, _ = _synthetic(n=50, d=8, L=4, informative=(0, 1))
+    env = ExternalEnv.of("pecos")
+    assert env.pinned() == PECOS_PIN and env.pinned("numpy").startswith("numpy==1.")
+    assert tuple(int(v) for v in env.pinned("scipy").split("==")[1].split(".")[:2]) < (1, 14)
     m = build("XR-Linear")
-    msg = f"XR-Linear needs the optional package libpecos (pip install {PECOS_PIN})"
-    assert m.not_runnable_reason().startswith(msg)
-    with pytest.raises(RuntimeError) as err:
+    assert m.hparams() == {"env": ".venv/xmc/pecos", "env_lock": "requirements-pecos.lock",
+                           "env_lock_sha256": env.lock_sha256(), "library": PECOS_PIN}
+    monkeypatch.setenv(ROOT_ENV, str(tmp_path))  # a checkout without the lock
+    monkeypatch.setenv(BUILD_ENV, "0")
+    msg = f"lock file requirements-pecos.lock not found in {tmp_path} (it pins .venv/xmc/pecos)"
+    assert m.not_runnable_reason() == msg
+    X, Y, _ = _synthetic(n=50, d=8, L=4, informative=(0, 1))
+    with pytest.raises(NotRunnable, match="XR-Linear: not run: lock file requirements-pecos.lock not found"):
         m.fit(FitData(X, Y, None, None, list("abcd")), RunContext(seed=0, workdir=tmp_path))
-    assert isinstance(err.value, NotRunnable) and str(err.value).startswith(msg)
-    if importlib.util.find_spec("pecos") is None:
-        assert "not installed" in str(err.value)
-    else:
-        assert "numpy<2 and scipy<1.14" in str(err.value)
 
 
-@pytest.mark.skipif(not PECOS_USABLE, reason="libpecos not installed or not usable with this numpy/scipy")
 def test_xr_linear_trains_on_synthetic(tmp_path):
+    from external_envs import require_env
+
+    require_env("pecos")
     X, Y, _ = _synthetic(n=400, d=20, L=12, informative=tuple(range(8)), seed=4)
     data = FitData(X[:300], Y[:300], X[300:], Y[300:], [f"l{i}" for i in range(12)])
     m = build("XR-Linear", {"nr_splits": 2, "max_leaf_size": 4, "threads": 1})
@@ -243,3 +237,7 @@ def test_xr_linear_trains_on_synthetic(tmp_path):
     prior_p1 = Y[300:, np.argmax(Y[:300].sum(axis=0))].mean()  # always predicting the most frequent label
     assert p1 > prior_p1 + 0.05, (p1, prior_p1)
     assert not math.isnan(p1)
+    info = m.extra_outputs()["external"]
+    assert info["versions"]["libpecos"] == PECOS_PIN.split("==")[1] and info["versions"]["numpy"].startswith("1.")
+    assert info["params"]["nr_splits"] == 2 and info["params"]["threads"] == 1
+    m.close()

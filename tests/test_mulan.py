@@ -19,6 +19,7 @@ from cdgtmll.data.prepare import main as prepare_main
 from cdgtmll.data.prepare import prepare
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.data.registry import RIVER_YEAST, get_spec
+from helpers import mirror_file
 
 # MULAN's published figures (mulan.sourceforge.net/datasets-mlc.html):
 # dataset -> (mirror folder, file stem, n_train, n_test, n_features, n_labels)
@@ -39,10 +40,9 @@ def loaded(mirror):
     def get(name):
         if name not in cache:
             folder, stem, *_ = OFFICIAL[name]
-            d = mirror / folder
-            labels = read_mulan_xml(d / f"{stem}.xml")
-            tr = read_mulan_arff(d / f"{stem}-train.arff", labels)
-            te = read_mulan_arff(d / f"{stem}-test.arff", labels)
+            labels = read_mulan_xml(mirror_file(mirror, f"{folder}/{stem}.xml"))
+            tr = read_mulan_arff(mirror_file(mirror, f"{folder}/{stem}-train.arff"), labels)
+            te = read_mulan_arff(mirror_file(mirror, f"{folder}/{stem}-test.arff"), labels)
             cache[name] = (labels, tr, te)
         return cache[name]
 
@@ -184,6 +184,7 @@ def test_prepare_yeast_mirror_and_packaged_identical(mirror, tmp_path, no_env_mi
 
 
 def test_prepare_sparse_mulan_dataset(mirror, tmp_path, no_env_mirror):
+    mirror_file(mirror, "enron/enron-train.arff")
     d = prepare("enron", tmp_path / "raw", tmp_path / "e.npz", mirror=mirror, allow_download=False,
                 val_fraction=0.2, split_seed=3)
     e = ProcessedData.load(tmp_path / "e.npz")
@@ -194,8 +195,8 @@ def test_prepare_sparse_mulan_dataset(mirror, tmp_path, no_env_mirror):
 
 def test_prepare_config_defined_dataset_via_file_urls(mirror, tmp_path, no_env_mirror):
     """A MULAN dataset unknown to the registry, defined in config, fetched from file:// URLs."""
-    src = mirror / "enron"
-    sha = {r.split("\t")[0]: r.split("\t")[2] for r in (mirror / "MANIFEST.tsv").read_text().splitlines()[1:]}
+    src = mirror_file(mirror, "enron")
+    sha = {r.split("\t")[0]: r.split("\t")[2] for r in mirror_file(mirror, "MANIFEST.tsv").read_text().splitlines()[1:]}
     cfg = {
         "format": "mulan-arff", "train": "enron-train.arff", "test": "enron-test.arff", "xml": "enron.xml",
         "urls": {k: [(src / v).as_uri()] for k, v in

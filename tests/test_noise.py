@@ -12,7 +12,7 @@ import scipy.sparse as sp
 
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.io import sha256_file
-from cdgtmll.noise import apply_to_dataset, main, make_noisy, variant_id
+from cdgtmll.variants.noise import apply_to_dataset, main, make_noisy, variant_id
 
 
 def rand_Y(M=400, L=12, p=0.3, seed=7) -> np.ndarray:

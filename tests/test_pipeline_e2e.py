@@ -162,6 +162,30 @@ def test_report_is_one_self_contained_html(tiny_run):
     res = _snakemake(repo, env, "--report", "results/report.html", "--configfile", "config/tiny.yaml")
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     html = (repo / "results/report.html").read_text(errors="replace")
-    assert "table1_standard.md" in html and "pr_tail.pdf" in html and "claims_check.md" in html
+    assert "table1_standard.html" in html and "pr_tail.pdf" in html and "claims_check.html" in html
     assert "Produced by config profile" in html and "tiny" in html  # captions name the config
     assert "<script src=\"http" not in html  # nothing fetched from the network when opened
+    # what a reader sees, opened by clicks in headless Chromium (issue 15): Table 1's numbers,
+    # the PR figure and the claims summary (tests/test_report.py: the report after another profile)
+    from report_browser import ReportBrowser, require_chromium
+
+    t1 = {r["method"]: r for r in csv.DictReader(open(repo / "results/tables/table1_standard.csv"))}
+    with ReportBrowser(require_chromium()) as b:
+        b.open(repo / "results/report.html")
+        b.click_menu("Tables")
+        b.open_entry("Table 1 (as in the paper)")
+        text = b.frame_text()
+        for method in ("BR-LogReg", "BCE"):
+            mean, std = (float(t1[method][f"Yeast Micro-F1 {k}"]) for k in ("mean", "std"))
+            assert f"{mean:.1f} ± {std:.1f}" in text, method
+        assert "Profile tiny (config/tiny.yaml)" in text
+        b.open(repo / "results/report.html")
+        b.click_menu("Figures")
+        b.open_entry("figures/pr_tail.pdf")
+        assert b.shown_content() == "pdf"
+        b.open(repo / "results/report.html")
+        b.click_menu("Claims")
+        b.open_entry("Paper claims vs. reproduced runs")
+        claims = b.frame_text()
+        n = len(list(csv.DictReader(open(repo / "results/claims/claims_check.csv"))))
+        assert "Summary" in claims and f"total\t{n}" in claims

@@ -17,6 +17,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fixtures_images import make_voc_devkit  # noqa: E402
+from helpers import mirror_file  # noqa: E402
 from test_pipeline_e2e import _audit, _copy_repo, _env, _snakemake  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -46,9 +47,7 @@ FINETUNE = {
 
 @pytest.fixture(scope="module")
 def voc_mirror(tmp_path_factory, mirror):
-    voc_main = mirror / "voc2007" / "ImageSets" / "Main"
-    if not voc_main.is_dir():
-        pytest.skip("no VOC2007 label files in the mirror")
+    voc_main = mirror_file(mirror, "voc2007/ImageSets/Main")
     img_mirror = tmp_path_factory.mktemp("voc") / "mirror"
     # all 9,963 images, each a different random JPEG: identical images make every BatchNorm
     # batch variance ~0, and a randomly initialised ResNet-50's first gradient then overflows

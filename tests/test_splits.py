@@ -8,6 +8,7 @@ import scipy.sparse as sp
 
 from cdgtmll.data.mulan import read_mulan_arff, read_mulan_xml
 from cdgtmll.data.splits import carve_validation
+from helpers import mirror_file
 
 SEEDS = range(5)
 
@@ -19,7 +20,7 @@ def yeast_Y(mirror):
 
 @pytest.fixture(scope="module")
 def enron_Y(mirror):
-    return read_mulan_arff(mirror / "enron" / "enron-train.arff", 53)[1]
+    return read_mulan_arff(mirror_file(mirror, "enron/enron-train.arff"), 53)[1]
 
 
 def test_deterministic_disjoint_covering(yeast_Y):

@@ -4,6 +4,7 @@ import csv
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from cdgtmll import tables
@@ -175,3 +176,226 @@ def test_method_deviation_footnote_from_the_runs_hparams(tmp_path):
     assert "unclipped fused probabilities" in md
     long = list(csv.DictReader(open(out / "all_runs.csv")))
     assert {r["deviation"].split(" (payoff_weights: ")[1][:7] for r in long} == {"uniform", "rarity)"}
+
+
+# ------------------------------------------------------------------ Table 3, configured datasets, HTML (issues 15, 16)
+
+T3_ROWS = ["BCE", "PE", "SRB", "XR-Transformer", "MatchXML", "ETU", "CD-GTMLL"]
+EXTRA_ROWS = ["BR-LogReg", "Focal", "XR-Linear", "napkinXC-PLT", "LibMultiLabel-1vsRest"]
+
+
+def _p_at_k_runs(root, datasets, methods, seeds=(0, 1, 2)):
+    """metrics.json per (dataset, method, seed): P@k = base(method) + 0.001 * seed, other metrics 0.5;
+    base rises along ``methods`` so the last is best, the second-to-last second."""
+    paths, base = [], {}
+    for i, m in enumerate(methods):
+        base[m] = 0.40 + 0.02 * i
+        for ds in datasets:
+            for seed in seeds:
+                vals = {k: 0.5 for k in METRICS}
+                vals.update({k: base[m] + 0.001 * seed - 0.1 * j for j, k in enumerate(("p@1", "p@3", "p@5"))})
+                paths.append(_write_run(root, ds, "clean", m, seed, vals))
+    return paths, base
+
+
+def test_table3_has_the_papers_layout_and_sets_apart_rows_not_in_it(tmp_path):
+    """table3_xmc: the paper's columns (Eurlex-4K, Wiki10-31K, AmazonCat-13K x P@1/3/5) and rows in
+    the paper's order (ETU printed EUT), two decimals; rows the paper does not have (reference
+    rows and further XMC peers) come after a rule, marked in every format; marks are per column."""
+    methods = ["BR-LogReg", "napkinXC-PLT", "LibMultiLabel-1vsRest", "Focal", "XR-Linear"] + T3_ROWS[::-1]
+    order = ["napkinXC-PLT", "BCE", "PE", "SRB", "XR-Transformer", "MatchXML", "ETU", "CD-GTMLL"]  # rising
+    paths, base = _p_at_k_runs(tmp_path / "runs", ["eurlex-4k", "wiki10-31k"], order)
+    out = tmp_path / "tables"
+    tables.main(["--metrics", *map(str, paths), "--methods", *methods, "--out", str(out),
+                 "--not-run", "amazoncat-13k|XR-Linear|needs libpecos"])
+    rows = list(csv.DictReader(open(out / "table3_xmc.csv")))
+    assert [r["method"] for r in rows] == T3_ROWS + ["BR-LogReg", "napkinXC-PLT", "LibMultiLabel-1vsRest", "Focal",
+                                                     "XR-Linear"]
+    assert [r["in paper"] for r in rows] == ["yes"] * 7 + ["no"] * 5
+    heads = [k[:-5] for k in rows[0] if k.endswith(" mean")]
+    assert heads == [f"{d} P@{k}" for d in ("Eurlex-4K", "Wiki10-31K", "AmazonCat-13K") for k in (1, 3, 5)]
+    by = {r["method"]: r for r in rows}
+    want = 100 * np.mean([base["CD-GTMLL"] - 0.1 + 0.001 * s for s in (0, 1, 2)])  # P@3: base - 0.1
+    assert float(by["CD-GTMLL"]["Wiki10-31K P@3 mean"]) == pytest.approx(want, abs=1e-4)
+    assert by["CD-GTMLL"]["Wiki10-31K P@3 n"] == "3" and by["BCE"]["AmazonCat-13K P@1 n"] == "0"
+    assert by["XR-Linear"]["AmazonCat-13K P@5 note"] == "not run: needs libpecos"
+
+    md = (out / "table3_xmc.md").read_text()
+    lines = md.splitlines()
+    sep = lines.index("| *‡ not in the paper* |" + " |" * 9)
+    assert [l.split("|")[1].strip() for l in lines[4:sep]] == T3_ROWS
+    assert lines[sep + 1].startswith("| BR-LogReg |") and lines[sep + 5].startswith("| XR-Linear |")
+    cd = next(l for l in lines if l.startswith("| CD-GTMLL |"))
+    cells = [c.strip() for c in cd.strip("|").split("|")][1:]
+    assert cells[0] == f"**{100 * (base['CD-GTMLL'] + 0.001):.2f} ± 0.10**"  # two decimals, as the paper
+    assert cells[6:] == ["n.r."] * 3
+    assert next(l for l in lines if l.startswith("| ETU |")).count("<u>") == 6  # second in every run column
+    assert "‡ Rows under the rule are not rows of the paper's Table 3: BR-LogReg, napkinXC-PLT, " \
+           "LibMultiLabel-1vsRest, Focal, XR-Linear." in md
+    assert 'ETU is printed "EUT" in the paper\'s Table 3.' in md
+    assert "n.r. = not run in this configuration: AmazonCat-13K." in md
+    assert "threshold-free: the same in both threshold modes" in md
+    tex = (out / "table3_xmc.tex").read_text()
+    assert r"\multicolumn{3}{c}{Eurlex-4K} & \multicolumn{3}{c}{Wiki10-31K} & \multicolumn{3}{c}{AmazonCat-13K}" in tex
+    assert "\\midrule\n\\midrule\n" not in tex and r"\multicolumn{10}{l}{\emph{‡ not in the paper}}\\" in tex
+    assert tex.index(r"\emph{‡ not in the paper}") < tex.index("BR-LogReg &")
+
+    src = json.loads((out / "table3_xmc.sources.json").read_text())
+    assert len(src["cells"]["CD-GTMLL | Eurlex-4K P@1"]) == 3
+    assert "XR-Linear | AmazonCat-13K P@1" not in src["cells"]
+
+
+def _html_cells(path):
+    """{(row, column index): (text, classes)} of the body of a table page written by tables.py."""
+    from html.parser import HTMLParser
+
+    class P(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.rows, self.cur, self.cell = [], None, None
+
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            if tag == "tr":
+                self.cur = []
+            elif tag in ("td", "th") and self.cur is not None:
+                self.cell = [tag, a.get("class", ""), ""]
+
+        def handle_data(self, data):
+            if self.cell is not None:
+                self.cell[2] += data
+
+        def handle_endtag(self, tag):
+            if tag in ("td", "th") and self.cell is not None:
+                self.cur.append(tuple(self.cell))
+                self.cell = None
+            elif tag == "tr" and self.cur is not None:
+                self.rows.append(self.cur)
+                self.cur = None
+
+    p = P()
+    p.feed(path.read_text(encoding="utf-8"))
+    out = {}
+    for row in p.rows:
+        heads = [c for c in row if c[0] == "th"]
+        data = [c for c in row if c[0] == "td"]
+        if data:
+            method = heads[-1][2].strip()
+            for j, (_, cls, text) in enumerate(data):
+                out[(method, j)] = (text.strip(), set(cls.split()))
+    return out, p.rows
+
+
+def test_html_pages_keep_marks_blocks_and_footnotes(runs):
+    """Each table is also one self-contained HTML page: the Markdown's cells with bold best and
+    underlined second as CSS classes, the rows not in the paper under a labelled block, the
+    footnotes, the profile stamp; byte-identical when written twice."""
+    tmp, paths, _ = runs
+    out, again = tmp / "tables", tmp / "again"
+    args = ["--metrics", *map(str, paths), "--methods", "BR-LogReg", "CD-GTMLL", "BCE", "XR-Transformer",
+            "--not-run", "yeast|XR-Transformer|needs pretrained encoder", "--profile", "quick",
+            "--profile-file", "config/quick.yaml"]
+    tables.main([*args, "--out", str(out)])
+    tables.main([*args, "--out", str(again)])
+    for stem in tables.table_stems():
+        for suffix in ("", "_adaptive"):
+            page = out / f"{stem}{suffix}.html"
+            assert page.read_bytes() == (again / page.name).read_bytes(), page.name
+    cells, rows = _html_cells(out / "table1_standard.html")
+    md = (out / "table1_standard.md").read_text()
+    for line in md.splitlines():
+        if line.startswith("| ") and not line.startswith(("| Method", "| *")):
+            parts = [c.strip() for c in line.strip("|").split("|")]
+            for j, c in enumerate(parts[1:]):
+                text, cls = cells[(parts[0], j)]
+                plain = c.replace("**", "").replace("<u>", "").replace("</u>", "")
+                assert text == plain, (parts[0], j)
+                assert ("best" in cls) == c.startswith("**") and ("second" in cls) == c.startswith("<u>")
+    assert "best" in cells[("CD-GTMLL", 5)][1] and "second" in cells[("BCE", 5)][1]  # Yeast Rare-F1
+    assert "notrun" in cells[("XR-Transformer", 4)][1]
+    block = [r for r in rows if any(c[2].strip() == "‡ not in the paper" for c in r)]
+    assert len(block) == 1 and block[0][1][2].strip() == "BR-LogReg"  # the block label spans its first row
+    page = (out / "table1_standard.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<script" not in page and "://" not in page
+    assert "Profile quick (config/quick.yaml); 27 runs" in page
+    assert "† XR-Transformer: not run: needs pretrained encoder" in page
+    assert "td.best { font-weight: 700; }" in page and "td.second { text-decoration: underline; }" in page
+    full = (out / "metrics_full.html").read_text()
+    assert full.count("<tr>") == 1 + len(list(csv.DictReader(open(out / "metrics_full.csv"))))
+    assert json.loads((out / "profile.json").read_text()) == {
+        "profile": "quick", "configfiles": ["config/quick.yaml"], "datasets": ["yeast"],
+        "methods": ["BR-LogReg", "CD-GTMLL", "BCE", "XR-Transformer"], "runs": 27}
+
+
+def test_configured_dataset_tables_have_every_configured_dataset_as_columns(tmp_path):
+    """table{1,2,3}_configured: the configured datasets (a MULAN set and a custom one besides
+    Yeast) as columns in Table 1/2/3's layouts; a dataset outside the paper's Table 1 shows mAP
+    and Rare-F1 (footnoted); R-variant columns at the configured severities, a dataset without
+    any gets one n.r. column; P@1/3/5 for every dataset; cells trace to their runs."""
+    rng = np.random.default_rng(1)
+    paths = []
+    for ds in ("yeast", "bibtex", "mydata"):
+        variants = ("clean", "R0.40-s0", "R0.50-s0") if ds == "yeast" else ("clean",)
+        for variant in variants:
+            for method in ("BCE", "CD-GTMLL", "Focal"):
+                for seed in (0, 1):
+                    paths.append(_write_run(tmp_path / "runs", ds, variant, method, seed,
+                                            {m: 0.3 + 0.4 * rng.random() for m in METRICS}))
+    out = tmp_path / "tables"
+    tables.main(["--metrics", *map(str, paths), "--methods", "BCE", "CD-GTMLL", "Focal", "--out", str(out),
+                 "--datasets", "yeast=Yeast", "bibtex=Bibtex", "mydata=My data", "delicious=Delicious",
+                 "--severities", "yeast=0.4,0.5", "--severities", "bibtex=", "--severities", "mydata=",
+                 "--severities", "delicious="])
+    t1 = list(csv.DictReader(open(out / "table1_configured.csv")))
+    heads = [k[:-5] for k in t1[0] if k.endswith(" mean")]
+    assert heads == ["Yeast Micro-F1", "Yeast Rare-F1", "Bibtex mAP", "Bibtex Rare-F1", "My data mAP",
+                     "My data Rare-F1", "Delicious mAP", "Delicious Rare-F1"]
+    long = pd.read_csv(out / "all_runs.csv")
+    sel = long[(long["dataset"] == "mydata") & (long["method"] == "Focal") & (long["mode"] == "global")
+               & (long["variant"] == "clean")]
+    by = {r["method"]: r for r in t1}
+    assert float(by["Focal"]["My data mAP mean"]) == pytest.approx(100 * sel["mAP"].mean(), abs=1e-3)
+    assert by["Focal"]["My data mAP n"] == "2" and by["Focal"]["Delicious mAP n"] == "0"
+    assert [r["in paper"] for r in t1] == ["yes", "yes", "no"]
+    md = (out / "table1_configured.md").read_text()
+    assert "Bibtex, My data, Delicious: not in the paper's Table 1, shown with mAP and Rare-F1" in md
+    assert "n.r. = not run in this configuration: Delicious." in md
+    t2 = list(csv.DictReader(open(out / "table2_configured.csv")))
+    assert [k[:-5] for k in t2[0] if k.endswith(" mean")] == [
+        "Yeast-R @40%", "Yeast-R @50%", "Bibtex-R no R-variant", "My data-R no R-variant", "Delicious-R no R-variant"]
+    assert t2[0]["Yeast-R @50% n"] == "2" and t2[0]["Bibtex-R no R-variant n"] == "0"
+    assert "n.r. in Bibtex-R, My data-R, Delicious-R: no R-variant configured" in (out / "table2_configured.md").read_text()
+    t3 = list(csv.DictReader(open(out / "table3_configured.csv")))
+    assert [k[:-5] for k in t3[0] if k.endswith(" mean")] == [
+        f"{d} P@{k}" for d in ("Yeast", "Bibtex", "My data", "Delicious") for k in (1, 3, 5)]
+    src = json.loads((out / "table3_configured_adaptive.sources.json").read_text())
+    assert {e["path"] for e in src["cells"]["BCE | My data P@5"]} == {
+        str(tmp_path / "runs/mydata/clean/BCE" / f"seed{s}" / "metrics.json") for s in (0, 1)}
+    # without --datasets / --severities: the datasets and severities that were run (titles: the
+    # registry's display name, else the dataset's name)
+    tables.main(["--metrics", *map(str, paths), "--methods", "BCE", "--out", str(tmp_path / "t2")])
+    t2d = list(csv.DictReader(open(tmp_path / "t2" / "table2_configured.csv")))
+    assert [k[:-5] for k in t2d[0] if k.endswith(" mean")] == [
+        "Bibtex-R no R-variant", "mydata-R no R-variant", "Yeast-R @40%", "Yeast-R @50%"]
+
+
+def test_audit_follows_the_new_tables(tmp_path, monkeypatch):
+    """`cdgtmll audit` traces a cell of the new tables (any of their files) to its metrics files."""
+    from cdgtmll import audit
+
+    monkeypatch.chdir(tmp_path)
+    paths, _ = _p_at_k_runs(tmp_path / "runs", ["eurlex-4k"], ["BCE", "CD-GTMLL"], seeds=(0, 1))
+    out = tmp_path / "tables"
+    tables.main(["--metrics", *map(str, paths), "--methods", "BCE", "CD-GTMLL", "--out", str(out)])
+    def own_problems(rep):  # fixture metrics record no inputs (predictions, provenance): not checked here
+        return [p for p in rep.problems if "field 'inputs." not in p]
+
+    rep = audit.audit(out / "table3_xmc.html", ("CD-GTMLL", "Eurlex-4K P@3"))
+    assert rep.checked == 2 and not own_problems(rep)
+    assert "cell     CD-GTMLL | Eurlex-4K P@3: 2 run(s)" in "\n".join(rep.lines)
+    rep = audit.audit(out / "table3_configured_adaptive.md", ("BCE", "Eurlex-4K P@1"))
+    assert rep.checked == 2 and not own_problems(rep)
+    target = tmp_path / "runs/eurlex-4k/clean/BCE/seed1/metrics.json"
+    target.write_text(target.read_text().replace("0.4", "0.9", 1))
+    bad = audit.audit(out / "table3_xmc.csv", ("BCE", "Eurlex-4K P@1"))
+    assert any("MODIFIED metrics" in p and str(target) in p for p in bad.problems)

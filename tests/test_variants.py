@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.data.voc import VOC_CLASSES, read_voc_labels
 from cdgtmll.labels import ascending_order, label_counts, prevalence, tail_labels
-from cdgtmll.variants import apply_to_dataset, main, make_r_variant
+from cdgtmll.variants.r_variant import apply_to_dataset, main, make_r_variant
 
 MIRROR = Path(
     os.environ.get("CDGTMLL_DATA_MIRROR", Path(__file__).resolve().parents[2] / "shared" / "datasets")

@@ -54,6 +54,7 @@ def test_fixture_parses_to_expected_csr(tmp_path):
     np.testing.assert_array_equal(X.toarray(), X_exp)
     np.testing.assert_array_equal(Y.toarray(), Y_exp)
     assert X.has_canonical_format and Y.has_canonical_format
+    assert X.indices.dtype == X.indptr.dtype == Y.indices.dtype == np.int32  # stored as parsed, no int64 copy
     # no leading blank before features of a label-less row, LSHTC-style "a, b", CRLF, no final newline
     # a blank line is a row without labels and features
     p2 = tmp_path / "b.txt"
@@ -112,6 +113,7 @@ def test_load_xmc_bow_split_layout_spec(tmp_path):
         ("2 6 4\n0 1:1\n1 -1:1\n", 3, "malformed token"),
         ("2 6 4\n0 1:x\n1 1:1\n", 2, "malformed value in token '1:x'"),
         ("2 6 4\n0 1:nan\n1 1:1\n", 2, "non-finite"),
+        ("2 6 4\n0 1:1\n1 2:1 3:-4e38\n", 3, r"feature value -4e\+38 is outside the float32 range"),
         ("2 6 4\n0;1 1:1\n1 1:1\n", 2, "malformed label list"),
         ("2 6 4\n0,,1 1:1\n1 1:1\n", 2, "malformed label list"),
     ],
@@ -154,6 +156,17 @@ def test_tfidf_l2_unit_norm_and_equals_sklearn():
     A0, B0, info0 = tfidf_l2(Xtr, Xte, tfidf=False)
     assert not info0["tfidf"]
     np.testing.assert_allclose(B0.toarray(), normalize(Xte).toarray(), rtol=1e-6)
+    # the inputs are untouched by default; inplace=True gives the same matrices in the inputs' arrays
+    keep = [M.copy() for M in (Xtr, Xte)]
+    for flag in (True, False):
+        tfidf_l2(Xtr, Xte, tfidf=flag)
+        assert all((M != K).nnz == 0 for M, K in zip((Xtr, Xte), keep))
+    for flag, (R1, R2) in ((True, (A, B)), (False, (A0, B0))):
+        C, D = (K.copy() for K in keep)
+        C2, D2, _ = tfidf_l2(C, D, tfidf=flag, inplace=True)
+        assert np.shares_memory(C2.data, C.data) and np.shares_memory(D2.data, D.data)
+        np.testing.assert_array_equal(C2.toarray(), R1.toarray())
+        np.testing.assert_array_equal(D2.toarray(), R2.toarray())
 
 
 def test_random_validation_split():
@@ -227,6 +240,37 @@ def test_prepare_through_registry_entry(tmp_path, monkeypatch):
 
 
 # --------------------------------------------------------------------------- top-K P@k
+def test_topk_rows_equals_reference_with_ties():
+    """evaluate.topk_rows (argpartition + tie fallback) = metrics_core._topk_rows exactly:
+    ties across the cut, ties inside it, -inf, NaN, float32, k = 1 .. L."""
+    from cdgtmll.evaluate import topk_rows
+    from cdgtmll.metrics_core import _topk_rows
+
+    rng = np.random.default_rng(0)
+    for trial in range(40):
+        m, L = int(rng.integers(1, 30)), int(rng.integers(2, 40))
+        S = np.round(rng.random((m, L)), 1)  # ~10 distinct values: ties everywhere
+        S[rng.random((m, L)) < 0.1] = -np.inf
+        for dtype in (np.float64, np.float32):
+            Sd = S.astype(dtype)
+            for k in range(1, L + 1):
+                np.testing.assert_array_equal(topk_rows(Sd, k), _topk_rows(Sd, k), err_msg=f"{trial} {k}")
+    S = rng.random((200, 3000)).astype(np.float32)  # no ties: the argpartition path only
+    S[5, :] = 0.25  # one all-tied row
+    S[7, rng.permutation(3000)[:40]] = 2.0  # 40 equal maxima, k = 5 and 100 straddle them
+    S[9, :] = np.nan
+    S[9, :200] = rng.random(200)  # NaN beyond the candidates
+    for k in (1, 5, 100):
+        np.testing.assert_array_equal(topk_rows(S, k), _topk_rows(S, k))
+    S[9, 0] = np.nan
+    S[9, 1:] = np.nan
+    S[9, 1:4] = 1.0  # fewer finite values than k: falls back to the reference (same error)
+    with pytest.raises(ValueError):
+        _topk_rows(S, 5)
+    with pytest.raises(ValueError):
+        topk_rows(S, 5)
+
+
 def test_topk_pak_equals_dense_pak():
     from cdgtmll.evaluate import precision_at_k_topk, topk_from_scores
     from cdgtmll.metrics import precision_at_k

@@ -1,15 +1,122 @@
 """``cdgtmll`` command line: helpers around the Snakemake pipeline.
 
-  cdgtmll check-config config/config.yaml     validate a config (schema + registries)
-  cdgtmll methods                             list registered methods
-  cdgtmll datasets                            list the dataset registry
+  cdgtmll check-config config/config.yaml     validate a config (schema, registries, plugins)
+  cdgtmll methods [--config FILE]             list registered methods, the config's plugins included
+  cdgtmll datasets [--config FILE]            list the datasets: each file's source and sha256
   cdgtmll audit PATH [--cell ROW COLUMN]      trace a table cell or figure to its inputs
+
+A config's ``plugins`` are imported as the pipeline imports them: from the working directory
+and the folder holding the Snakefile (besides PYTHONPATH and the installed packages), so a
+plugin module beside the Snakefile needs no PYTHONPATH. Without --config, ``methods`` and
+``datasets`` read the default config/config.yaml when the working directory has one.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
+DEFAULT_CONFIG = Path("config/config.yaml")
+
+
+def _config_arg(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--config", type=Path, default=None,
+                   help=f"config whose {what} to include (default: {DEFAULT_CONFIG} when it exists)")
+
+
+def _default_config(given: Path | None) -> Path | None:
+    if given is not None:
+        return given
+    return DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None
+
+
+def _load_plugins(path: Path | None) -> dict[str, list[str]]:
+    """Import the plugins of the config at ``path`` the way the pipeline does; module ->
+    method names it registered."""
+    from cdgtmll.config import import_plugins, plugin_dirs, read_plugins
+
+    if path is None:
+        return {}
+    return import_plugins(read_plugins(path), source=str(path), search=plugin_dirs(path))
+
+
+def _check_config(path: Path) -> int:
+    from cdgtmll.config import ConfigError, load
+
+    try:
+        added = _load_plugins(path)  # before load(): it imports them too, but without these folders
+        cfg = load(path)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    print(f"{path}: valid (profile '{cfg['name']}', datasets {cfg['experiments']['datasets']}, "
+          f"methods {cfg['experiments']['methods']})")
+    for mod, names in added.items():
+        where = getattr(sys.modules.get(mod), "__file__", None) or "?"
+        print(f"  plugin {mod} ({where}): registers {', '.join(names) if names else 'no method'}")
+    return 0
+
+
+def _methods(config: Path | None) -> int:
+    from cdgtmll.config import ConfigError
+    from cdgtmll.methods import base
+
+    try:
+        added = _load_plugins(config)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    plugin_of = {name: mod for mod, names in added.items() for name in names}
+    for name in base.available():
+        tag = f"  [plugin {plugin_of[name]}, {config}]" if name in plugin_of else ""
+        print(f"{name:16s} {base.get(name).description}{tag}")
+    return 0
+
+
+def _custom_specs(config: Path | None) -> list:
+    """The ``data.custom`` datasets of a config (checked by the registry's own parser)."""
+    import yaml
+
+    from cdgtmll.config import ConfigError
+    from cdgtmll.data.registry import spec_from_config
+
+    if config is None:
+        return []
+    try:
+        cfg = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
+        custom = (cfg.get("data") or {}).get("custom") or {}
+        return [spec_from_config(name, c) for name, c in custom.items()]
+    except (OSError, yaml.YAMLError, AttributeError, ValueError) as exc:
+        raise ConfigError(f"{config}: {exc}") from None
+
+
+def _datasets(config: Path | None) -> int:
+    """Each dataset, then each raw file: its sha256 (or why it is unknown) and where it comes
+    from (official URL first, or how to get it by hand), then any packaged copy."""
+    from cdgtmll.config import ConfigError
+    from cdgtmll.data import registry
+
+    try:
+        custom = _custom_specs(config)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    for spec in [registry.get_spec(n) for n in registry.available()] + custom:
+        loader = spec.loader or "loader not implemented yet"
+        extra = f"  (data.custom in {config})" if spec in custom else ""
+        print(f"{spec.name:16s} {spec.kind:8s} {spec.format:12s} L={spec.n_labels}  {loader}{extra}")
+        print(f"    mirror folder <mirror>/{spec.folder}/")
+        archives = registry.image_archives(spec)
+        for f in spec.files + archives:
+            sha = f.sha256 or "unknown (not published)"
+            src = " ".join(f.urls) if f.urls else f"no direct URL: {f.manual or 'none known'}"
+            when = "  (images: fetched only when no extracted copy is found)" if f in archives else ""
+            print(f"    {f.name}  sha256 {sha}  source {src}{when}")
+        for c in spec.packaged:
+            print(f"    {c.name}  sha256 {c.sha256}  source packaged copy {c.distribution}=={c.version}:{c.path} "
+                  f"(stands in for {', '.join(c.replaces)})")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17,25 +124,17 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("check-config", help="validate a config file")
-    p.add_argument("path")
-    sub.add_parser("methods", help="list registered methods")
-    sub.add_parser("datasets", help="list registered datasets")
+    p.add_argument("path", type=Path)
+    _config_arg(sub.add_parser("methods", help="list registered methods, with a config's plugins"), "plugins")
+    _config_arg(sub.add_parser("datasets", help="list the datasets: each file's source and sha256"),
+                "data.custom datasets")
     p = sub.add_parser("audit", help="trace a table cell or a figure back to its inputs, re-verifying hashes")
     p.add_argument("path", help="a table (.md/.csv/.tex) or figure (.pdf/.png/.csv) written by the pipeline")
     p.add_argument("--cell", nargs=2, metavar=("ROW", "COLUMN"), help='e.g. CD-GTMLL "Yeast Rare-F1"')
     args = ap.parse_args(argv)
 
     if args.cmd == "check-config":
-        from cdgtmll.config import ConfigError, load
-
-        try:
-            cfg = load(args.path)
-        except ConfigError as exc:
-            print(exc, file=sys.stderr)
-            return 2
-        print(f"{args.path}: valid (profile '{cfg['name']}', datasets {cfg['experiments']['datasets']}, "
-              f"methods {cfg['experiments']['methods']})")
-        return 0
+        return _check_config(args.path)
     if args.cmd == "audit":
         from cdgtmll.audit import audit
 
@@ -52,19 +151,9 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     if args.cmd == "methods":
-        from cdgtmll.methods import base
-
-        for name in base.available():
-            cls = base.get(name)
-            print(f"{name:16s} {cls.description}")
-        return 0
+        return _methods(_default_config(args.config))
     if args.cmd == "datasets":
-        from cdgtmll.data import registry
-
-        for spec in (registry.get_spec(n) for n in registry.available()):
-            loader = spec.loader or "loader not implemented yet"
-            print(f"{spec.name:16s} {spec.kind:8s} {spec.format:12s} L={spec.n_labels}  {loader}")
-        return 0
+        return _datasets(_default_config(args.config))
     return 1
 
 

@@ -5,10 +5,14 @@
 PR curve (paper Fig. "Precision-recall curves on Pascal VOC-R"): for every method, the
 micro-averaged precision-recall curve over the tail labels (bottom ``q`` of labels by
 clean training prevalence, App. E.4) of the test split. Each run's curve is made
-monotone by the usual interpolation p(r) = max_{r' >= r} p(r') and sampled on a fixed
-recall grid; the figure shows the mean over runs (training seeds x sampling seeds)
-with a ±1 std band. Writes ``<out>.pdf``, ``<out>.png``, ``<out>.csv`` (the curves)
-and ``<out>.sources.json`` (the prediction files with sha256).
+monotone by the usual interpolation p(r) = max_{r' >= r} p(r') over the curve's operating
+points (every score threshold; not scikit-learn's appended end point (recall 0,
+precision 1), which is no threshold: with it every curve would start at precision 1, as
+in the PASCAL VOC devkit's ``VOCap``, whose sentinel at recall 0 has precision 0) and
+sampled on a fixed recall grid; the figure shows the mean over runs (training seeds x
+sampling seeds) with a ±1 std band, drawn beneath every curve. Writes ``<out>.pdf``,
+``<out>.png`` (300 dpi), ``<out>.csv`` (the curves) and ``<out>.sources.json`` (the
+prediction files with sha256). Style (colours, names): :mod:`cdgtmll.plotstyle`.
 """
 
 from __future__ import annotations
@@ -22,6 +26,23 @@ import numpy as np
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.io import atomic_path, atomic_write, sha256_file, write_json
 from cdgtmll.labels import tail_labels
+from cdgtmll.plotstyle import (
+    ONE_COLUMN,
+    TWO_COLUMNS,
+    FigureStyle,
+    add_style_args,
+    bands_below_lines,
+    figure_style,
+    legend_below,
+    legend_right,
+    method_handles,
+    n_labels,
+    save_kw,
+    save_metadata,
+    style_from_args,
+    titles,
+)
+from cdgtmll.study_runs import _grid, _plt
 
 RECALL_GRID = np.linspace(0.0, 1.0, 101)
 
@@ -35,6 +56,7 @@ def tail_pr_curve(Y: np.ndarray, S: np.ndarray, tail: np.ndarray) -> np.ndarray:
     if y.sum() == 0:
         return np.full(RECALL_GRID.shape, np.nan)
     prec, rec, _ = precision_recall_curve(y, s)
+    prec, rec = prec[:-1], rec[:-1]  # drop the appended (recall 0, precision 1): not an operating point
     # interpolated precision: best precision at any recall >= r
     order = np.argsort(rec)
     rec, prec = rec[order], prec[order]
@@ -45,46 +67,70 @@ def tail_pr_curve(Y: np.ndarray, S: np.ndarray, tail: np.ndarray) -> np.ndarray:
 
 
 def pr_figure(runs: dict[str, list[Path]], clean: ProcessedData, q: float, tie_seed: int,
-              out: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+              out: Path, title: str = "", style: FigureStyle | None = None) -> None:
     import pandas as pd
+    import seaborn as sns
 
+    style = style or FigureStyle()
     tail = tail_labels(clean.part("train")[1], q=q, tie_seed=tie_seed)
     Y_test = np.asarray(clean.part("test")[1])
-    rows, sources = [], {}
-    fig, ax = plt.subplots(figsize=(7.5, 4.6))
-    colors = plt.get_cmap("tab20").colors
-    styles = ("-", "--", ":", "-.")
-    for i, (method, preds) in enumerate(runs.items()):
+    rows, sources, long = [], {}, []
+    methods = sorted(runs, key=style.index)  # drawing (and legend) order; the CSV keeps the input order
+    ns = {}
+    for method in runs:
         curves = []
-        for p in preds:
+        for k, p in enumerate(runs[method]):
             with np.load(p, allow_pickle=False) as z:
-                curves.append(tail_pr_curve(Y_test, z["test"], tail))
+                c = tail_pr_curve(Y_test, z["test"], tail)
+            curves.append(c)
+            long += [{"method": method, "run": k, "recall": float(r), "precision": float(v)}
+                     for r, v in zip(RECALL_GRID, c)]
             sources.setdefault(method, []).append({"path": str(p), "sha256": sha256_file(p)})
         C = np.vstack(curves)
         mean = np.nanmean(C, axis=0)
         std = np.nanstd(C, axis=0, ddof=1) if len(C) > 1 else np.zeros_like(mean)
-        line, = ax.plot(RECALL_GRID, mean, label=f"{method} (n={len(C)})", color=colors[i % len(colors)],
-                        linestyle=styles[(i // len(colors)) % len(styles)] if len(runs) <= len(colors) else
-                        styles[i % len(styles)], linewidth=2.0 if method == "CD-GTMLL" else 1.2)
-        ax.fill_between(RECALL_GRID, np.clip(mean - std, 0, 1), np.clip(mean + std, 0, 1),
-                        color=line.get_color(), alpha=0.15, linewidth=0)
+        ns[method] = len(C)
         for r, m, s in zip(RECALL_GRID, mean, std):
             rows.append({"method": method, "recall": round(float(r), 4), "precision_mean": float(m),
                          "precision_std": float(s), "n_runs": len(C)})
-    ax.set(xlabel="recall (tail labels, micro)", ylabel="interpolated precision", xlim=(0, 1), ylim=(0, 1.02),
-           title=title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
-    fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    for ext in ("pdf", "png"):
-        with atomic_path(out.with_suffix(f".{ext}"), suffix=f".{ext}") as tmp:
-            fig.savefig(tmp, format=ext, dpi=150)
-    plt.close(fig)
+    df = pd.DataFrame(long)
+    with figure_style():
+        many = len(methods) > 8
+        fig, axes = _grid(1, w=TWO_COLUMNS if many else ONE_COLUMN, h=3.4 if many else 2.8)
+        ax = axes[0]
+        for method in methods:
+            st = style.method(method)
+            sns.lineplot(data=df[df["method"] == method], x="recall", y="precision", estimator="mean",
+                         errorbar="sd", err_kws={"alpha": 0.12, "linewidth": 0}, ax=ax, legend=False,
+                         **{**st.line_kw(), "markevery": (style.index(method) % 10, 10), "markersize": 4,
+                            "linewidth": st.linewidth * 0.85})
+        bands_below_lines(ax)
+        ax.set(xlabel="recall (tail labels, micro-averaged)", ylabel="interpolated precision", xlim=(0, 1),
+               ylim=(0, 1.02))
+        handles, labels = method_handles(methods, style, n_labels(methods, ns), kind="line")
+        if many:
+            legend_right(ax, handles, labels, ncol=2 if len(methods) > 12 else 1)
+        else:
+            legend_below(fig, handles, labels, ncol=min(3, len(methods)))
+        names = {}
+        for p in (p for ps in runs.values() for p in ps):
+            parts = Path(p).parts
+            if len(parts) >= 5:
+                names.setdefault(parts[-5], set()).add(parts[-4])
+        ds_name = clean.meta.get("display_name") or style.dataset(clean.name)
+        style.dataset_names = {**style.dataset_names, clean.name: ds_name}
+        default_title = "; ".join(style.settings_list(ds, sorted(vs)) for ds, vs in sorted(names.items())) \
+            or ds_name
+        n_runs = sorted(set(ns.values()))
+        titles(fig, [ax], [title or f"{default_title}: tail-label precision-recall"],
+               f"tail = the {len(tail)} labels with the lowest training prevalence (bottom {100 * q:g}%); "
+               f"mean ± std over {'-'.join(map(str, n_runs))} runs (training × sampling seeds; band)",
+               panel_width=4.3 if many else ONE_COLUMN)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        for ext in ("pdf", "png"):
+            with atomic_path(out.with_suffix(f".{ext}"), suffix=f".{ext}") as tmp:
+                fig.savefig(tmp, format=ext, metadata=save_metadata(ext), **save_kw())
+        _plt().close(fig)
     atomic_write(out.with_suffix(".csv"), pd.DataFrame(rows).to_csv(index=False))
     write_json(out.with_suffix(".sources.json"), {
         "figure": out.name, "tail_labels": [clean.label_names[t] for t in tail], "runs": sources})
@@ -99,14 +145,17 @@ def main(argv: list[str] | None = None) -> int:
     pr.add_argument("--clean", required=True, type=Path)
     pr.add_argument("--q", type=float, default=0.2)
     pr.add_argument("--tie-seed", type=int, default=0)
-    pr.add_argument("--title", default="")
+    pr.add_argument("--title", default="", help="replaces the title (default: the dataset's display name "
+                                                "and the R-variant, from the prediction paths)")
     pr.add_argument("--out", required=True, type=Path, help="output path without extension")
+    add_style_args(pr)
     args = ap.parse_args(argv)
     if args.fig == "pr":
         runs: dict[str, list[Path]] = {}
         for p in args.predictions:
             runs.setdefault(p.parent.parent.name, []).append(p)
-        pr_figure(runs, ProcessedData.load(args.clean), args.q, args.tie_seed, args.out, args.title)
+        pr_figure(runs, ProcessedData.load(args.clean), args.q, args.tie_seed, args.out, args.title,
+                  style=style_from_args(args))
     return 0
 
 

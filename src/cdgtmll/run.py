@@ -14,6 +14,14 @@ about 3 s; see shared notes), and writes per seed, under ``DIR/seed<k>/``:
 Files are written atomically; a seed whose ``predictions.npz`` exists and whose
 recorded spec hash matches is skipped, so a killed job resumes where it stopped.
 
+Progress (:mod:`cdgtmll.progress`): after each seed one line ``[run] <dataset>/<variant>/<method>
+seed <s> (<i> of <n>) done: <epochs>, fit <seconds>, val mAP <x>; job ETA <t>`` goes to
+stderr and, when stdout is another file, to stdout too; ``--progress`` adds one
+``[epoch] ...`` line per epoch on stderr. Everything else the job prints (warnings,
+a method's own output) goes to stderr. The ``train`` rule sends stderr to the job's log
+and leaves stdout to Snakemake, so the terminal (or the Slurm log) shows one line per
+seed and the log shows everything.
+
 Top-K predictions (large label spaces)
 --------------------------------------
 A dense score matrix is impossible for XMC test sets (AmazonCat-13K: 306,782 x 13,330
@@ -32,6 +40,7 @@ Files without ``format`` are the dense format (unchanged for ``L <= TOPK_MIN_LAB
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -44,10 +53,12 @@ from cdgtmll import provenance
 from cdgtmll.config import config_hash
 from cdgtmll.data.images import is_image_rows
 from cdgtmll.data.processed import ProcessedData
-from cdgtmll.evaluate import topk_from_scores
+from cdgtmll.evaluate import precision_at_k_topk, topk_from_scores
 from cdgtmll.io import atomic_path, read_json, write_json
 from cdgtmll.labels import label_counts, tail_labels
 from cdgtmll.methods import FitData, RunContext, base
+from cdgtmll.metrics_core import mean_average_precision
+from cdgtmll.progress import RunProgress
 
 #: label spaces with more labels than this store top-K predictions (see module docstring)
 TOPK_MIN_LABELS = 2000
@@ -72,8 +83,18 @@ def set_seed(seed: int) -> None:
         torch.manual_seed(seed)
 
 
+def job_label(spec: dict) -> str:
+    """``dataset/variant/method`` of a run spec (the job's name in progress lines)."""
+    return f"{spec['dataset']}/{spec['variant']}/{spec['method']}"
+
+
 def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdir: Path,
-             inputs: dict[str, Path], progress: bool = False) -> Path:
+             inputs: dict[str, Path], progress: bool | RunProgress = False) -> Path:
+    """Train and predict one seed into ``outdir`` (module docstring). ``progress``: a
+    :class:`~cdgtmll.progress.RunProgress` of the job, or a bool (per-epoch lines on
+    stderr or not); the per-seed line is written in every case."""
+    if not isinstance(progress, RunProgress):
+        progress = RunProgress(job_label(spec), [seed], epochs=bool(progress))
     spec_sha = config_hash(spec)
     pred_path = outdir / "predictions.npz"
     prov_path = outdir / "provenance.json"
@@ -81,11 +102,12 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
         try:
             prev = read_json(prov_path)
             if prev.get("config_sha256") == spec_sha and prev.get("code_sha256") == provenance.code_sha256():
-                print(f"[run] seed {seed}: up to date, skipped", flush=True)
+                progress.seed_skipped(seed)
                 return pred_path
         except (OSError, ValueError):
             pass
     outdir.mkdir(parents=True, exist_ok=True)
+    progress.seed_started(seed)
     started = provenance.now()
     t0 = time.perf_counter()
     X_tr, Y_tr = data.part("train")
@@ -115,12 +137,14 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
         for split, X_s in (("val", X_va), ("test", X_te)):
             idx, score = predict_topk(method, X_s, data.splits[split].size, data.n_labels, spec["method"], split)
             arrays[f"{split}_topk_idx"], arrays[f"{split}_topk_score"] = idx, score
+        scores = {"val P@1": precision_at_k_topk(Y_va, arrays["val_topk_idx"], ks=(1,))["p@1"]}
     else:
         s_val = np.asarray(method.predict_proba(X_va), dtype=np.float64)
         s_test = np.asarray(method.predict_proba(X_te), dtype=np.float64)
         for split, s in (("val", s_val), ("test", s_test)):
             _check_scores(s, data.splits[split].size, data.n_labels, spec["method"], split)
         arrays = {"val": s_val, "test": s_test}
+        scores = {"val mAP": mean_average_precision(Y_va, s_val)}  # Eq. (E.8), for the progress line only
     extra = method.extra_outputs()
     if extra:
         write_json(outdir / "method_outputs.json", extra)
@@ -140,8 +164,7 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
                                    "data_sources": data.meta.get("source_files"),
                                    "backbone": backbone_record(data, method)})
     write_json(prov_path, rec)
-    print(f"[run] {spec['dataset']}/{spec['variant']}/{spec['method']} seed {seed}: "
-          f"fit {fit_seconds:.1f}s", flush=True)
+    progress.seed_done(seed, fit_seconds, scores)
     return pred_path
 
 
@@ -211,9 +234,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clean", required=True, type=Path, help="clean processed dataset (defines the tail)")
     ap.add_argument("--spec", required=True, help="run spec as JSON text or @file")
     ap.add_argument("--outdir", required=True, type=Path)
-    ap.add_argument("--progress", action="store_true")
+    ap.add_argument("--progress", action="store_true",
+                    help="one line per epoch on stderr (the per-seed lines are always written)")
     args = ap.parse_args(argv)
     spec = json.loads(Path(args.spec[1:]).read_text() if args.spec.startswith("@") else args.spec)
+    # stdout carries the per-seed lines only (the train rule leaves it to Snakemake's terminal);
+    # anything else printed during the job goes to stderr, i.e. the job's log
+    report = RunProgress(job_label(spec), spec["seeds"], epochs=args.progress, terminal=sys.stdout)
+    with contextlib.redirect_stdout(sys.stderr):
+        return _main(args, spec, report)
+
+
+def _main(args: argparse.Namespace, spec: dict, report: RunProgress) -> int:
     threads = os.environ.get("CDGTMLL_THREADS")
     if threads:
         import torch
@@ -228,7 +260,11 @@ def main(argv: list[str] | None = None) -> int:
                        tie_seed=spec["r_variants"]["tie_seed"])
     inputs = {"data": args.data, "clean": args.clean}
     for seed in spec["seeds"]:
-        run_seed(data, tail, spec, seed, args.outdir / f"seed{seed}", inputs, args.progress)
+        try:
+            run_seed(data, tail, spec, seed, args.outdir / f"seed{seed}", inputs, report)
+        except Exception as exc:  # one line on the terminal; the traceback follows in the log
+            report.seed_failed(seed, exc)
+            raise
     return 0
 
 

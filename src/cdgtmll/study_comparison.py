@@ -13,8 +13,20 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-import numpy as np
-
+from cdgtmll.plotstyle import (
+    NOTE_PT,
+    ONE_COLUMN,
+    PARAM_LABELS,
+    FigureStyle,
+    chars_per_line,
+    figure_style,
+    legend_below,
+    method_handles,
+    n_labels,
+    seed_bars,
+    titles,
+    wrap,
+)
 from cdgtmll.study_runs import (
     METHOD_OUTPUTS,
     RunDir,
@@ -90,16 +102,16 @@ def corruption_sampling_seed(variant: str) -> int | None:
     return int(m.group(3)) if m else None
 
 
-def robustness_rows(values: list[dict[str, Any]], clean_variant: str, kind: str) -> list[dict[str, Any]]:
-    """Degradation ``clean - corrupted`` per (dataset, method, level), paired by training seed.
+def robustness_pairs(values: list[dict[str, Any]], clean_variant: str, kind: str) -> list[dict[str, Any]]:
+    """One row per (clean run, corrupted run) pair: ``{"dataset", "method", "level", "pair",
+    "clean", "corrupted", "degradation"}`` with ``degradation = clean - corrupted``.
 
     ``values``: ``{"dataset", "variant", "method", "seed", "value"}`` per run (clean and
     corrupted variants of ``kind``). Each corrupted run (any sampling seed) is paired with
     the clean run of the same dataset, method and training seed; a missing partner raises.
     """
     clean = {(v["dataset"], v["method"], v["seed"]): v["value"] for v in values if v["variant"] == clean_variant}
-    pairs: dict[tuple[str, str, float], list[tuple[str, float, float]]] = {}
-    unpaired = []
+    pairs, unpaired = [], []
     for v in values:
         if v["variant"] == clean_variant:
             continue
@@ -110,19 +122,29 @@ def robustness_rows(values: list[dict[str, Any]], clean_variant: str, kind: str)
         if key not in clean:
             unpaired.append(f"{v['dataset']}/{v['variant']}/{v['method']} seed{v['seed']}")
             continue
-        tag = f"seed{v['seed']}/s{corruption_sampling_seed(v['variant'])}"
-        pairs.setdefault((v["dataset"], v["method"], level), []).append((tag, clean[key], v["value"]))
+        pairs.append({"dataset": v["dataset"], "method": v["method"], "level": level,
+                      "pair": f"seed{v['seed']}/s{corruption_sampling_seed(v['variant'])}",
+                      "clean": clean[key], "corrupted": v["value"], "degradation": clean[key] - v["value"]})
     if unpaired:
         raise ValueError(f"no clean ('{clean_variant}') run with the same training seed for: {', '.join(unpaired)}")
+    return sorted(pairs, key=lambda p: (p["dataset"], p["method"], p["level"], p["pair"]))
+
+
+def robustness_rows(values: list[dict[str, Any]], clean_variant: str, kind: str) -> list[dict[str, Any]]:
+    """Degradation ``clean - corrupted`` per (dataset, method, level), paired by training seed
+    (:func:`robustness_pairs`): mean ± std over the pairs."""
+    groups: dict[tuple[str, str, float], list[dict[str, Any]]] = {}
+    for p in robustness_pairs(values, clean_variant, kind):
+        groups.setdefault((p["dataset"], p["method"], p["level"]), []).append(p)
     rows = []
-    for (ds, method, level), ps in sorted(pairs.items()):
-        ps = sorted(ps)
-        mu, sd, n = mean_std([c - x for _, c, x in ps])
+    for (ds, method, level), ps in sorted(groups.items()):
+        mu, sd, n = mean_std([p["degradation"] for p in ps])
         rows.append({
             "dataset": ds, "method": method, "kind": kind, "level": level,
             "degradation_mean": mu, "degradation_std": sd, "n_pairs": n,
-            "clean_mean": mean_std([c for _, c, _ in ps])[0], "corrupted_mean": mean_std([x for _, _, x in ps])[0],
-            "pairs": ";".join(t for t, _, _ in ps), "note": "",
+            "clean_mean": mean_std([p["clean"] for p in ps])[0],
+            "corrupted_mean": mean_std([p["corrupted"] for p in ps])[0],
+            "pairs": ";".join(p["pair"] for p in ps), "note": "",
         })
     return rows
 
@@ -164,45 +186,80 @@ def collect_ablation(runs: list[RunDir], mode: str, metrics: Sequence[str], log:
 
 def ablation_figure(run_dirs: Sequence[str | Path], out: Path, full: str = "CD-GTMLL", order: Sequence[str] = (),
                     mode: str = "global", metrics: Sequence[str] = ("mAP", "micro_f1", "rare_f1"),
-                    title: str = "") -> list[dict[str, Any]]:
+                    title: str = "", style: FigureStyle | None = None) -> list[dict[str, Any]]:
     runs = parse_runs(run_dirs)
     missing = [m for m in order if m not in {r.method for r in runs}]
     if missing:
         raise ValueError(f"--order names method(s) without runs: {missing}")
+    style = style or FigureStyle()
+    style.add_methods(r.method for r in runs)
     log = SourceLog()
-    rows = ablation_rows(collect_ablation(runs, mode, metrics, log), metrics, full, order)
+    values = collect_ablation(runs, mode, metrics, log)
+    rows = ablation_rows(values, metrics, full, order)
     settings = sorted({r["setting"] for r in rows})
-    fig, axes = _grid(len(settings), w=max(4.8, 1.6 * len(metrics) + 1.5))
-    for ax, setting in zip(axes, settings):
-        rs = [r for r in rows if r["setting"] == setting]
-        methods = list(dict.fromkeys(r["method"] for r in rs))
-        width = 0.8 / len(methods)
-        for j, m in enumerate(methods):
-            xs = np.arange(len(metrics)) + (j - (len(methods) - 1) / 2) * width
-            mr = [next(r for r in rs if r["method"] == m and r["metric"] == k) for k in metrics]
-            means = [_pct(r["mean"]) for r in mr]
-            stds = [_pct(r["std"]) for r in mr]
-            n = min(r["n_seeds"] for r in mr)
-            ax.bar(xs, means, width, yerr=stds, capsize=3, label=f"{m} (n={n})",
-                   edgecolor="black", linewidth=0.5)
-            if m != full:
-                for x, r, mu, sd in zip(xs, mr, means, stds):
-                    if math.isfinite(mu):
-                        ax.annotate(_gap_text(r["gap_to_full"]), (x, mu + (sd if math.isfinite(sd) else 0)),
-                                    xytext=(0, 2), textcoords="offset points", ha="center", va="bottom", fontsize=7)
-        ax.set_xticks(np.arange(len(metrics)), [METRIC_LABELS.get(k, k) for k in metrics])
-        ax.set(ylabel=f"% ({mode} threshold)", title=title or setting)
-        ax.grid(axis="y", alpha=0.3)
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=min(3, len(methods)))
-    fig.suptitle(f"gap to {full} above bars (pp); mean ± std over seeds", fontsize=8)
-    fig.tight_layout()
-    save_figure(fig, out, rows, log, mode=mode, full=full)
+    with figure_style():
+        n_methods = max(len({r["method"] for r in rows if r["setting"] == s}) for s in settings)
+        pw = max(ONE_COLUMN, 0.24 * n_methods * len(metrics) + 0.9)
+        fig, axes = _grid(len(settings), w=pw, h=2.5)
+        for ax, setting in zip(axes, settings):
+            rs = [r for r in rows if r["setting"] == setting]
+            methods = list(dict.fromkeys(r["method"] for r in rs))
+            long = [{"method": v["method"], "metric": METRIC_LABELS.get(k, k), "value": _pct(v[k])}
+                    for v in values if v["setting"] == setting for k in metrics]
+            xlabels = [METRIC_LABELS.get(k, k) for k in metrics]
+            bars = seed_bars(ax, long, "metric", xlabels, methods, style)
+            for m, container in zip(methods, bars):
+                if m == full:
+                    continue
+                for bar, k in zip(container, metrics):
+                    r = next(r for r in rs if r["method"] == m and r["metric"] == k)
+                    tops = [_pct(r["mean"]) + _pct(r["std"]), _pct(r["mean"]),
+                            *(_pct(v[k]) for v in values if v["setting"] == setting and v["method"] == m)]
+                    top = max((t for t in tops if math.isfinite(t)), default=float("nan"))
+                    if math.isfinite(top):
+                        ax.annotate(_gap_text(r["gap_to_full"]), (bar.get_x() + bar.get_width() / 2, top),
+                                    xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
+                                    fontsize=NOTE_PT, rotation=90)
+            ax.set(xlabel="", ylabel="score (%)")
+            tops = [_pct(r["mean"]) + (_pct(r["std"]) if math.isfinite(_pct(r["std"])) else 0) for r in rs]
+            tops += [x["value"] for x in long]
+            finite = [t for t in tops if math.isfinite(t)]
+            if finite:
+                ax.set_ylim(min(0.0, min(finite)), max(finite) * 1.3)  # room for the rotated gap labels
+            ax.grid(axis="x", visible=False)
+        all_methods = list(dict.fromkeys(r["method"] for r in rows))  # --order, then by name
+        ns = {m: min(r["n_seeds"] for r in rows if r["method"] == m) for m in all_methods}
+        legend_below(fig, *method_handles(all_methods, style, n_labels(all_methods, ns)), ncol=min(3, len(all_methods)))
+        titles(fig, axes, [style.setting(*s.split("/", 1)) for s in settings],
+               f"mean ± std over {_seeds_text(rows)} (dots: runs); above the bars: difference to {full} (pp); "
+               f"{_mode_text(mode, runs[0], log)}", title, pw)
+        save_figure(fig, out, rows, log, mode=mode, full=full)
     return rows
+
+
+def _mode_text(mode: str, run: RunDir | None = None, log: SourceLog | None = None) -> str:
+    """How the scores were thresholded, for the figure note: ``global`` reads the single
+    ``global@<tau>`` block of ``run``'s metrics to name tau."""
+    if mode == "global" and run is not None and log is not None:
+        keys = [k for k in read_metrics(run, log) if k.startswith("global@")]
+        mode = keys[0] if len(keys) == 1 else mode
+    if mode == "adaptive":
+        return "per-label thresholds tuned on validation"
+    if mode.startswith("global@"):
+        return f"threshold {mode.split('@', 1)[1]} on every label"
+    return "global threshold" if mode == "global" else mode
+
+
+def _seeds_text(rows: list[dict[str, Any]], key: str = "n_seeds", what: str = "training seeds") -> str:
+    ns = sorted({int(r[key]) for r in rows if r.get(key)})
+    if not ns:
+        return what
+    return f"{ns[0]} {what}" if len(ns) == 1 else f"{ns[0]}-{ns[-1]} {what} (n per bar in the legend)"
 
 
 def _gap_text(gap: float) -> str:
     t = f"{100 * gap:+.1f}"
-    return "0.0" if t in ("+0.0", "-0.0") else t
+    return "0.0" if t in ("+0.0", "-0.0") else t.replace("-", "\u2212")  # a real minus sign
 
 
 def _dataset_kind(dataset: str) -> str | None:
@@ -215,8 +272,10 @@ def _dataset_kind(dataset: str) -> str | None:
 
 
 def robustness_figure(run_dirs: Sequence[str | Path], out: Path, kind: str, clean_variant: str = "clean",
-                      mode: str = "global", metric: str = "rare_f1", title: str = "") -> list[dict[str, Any]]:
+                      mode: str = "global", metric: str = "rare_f1", title: str = "",
+                      style: FigureStyle | None = None) -> list[dict[str, Any]]:
     runs = parse_runs(run_dirs)
+    style = style or FigureStyle()
     other = {p for k, p in KIND_PREFIX.items() if k != kind}
     used = []
     for r in runs:
@@ -224,6 +283,7 @@ def robustness_figure(run_dirs: Sequence[str | Path], out: Path, kind: str, clea
         if r.variant != clean_variant and m and m.group(1) in other:
             continue  # the other corruption type: not this figure's runs
         used.append(r)
+    style.add_methods(r.method for r in used)
     datasets = sorted({r.dataset for r in used})
     corrupted = {r.dataset for r in used if r.variant != clean_variant}
     log = SourceLog()
@@ -245,37 +305,56 @@ def robustness_figure(run_dirs: Sequence[str | Path], out: Path, kind: str, clea
             continue
         values.append({"dataset": r.dataset, "variant": r.variant, "method": r.method, "seed": r.seed,
                        "value": metric_value(read_metrics(r, log), mode, metric, r.path)})
+    pairs = robustness_pairs(values, clean_variant, kind)
     rows = robustness_rows(values, clean_variant, kind)
     for ds, note in notes.items():
         rows.append({"dataset": ds, "method": None, "kind": kind, "level": None, "degradation_mean": None,
                      "degradation_std": None, "n_pairs": 0, "clean_mean": None, "corrupted_mean": None,
                      "pairs": "", "note": note})
-    fig, axes = _grid(len(datasets))
     mlabel = METRIC_LABELS.get(metric, metric)
-    for ax, ds in zip(axes, datasets):
-        if ds in notes:
-            ax.text(0.5, 0.5, notes[ds], ha="center", va="center", transform=ax.transAxes, fontsize=9, wrap=True)
-            ax.set(title=f"{title or ds}: {notes[ds]}", xticks=[], yticks=[])
-            ax.title.set_fontsize(8)
-            continue
-        rs = [r for r in rows if r["dataset"] == ds]
-        levels = sorted({r["level"] for r in rs})
-        methods = sorted({r["method"] for r in rs})
-        width = 0.8 / len(methods)
-        for j, m in enumerate(methods):
-            xs = np.arange(len(levels)) + (j - (len(methods) - 1) / 2) * width
-            mean = [next((_pct(r["degradation_mean"]) for r in rs if r["method"] == m and r["level"] == lv), np.nan) for lv in levels]
-            std = [next((_pct(r["degradation_std"]) for r in rs if r["method"] == m and r["level"] == lv), np.nan) for lv in levels]
-            ax.bar(xs, mean, width, yerr=std, capsize=3, label=m, edgecolor="black", linewidth=0.5)
-        prefix = "Noise" if kind == "noise" else "Occ"
-        ax.set_xticks(np.arange(len(levels)), [f"{prefix}-{lv:g}" for lv in levels])
-        ax.axhline(0, color="black", linewidth=0.6)
-        ax.set(ylabel=f"{mlabel} drop, clean − corrupted (pp)", title=title or f"{ds}: {kind}")
-        ax.grid(axis="y", alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    save_figure(fig, out, rows, log, mode=mode, metric=metric, kind=kind, clean_variant=clean_variant,
-                notes=notes or None)
+    what = {"noise": "label noise", "occlusion": "occlusion"}[kind]
+    with figure_style():
+        if len(notes) == len(datasets):  # nothing to draw: a short figure that says why
+            pw = ONE_COLUMN
+            fig, axes = _grid(len(datasets), w=pw, h=0.8)
+        else:
+            n_bars = max(len({(r["method"], r["level"]) for r in rows if r["dataset"] == ds}) for ds in datasets)
+            pw = max(ONE_COLUMN, 0.24 * n_bars + 0.9)
+            fig, axes = _grid(len(datasets), w=pw, h=2.5)
+        for ax, ds in zip(axes, datasets):
+            name = style.dataset(ds)
+            if ds in notes:
+                why = ("it has no images" if notes[ds].startswith("no images") else
+                       "no occlusion runs were made (dataset kind unknown)")
+                ax.text(0.5, 0.5, wrap(f"Occlusion does not apply to {name}: {why}.", chars_per_line(pw, 9)),
+                        ha="center", va="center", transform=ax.transAxes, fontsize=9)
+                ax.set_axis_off()
+                continue
+            rs = [r for r in rows if r["dataset"] == ds]
+            levels = sorted({r["level"] for r in rs})
+            methods = sorted({r["method"] for r in rs}, key=style.index)
+            xlab = [f"{100 * lv:g}%" for lv in levels]
+            long = [{"level": f"{100 * p['level']:g}%", "method": p["method"], "value": _pct(p["degradation"])}
+                    for p in pairs if p["dataset"] == ds]
+            seed_bars(ax, long, "level", xlab, methods, style)
+            ax.axhline(0, color="0.15", linewidth=0.7, zorder=2.5)
+            ax.set(xlabel={"noise": "noise rate ρ (training positives flipped to 0)",
+                           "occlusion": "occluded share γ of each training image"}[kind],
+                   ylabel=f"{mlabel} drop (pp)")
+            ax.grid(axis="x", visible=False)
+        drawn = [r for r in rows if r["method"] is not None]
+        note = ""
+        if drawn:
+            all_methods = sorted({r["method"] for r in drawn}, key=style.index)
+            ns = {m: min(r["n_pairs"] for r in drawn if r["method"] == m) for m in all_methods}
+            legend_below(fig, *method_handles(all_methods, style, n_labels(all_methods, ns)),
+                         ncol=min(4, len(all_methods)))
+            note = (f"drop = {mlabel} clean − {'noisy' if kind == 'noise' else 'occluded'}, same training seed; "
+                    f"mean ± std over {_seeds_text(drawn, 'n_pairs', 'pairs')} (dots: pairs); "
+                    f"{_mode_text(mode, next(r for r in used if r.dataset not in notes), log)}")
+        titles(fig, axes, [f"{style.dataset(ds)}: {what}" for ds in datasets], note, title, pw)
+        save_figure(fig, out, rows, log, mode=mode, metric=metric, kind=kind, clean_variant=clean_variant,
+                    notes=notes or None)
     return rows
 
 
@@ -288,7 +367,7 @@ def _sweep_value(s: str, param: str) -> float:
 
 
 def sweep_figure(run_dirs: Sequence[str | Path], out: Path, param: str, metrics: Sequence[str] = ("rare_f1",),
-                 mode: str = "global", title: str = "") -> list[dict[str, Any]]:
+                 mode: str = "global", title: str = "", style: FigureStyle | None = None) -> list[dict[str, Any]]:
     runs = parse_runs(run_dirs)
     log = SourceLog()
     values = []
@@ -316,25 +395,50 @@ def sweep_figure(run_dirs: Sequence[str | Path], out: Path, param: str, metrics:
         values.append({"setting": r.setting, "base": base, "value": value, "method": r.method, "seed": r.seed,
                        **{k: metric_value(m, mode, k, r.path) for k in metrics}})
     rows = sweep_rows(values, param, metrics)
+    style = style or FigureStyle()
+    style.add_methods(v["base"] for v in values)
     settings = sorted({r["setting"] for r in rows})
-    fig, axes = _grid(len(settings) * len(metrics), rows=len(settings))
-    for i, setting in enumerate(settings):
-        for j, met in enumerate(metrics):
-            ax = axes[i * len(metrics) + j]
-            rs = [r for r in rows if r["setting"] == setting and r["metric"] == met]
-            for base in sorted({r["base_method"] for r in rs}):
-                b = [r for r in rs if r["base_method"] == base]
-                x = np.array([r["value"] for r in b])
-                mu = np.array([_pct(r["mean"]) for r in b])
-                sd = np.array([_pct(r["std"]) for r in b])
-                ax.errorbar(x, mu, yerr=sd, marker="o", capsize=3, label=base)
-                ax.fill_between(x, mu - sd, mu + sd, alpha=0.15)
-            if param == "n_players":
-                ax.set_xticks(sorted({r["value"] for r in rs}))
-            ax.set(xlabel=f"{param}", ylabel=f"{METRIC_LABELS.get(met, met)} (%)",
-                   title=title or f"{setting}: {METRIC_LABELS.get(met, met)} vs {param}")
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=7)
-    fig.tight_layout()
-    save_figure(fig, out, rows, log, mode=mode, param=param)
+    plabel = PARAM_LABELS.get(param, param)
+    with figure_style():
+        pw = ONE_COLUMN
+        fig, axes = _grid(len(settings) * len(metrics), w=pw, h=2.4, rows=len(settings))
+        panel_titles = []
+        for i, setting in enumerate(settings):
+            ds, variant = setting.split("/", 1)
+            for j, met in enumerate(metrics):
+                ax = axes[i * len(metrics) + j]
+                bases = sorted({v["base"] for v in values if v["setting"] == setting}, key=style.index)
+                sweep_panel(ax, [v for v in values if v["setting"] == setting], met, bases, style)
+                xs = sorted({v["value"] for v in values if v["setting"] == setting})
+                ax.set_xticks(xs, [f"{x:g}" for x in xs])
+                ax.set(xlabel=plabel, ylabel=f"{METRIC_LABELS.get(met, met)} (%)")
+                panel_titles.append(style.setting(ds, variant))
+        bases = sorted({v["base"] for v in values}, key=style.index)
+        if len(bases) > 1:
+            legend_below(fig, *method_handles(bases, style, kind="line"), ncol=min(4, len(bases)))
+        note = f"mean ± std over {_seeds_text(rows)} at each value (dots: runs); {_mode_text(mode, runs[0], log)}"
+        if len(settings) == 1:  # one title for the row of metric panels
+            titles(fig, axes, [f"{panel_titles[0]} — {', '.join(bases)}"], note, title, pw)
+        else:
+            titles(fig, axes, panel_titles, note, title, pw)
+        save_figure(fig, out, rows, log, mode=mode, param=param)
     return rows
+
+
+def sweep_panel(ax: Any, values: list[dict[str, Any]], metric: str, bases: Sequence[str], style: FigureStyle) -> None:
+    """Mean ± std error bars (seaborn ``lineplot``, ``err_style="bars"``) at the swept
+    values only, joined by a thin line, with each run as a dot."""
+    import pandas as pd
+    import seaborn as sns
+
+    df = pd.DataFrame([{"base": v["base"], "value": v["value"], "y": _pct(v[metric])} for v in values])
+    k = len(bases)
+    span = (df["value"].max() - df["value"].min()) or 1.0
+    for b_i, base in enumerate(bases):
+        st = style.method(base)
+        d = df[df["base"] == base].copy()
+        d["value"] += (b_i - (k - 1) / 2) * 0.012 * span  # side by side when several methods
+        sns.lineplot(data=d, x="value", y="y", estimator="mean", errorbar="sd", err_style="bars",
+                     color=st.color, marker=st.marker, linestyle=st.linestyle, linewidth=1.0, markersize=5.5,
+                     err_kws={"capsize": 3, "linewidth": 1.0}, ax=ax, label=base, legend=False, zorder=st.zorder)
+        ax.scatter(d["value"], d["y"], s=7, color="0.15", alpha=0.6, linewidths=0, zorder=st.zorder + 0.5)

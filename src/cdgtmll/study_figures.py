@@ -72,6 +72,12 @@ Subcommands
     ``Phi[e] < Phi[e-1] - tol``), the largest drop, and the same count restricted to
     epochs after the beta warm-up (``beta`` at its final value at e-1 and e).
 
+Figures look as :mod:`cdgtmll.plotstyle` says (seaborn theme, one colour-blind-safe style
+per method fixed across figures, display names in titles, 300-dpi PNGs); every subcommand
+takes ``--style-order`` (config aliases, in the order that fixes their style) and
+``--dataset-name ID=NAME`` (display names of custom datasets) for that, and ``--title`` to
+replace the titles.
+
 Players are numbered from 1 in figures and CSVs (``player`` = index in
 ``player_val_acc.npz`` + 1), as in the paper ("Player 1..N").
 
@@ -91,6 +97,7 @@ from typing import Sequence
 
 # Re-exported: the public names of the modules the study figures were split into stay
 # importable from here (``from cdgtmll.study_figures import X``).
+from cdgtmll.plotstyle import FigureStyle, add_style_args, style_from_args  # noqa: F401
 from cdgtmll.study_comparison import (  # noqa: F401
     KIND_PREFIX,
     METRIC_LABELS,
@@ -101,8 +108,10 @@ from cdgtmll.study_comparison import (  # noqa: F401
     corruption_sampling_seed,
     parse_sweep_method,
     robustness_figure,
+    robustness_pairs,
     robustness_rows,
     sweep_figure,
+    sweep_panel,
     sweep_rows,
 )
 from cdgtmll.study_players import (  # noqa: F401
@@ -113,10 +122,12 @@ from cdgtmll.study_players import (  # noqa: F401
     n_all_tied,
     pair_ranks,
     phi_monotonicity,
+    player_styles,
     potential_figure,
     ranks_figures,
     ranks_rows,
     specialization_figure,
+    specialization_long,
     specialization_rows,
     specialization_shares,
     tail_from_counts,
@@ -151,7 +162,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--runs", nargs="+", required=True, help=".../<dataset>/<variant>/<method>/seed<k> dirs")
         p.add_argument("--out", required=True, type=Path, help="output stem (no extension)")
-        p.add_argument("--title", default="")
+        p.add_argument("--title", default="", help="replaces the panel titles (default: dataset display names)")
+        add_style_args(p)
 
     p = sub.add_parser("ablation", help="bars of metrics per ablated method, gap to the full model")
     common(p)
@@ -189,18 +201,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     a = ap.parse_args(argv)
     try:
+        st = style_from_args(a)
         if a.fig == "ablation":
-            ablation_figure(a.runs, a.out, a.full, a.order, a.mode, a.metrics, a.title)
+            ablation_figure(a.runs, a.out, a.full, a.order, a.mode, a.metrics, a.title, style=st)
         elif a.fig == "robustness":
-            robustness_figure(a.runs, a.out, a.kind, a.clean_variant, a.mode, a.metric, a.title)
+            robustness_figure(a.runs, a.out, a.kind, a.clean_variant, a.mode, a.metric, a.title, style=st)
         elif a.fig == "sweep":
-            sweep_figure(a.runs, a.out, a.param, a.metrics, a.mode, a.title)
+            sweep_figure(a.runs, a.out, a.param, a.metrics, a.mode, a.title, style=st)
         elif a.fig == "specialization":
-            specialization_figure(a.runs, a.out, a.labels, a.title)
+            specialization_figure(a.runs, a.out, a.labels, a.title, style=st)
         elif a.fig == "ranks":
-            ranks_figures(a.runs, a.out, a.tail_fraction, a.tie_seed, a.labels, a.title)
+            ranks_figures(a.runs, a.out, a.tail_fraction, a.tie_seed, a.labels, a.title, style=st)
         elif a.fig == "potential":
-            _, summary = potential_figure(a.runs, a.out, a.tol, a.title)
+            _, summary = potential_figure(a.runs, a.out, a.tol, a.title, style=st)
             for s in summary:
                 print(f"[potential] {s['dataset']}/{s['variant']}/{s['method']} seed {s['seed']}: "
                       f"{'monotone' if s['monotone'] else str(s['n_decreases']) + ' decrease(s) at epochs ' + s['decrease_epochs']}")

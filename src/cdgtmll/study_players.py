@@ -14,6 +14,19 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from cdgtmll.plotstyle import (
+    NOTE_PT,
+    ONE_COLUMN,
+    FigureStyle,
+    bands_below_lines,
+    bar_handles,
+    chars_per_line,
+    figure_style,
+    group_bars,
+    legend_below,
+    titles,
+    wrap,
+)
 from cdgtmll.study_runs import (
     METRICS_FILE,
     TRAIN_LOG,
@@ -172,33 +185,45 @@ def collect_player_acc(runs: list[RunDir], log: SourceLog) -> dict[str, list[tup
     return by_group
 
 
-def specialization_rows(by_group: dict[str, list[tuple[RunDir, dict[str, np.ndarray]]]],
+def specialization_long(by_group: dict[str, list[tuple[RunDir, dict[str, np.ndarray]]]],
                         contested_only: bool) -> list[dict[str, Any]]:
-    rows = []
+    """Per run, epoch and player: ``{"group", "seed", "epoch", "player", "share", "n_labels"}``."""
+    out = []
     for g, lst in by_group.items():
         N = int(lst[0][1]["player"].max()) + 1
-        per_epoch: dict[int, list[np.ndarray]] = {}
-        n_scope: dict[int, list[int]] = {}
-        for _, a in lst:
+        for r, a in lst:
             for e, acc in zip(a["epoch"], a["accuracy"]):
                 sh, n = specialization_shares(acc, a["player"], a["label"], contested_only=contested_only, n_players=N)
-                per_epoch.setdefault(int(e), []).append(sh)
-                n_scope.setdefault(int(e), []).append(n)
+                out += [{"group": g, "seed": r.seed, "epoch": int(e), "player": i + 1, "share": float(sh[i]),
+                         "n_labels": n} for i in range(N)]
+    return out
+
+
+def specialization_rows(by_group: dict[str, list[tuple[RunDir, dict[str, np.ndarray]]]],
+                        contested_only: bool, long: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Mean ± std over the runs of :func:`specialization_long` per (group, epoch, player)."""
+    long = specialization_long(by_group, contested_only) if long is None else long
+    cells: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
+    for x in long:
+        cells.setdefault((x["group"], x["epoch"], x["player"]), []).append(x)
+    rows = []
+    for g in by_group:
         ds, var, meth = g.split("/", 2)
-        for e in sorted(per_epoch):
-            S = np.vstack(per_epoch[e])
-            for i in range(N):
-                mu, sd, n = mean_std(S[:, i].tolist())
-                rows.append({"dataset": ds, "variant": var, "method": meth, "epoch": e, "player": i + 1,
-                             "share_mean": mu, "share_std": sd, "n_seeds": n,
-                             "n_labels": float(np.mean(n_scope[e])),
-                             "labels": "contested" if contested_only else "all"})
+        for (gg, e, i), xs in sorted((k, v) for k, v in cells.items() if k[0] == g):
+            mu, sd, n = mean_std([x["share"] for x in xs])
+            rows.append({"dataset": ds, "variant": var, "method": meth, "epoch": e, "player": i,
+                         "share_mean": mu, "share_std": sd, "n_seeds": n,
+                         "n_labels": float(np.mean([x["n_labels"] for x in xs])),
+                         "labels": "contested" if contested_only else "all"})
     return rows
 
 
 def ranks_rows(by_group: dict[str, list[tuple[RunDir, dict[str, np.ndarray]]]],
-               tails: dict[tuple[str, int], np.ndarray], contested_only: bool) -> tuple[list[dict], list[dict]]:
-    """Final-epoch mean ranks and shares per (group, player, label group)."""
+               tails: dict[tuple[str, int], np.ndarray], contested_only: bool,
+               seed_shares: list[dict[str, Any]] | None = None) -> tuple[list[dict], list[dict]]:
+    """Final-epoch mean ranks and shares per (group, player, label group). With
+    ``seed_shares``, also appends each run's shares there (``group, seed, player,
+    label_group, share``)."""
     rank_rows, share_rows = [], []
     for g, lst in by_group.items():
         N = int(lst[0][1]["player"].max()) + 1
@@ -219,6 +244,9 @@ def ranks_rows(by_group: dict[str, list[tuple[RunDir, dict[str, np.ndarray]]]],
                 per[lg]["n_rank"].append(n)
                 per[lg]["share"].append(sh)
                 per[lg]["n_share"].append(ns)
+                if seed_shares is not None:
+                    seed_shares += [{"group": g, "seed": r.seed, "player": i + 1, "label_group": lg,
+                                     "share": float(sh[i])} for i in range(N)]
         for lg in LABEL_GROUPS:
             R, S = np.vstack(per[lg]["rank"]), np.vstack(per[lg]["share"])
             NR = np.vstack(per[lg]["n_rank"])
@@ -236,38 +264,74 @@ def ranks_rows(by_group: dict[str, list[tuple[RunDir, dict[str, np.ndarray]]]],
     return rank_rows, share_rows
 
 
+def _group_title(g: str, style: FigureStyle) -> str:
+    ds, var, meth = g.split("/", 2)
+    return f"{style.setting(ds, var)} — {meth}"
+
+
+def _n_seeds_text(by_group: dict[str, list]) -> str:
+    ns = sorted({len(v) for v in by_group.values()})
+    return f"{ns[0]} seeds" if len(ns) == 1 else f"{ns[0]}-{ns[-1]} seeds"
+
+
+#: players 1..N: ``colorblind`` orange, green, purple, sky blue, vermillion, grey, tan, pink,
+#: yellow (blue is the proposed method's colour in the comparison figures; orange and
+#: vermillion, the closest pair, are players 1 and 5), each with its own dash pattern
+PLAYER_COLOR_INDEX = (1, 2, 4, 9, 3, 7, 5, 6, 8)
+PLAYER_DASHES = ((), (4, 1.5), (1, 1.2), (5, 1.5, 1, 1.5), (2, 1), (6, 2, 1, 2, 1, 2))
+
+
+def player_styles(n: int) -> list[tuple[Any, tuple[float, ...]]]:
+    """(colour, dash pattern) of players 1..n."""
+    from cdgtmll.plotstyle import palette_colors
+
+    pal = palette_colors()
+    return [(pal[PLAYER_COLOR_INDEX[i % len(PLAYER_COLOR_INDEX)]], PLAYER_DASHES[i % len(PLAYER_DASHES)])
+            for i in range(n)]
+
+
 def specialization_figure(run_dirs: Sequence[str | Path], out: Path, labels: str = "all",
-                          title: str = "") -> list[dict[str, Any]]:
+                          title: str = "", style: FigureStyle | None = None) -> list[dict[str, Any]]:
+    import pandas as pd
+    import seaborn as sns
+    from matplotlib.lines import Line2D
+
     runs = parse_runs(run_dirs)
+    style = style or FigureStyle()
     log = SourceLog()
     by_group = collect_player_acc(runs, log)
-    rows = specialization_rows(by_group, contested_only=labels == "contested")
-    fig, axes = _grid(len(by_group), w=5.2)
-    for ax, g in zip(axes, by_group):
-        ds, var, meth = g.split("/", 2)
-        rs = [r for r in rows if (r["dataset"], r["variant"], r["method"]) == (ds, var, meth)]
-        n_seeds = len(by_group[g])
-        for p in sorted({r["player"] for r in rs}):
-            b = [r for r in rs if r["player"] == p]
-            e = np.array([r["epoch"] for r in b])
-            mu = np.array([_pct(r["share_mean"]) for r in b])
-            sd = np.array([_pct(r["share_std"]) for r in b])
-            line, = ax.plot(e, mu, label=f"Player {p}")
-            ax.fill_between(e, mu - sd, mu + sd, color=line.get_color(), alpha=0.2, linewidth=0)
-        ax.set(xlabel="epoch", ylabel=f"specialization share (%, {labels} labels)",
-               title=title or f"{g} (n={n_seeds} seeds)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    save_figure(fig, out, rows, log, labels=labels,
-                definition="share = fraction of labels (in scope) on which the player has the best "
-                           "per-label validation accuracy among covering players; ties split credit equally")
+    long = specialization_long(by_group, contested_only=labels == "contested")
+    rows = specialization_rows(by_group, contested_only=labels == "contested", long=long)
+    with figure_style():
+        fig, axes = _grid(len(by_group), w=ONE_COLUMN, h=3.0)
+        for ax, g in zip(axes, by_group):
+            df = pd.DataFrame([x for x in long if x["group"] == g])
+            df["share"] *= 100.0
+            players = sorted(df["player"].unique())
+            names = [f"Player {p}" for p in players]
+            df["who"] = df["player"].map(lambda p: f"Player {p}")
+            sts = player_styles(len(players))
+            sns.lineplot(data=df, x="epoch", y="share", hue="who", hue_order=names, palette=[c for c, _ in sts],
+                         style="who", style_order=names, dashes=[d for _, d in sts], estimator="mean",
+                         errorbar="sd", err_kws={"alpha": 0.15, "linewidth": 0}, linewidth=1.1, ax=ax, legend=False)
+            bands_below_lines(ax)
+            handles = [Line2D([], [], color=c, dashes=d, linewidth=1.4) for c, d in sts]
+            ax.set(xlabel="epoch", ylabel="specialization share (%)")
+            ax.set_xlim(df["epoch"].min(), df["epoch"].max())
+        legend_below(fig, handles, names, ncol=min(4, len(handles)))
+        titles(fig, axes, [_group_title(g, style) for g in by_group],
+               f"share of {'contested ' if labels == 'contested' else ''}labels on which the player is the most "
+               f"accurate (validation); mean ± std over {_n_seeds_text(by_group)} (band)", title, ONE_COLUMN)
+        save_figure(fig, out, rows, log, labels=labels,
+                    definition="share = fraction of labels (in scope) on which the player has the best "
+                               "per-label validation accuracy among covering players; ties split credit equally")
     return rows
 
 
 def ranks_figures(run_dirs: Sequence[str | Path], out: Path, tail_fraction: float = 0.2, tie_seed: int = 0,
-                  labels: str = "all", title: str = "") -> tuple[list[dict], list[dict]]:
+                  labels: str = "all", title: str = "", style: FigureStyle | None = None) -> tuple[list[dict], list[dict]]:
     runs = parse_runs(run_dirs)
+    style = style or FigureStyle()
     log = SourceLog()
     by_group = collect_player_acc(runs, log)
     tails = {}
@@ -281,13 +345,30 @@ def ranks_figures(run_dirs: Sequence[str | Path], out: Path, tail_fraction: floa
                 raise ValueError(f"{r.path}: train_counts has {len(counts)} labels, player accuracies index "
                                  f"label {int(a['label'].max())}")
             tails[(g, r.seed)] = tail_from_counts(counts, tail_fraction, tie_seed)
-    rank_rows, share_rows = ranks_rows(by_group, tails, contested_only=labels == "contested")
+    seed_shares: list[dict[str, Any]] = []
+    rank_rows, share_rows = ranks_rows(by_group, tails, contested_only=labels == "contested",
+                                       seed_shares=seed_shares)
     extra = {"tail_fraction": tail_fraction, "tie_seed": tie_seed,
              "tail_labels": {f"{g} seed{s}": t.tolist() for (g, s), t in tails.items()}}
     groups = list(by_group)
+    with figure_style():
+        fig = _ranks_heatmap(groups, rank_rows, style, title, _n_seeds_text(by_group))
+        save_figure(fig, Path(f"{out}_heatmap"), rank_rows, log, **extra,
+                    definition="rank among the players covering a label (1 = best validation accuracy at the "
+                               "final epoch, ties = average rank); labels covered by one player excluded")
+        fig = _shares_bars(groups, share_rows, seed_shares, style, title, labels, _n_seeds_text(by_group))
+        save_figure(fig, Path(f"{out}_shares"), share_rows, log, **extra, labels=labels)
+    return rank_rows, share_rows
 
-    # heatmap
-    fig, axes = _grid(len(groups), w=3.6, h=0.6 * max(int(r["player"]) for r in rank_rows) + 1.6)
+
+def _ranks_heatmap(groups: list[str], rank_rows: list[dict], style: FigureStyle, title: str,
+                   n_seeds: str) -> Any:
+    """Players x {rare, frequent}: mean rank (± std over seeds) as a seaborn heatmap;
+    cells without a contested label say ``n/a``."""
+    import seaborn as sns
+
+    n_max = max(int(r["player"]) for r in rank_rows)
+    fig, axes = _grid(len(groups), w=ONE_COLUMN, h=0.42 * n_max + 1.3)
     for ax, g in zip(axes, groups):
         ds, var, meth = g.split("/", 2)
         rs = [r for r in rank_rows if (r["dataset"], r["variant"], r["method"]) == (ds, var, meth)]
@@ -297,50 +378,62 @@ def ranks_figures(run_dirs: Sequence[str | Path], out: Path, tail_fraction: floa
         for r in rs:
             M[r["player"] - 1, LABEL_GROUPS.index(r["label_group"])] = r["mean_rank_mean"]
             SD[r["player"] - 1, LABEL_GROUPS.index(r["label_group"])] = r["mean_rank_std"]
-        im = ax.imshow(np.ma.masked_invalid(M), cmap="viridis_r", vmin=1, vmax=max(2.0, np.nanmax(M) if np.isfinite(M).any() else 2.0),
-                       aspect="auto")
+        annot = np.array([[f"{M[i, j]:.2f}\n± {SD[i, j]:.2f}" if np.isfinite(M[i, j]) else ""
+                           for j in range(2)] for i in range(N)], dtype=object)
+        sns.heatmap(M, mask=~np.isfinite(M), annot=annot, fmt="", cmap="viridis_r", vmin=1, vmax=max(2, N),
+                    linewidths=1.0, linecolor="white", cbar_kws={"label": "mean rank (1 = best)",
+                                                                 "ticks": list(range(1, max(2, N) + 1))},
+                    annot_kws={"fontsize": 8.5}, ax=ax)
+        ax.grid(False)
+        ax.set_facecolor("0.93")
         for i in range(N):
             for j in range(2):
-                txt = "n/a" if not np.isfinite(M[i, j]) else f"{M[i, j]:.2f}\n±{SD[i, j]:.2f}"
-                ax.text(j, i, txt, ha="center", va="center", fontsize=7,
-                        color="black" if not np.isfinite(M[i, j]) else "white")
-        ax.set_xticks([0, 1], list(LABEL_GROUPS))
-        ax.set_yticks(range(N), [f"Player {i + 1}" for i in range(N)])
+                if not np.isfinite(M[i, j]):
+                    ax.text(j + 0.5, i + 0.5, "n/a", ha="center", va="center", fontsize=8.5, color="0.35")
+        ax.set_xticks([0.5, 1.5], [f"{lg} labels" for lg in LABEL_GROUPS])
+        ax.set_yticks(np.arange(N) + 0.5, [f"Player {i + 1}" for i in range(N)], rotation=0)
         tied = {lg: next(r["n_all_tied_labels_mean"] for r in rs if r["label_group"] == lg) for lg in LABEL_GROUPS}
-        ax.set_title(title or f"{g}\nmean rank (1 = best; contested labels)", fontsize=8)
-        ax.set_xlabel("all players tied on: " + ", ".join(f"{tied[lg]:g} {lg}" for lg in LABEL_GROUPS)
-                      + " label(s) (seed mean)", fontsize=7)
-        fig.colorbar(im, ax=ax, fraction=0.046)
-    fig.tight_layout()
-    save_figure(fig, Path(f"{out}_heatmap"), rank_rows, log, **extra,
-                definition="rank among the players covering a label (1 = best validation accuracy at the "
-                           "final epoch, ties = average rank); labels covered by one player excluded")
+        ax.set_xlabel(wrap("all players tied on " + " and ".join(f"{tied[lg]:g} {lg}" for lg in LABEL_GROUPS)
+                           + " label(s) (seed mean)", chars_per_line(ONE_COLUMN, NOTE_PT)), fontsize=NOTE_PT)
+    titles(fig, axes, [_group_title(g, style) for g in groups],
+           f"rank among the players covering a contested label, final epoch; mean ± std over {n_seeds}; "
+           "n/a: no contested label", title, ONE_COLUMN)
+    return fig
 
-    # shares
-    fig, axes = _grid(len(groups), w=4.4)
+
+def _shares_bars(groups: list[str], share_rows: list[dict], seed_shares: list[dict], style: FigureStyle,
+                 title: str, labels: str, n_seeds: str) -> Any:
+    """Final-epoch specialization share of each player within rare and within frequent
+    labels: seaborn bars (mean ± std over seeds, dots: seeds)."""
+    colors = {"rare": "0.35", "frequent": "0.78"}
+    hatches = {"rare": "///", "frequent": ""}
+    fig, axes = _grid(len(groups), w=ONE_COLUMN, h=2.6)
+    nls = {}
     for ax, g in zip(axes, groups):
         ds, var, meth = g.split("/", 2)
         rs = [r for r in share_rows if (r["dataset"], r["variant"], r["method"]) == (ds, var, meth)]
         N = max(r["player"] for r in rs)
-        for j, lg in enumerate(LABEL_GROUPS):
-            b = sorted((r for r in rs if r["label_group"] == lg), key=lambda r: r["player"])
-            xs = np.arange(N) + (j - 0.5) * 0.4
-            nl = b[0]["n_labels_mean"] if b else 0
-            ax.bar(xs, [_pct(r["share_mean"]) for r in b], 0.4, yerr=[_pct(r["share_std"]) for r in b], capsize=3,
-                   label=f"{lg} ({nl:g} labels)", edgecolor="black", linewidth=0.5)
-        ax.set_xticks(range(N), [f"Player {i + 1}" for i in range(N)])
-        ax.set(ylabel=f"specialization share (%, {labels} labels)", title=title or g)
-        ax.title.set_fontsize(8)
-        ax.grid(axis="y", alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    save_figure(fig, Path(f"{out}_shares"), share_rows, log, **extra, labels=labels)
-    return rank_rows, share_rows
+        xs = [str(i + 1) for i in range(N)]
+        long = [{"player": str(x["player"]), "hue": x["label_group"], "value": _pct(x["share"])}
+                for x in seed_shares if x["group"] == g]
+        group_bars(ax, long, "player", xs, list(LABEL_GROUPS), colors, hatches)
+        for lg in LABEL_GROUPS:
+            nls.setdefault(lg, set()).add(next((r["n_labels_mean"] for r in rs if r["label_group"] == lg), 0))
+        ax.set(xlabel="player", ylabel="specialization share (%)")
+        ax.grid(axis="x", visible=False)
+    legend_below(fig, bar_handles(LABEL_GROUPS, colors, hatches),
+                 [f"{lg} labels" + (f" ({next(iter(nls[lg])):g} in scope)" if len(nls[lg]) == 1 else "")
+                  for lg in LABEL_GROUPS], ncol=2)
+    titles(fig, axes, [_group_title(g, style) for g in groups],
+           f"final epoch, {'contested' if labels == 'contested' else 'all'} labels; shares in a group sum to 100%; "
+           f"mean ± std over {n_seeds} (dots: seeds)", title, ONE_COLUMN)
+    return fig
 
 
 def potential_figure(run_dirs: Sequence[str | Path], out: Path, tol: float = 0.0,
-                     title: str = "") -> tuple[list[dict], list[dict]]:
+                     title: str = "", style: FigureStyle | None = None) -> tuple[list[dict], list[dict]]:
     runs = parse_runs(run_dirs)
+    style = style or FigureStyle()
     log = SourceLog()
     curves: dict[str, list[tuple[RunDir, np.ndarray, np.ndarray, np.ndarray | None]]] = {}
     for r in sorted(runs, key=lambda r: (r.group, r.seed)):
@@ -368,28 +461,54 @@ def potential_figure(run_dirs: Sequence[str | Path], out: Path, tol: float = 0.0
         r0, ep0, _, beta0 = lst[0]  # beta depends on the schedule only: the same for every seed
         beta_mean = None if beta0 is None else [beta0[list(ep0).index(e)] for e in common]
         summary.append(_summary_row(ds, var, meth, "mean", phi_monotonicity(common, mean, tol, beta_mean), tol))
-    fig, axes = _grid(len(curves), w=5.2)
-    for ax, (g, lst) in zip(axes, curves.items()):
-        n_mono = 0
-        for r, ep, phi, beta in lst:
-            mono = phi_monotonicity(ep, phi, tol)
-            n_mono += mono["monotone"]
-            line, = ax.plot(ep, phi, linewidth=0.8, alpha=0.6,
-                            label=f"seed {r.seed}: {mono['n_decreases']} decrease(s)")
-            dec = np.isin(ep, mono["decrease_epochs"])
-            ax.plot(ep[dec], phi[dec], "x", color=line.get_color(), markersize=4)
-        common = sorted(set.intersection(*(set(ep.tolist()) for _, ep, _, _ in lst)))
-        mean = [np.mean([phi[list(ep).index(e)] for _, ep, phi, _ in lst]) for e in common]
-        ax.plot(common, mean, color="black", linewidth=1.6, label="mean")
-        ax.set(xlabel="epoch", ylabel="Φ (training estimate, per epoch)",
-               title=title or f"{g}: monotone in {n_mono}/{len(lst)} runs")
-        ax.title.set_fontsize(8)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    save_figure(fig, out, rows, log, tol=tol)
+    with figure_style():
+        fig = _potential_plot(curves, style, title, tol)
+        save_figure(fig, out, rows, log, tol=tol)
     _write_rows(_stem(out, "monotonicity.csv"), summary)
     return rows, summary
+
+
+def _potential_plot(curves: dict[str, list], style: FigureStyle, title: str, tol: float) -> Any:
+    """Phi per epoch: the mean over seeds as a wide light-grey line underneath, each seed a
+    thin line on top (the players' colours and dash patterns, so that no seed hides
+    another or is hidden by the mean), decreases marked x, the beta warm-up shaded."""
+    from matplotlib.lines import Line2D
+
+    from cdgtmll.plotstyle import palette_colors
+
+    red = palette_colors()[3]  # vermillion
+    fig, axes = _grid(len(curves), w=ONE_COLUMN, h=3.1)
+    panel_titles = []
+    for ax, (g, lst) in zip(axes, curves.items()):
+        n_mono, n_dec = 0, 0
+        common = sorted(set.intersection(*(set(ep.tolist()) for _, ep, _, _ in lst)))
+        mean = [np.mean([phi[list(ep).index(e)] for _, ep, phi, _ in lst]) for e in common]
+        handles = [ax.plot(common, mean, color="0.78", linewidth=4.0, solid_capstyle="butt", zorder=2)[0]]
+        labels = [f"mean of {len(lst)} seeds"]
+        for (r, ep, phi, beta), (color, dashes) in zip(lst, player_styles(len(lst))):
+            mono = phi_monotonicity(ep, phi, tol)
+            n_mono += mono["monotone"]
+            n_dec += mono["n_decreases"]
+            line, = ax.plot(ep, phi, color=color, dashes=dashes, linewidth=1.0, zorder=3)
+            dec = np.isin(ep, mono["decrease_epochs"])
+            ax.plot(ep[dec], phi[dec], "x", color=red, markersize=4, markeredgewidth=1.0, zorder=5)
+            handles.append(line)
+            labels.append(f"seed {r.seed}: {mono['n_decreases']} decrease(s)")
+        if n_dec:
+            handles.append(Line2D([], [], color=red, marker="x", linestyle="none", markersize=5))
+            labels.append("Φ below the previous epoch")
+        beta0 = lst[0][3]
+        if beta0 is not None and beta0.size and np.any(beta0 < beta0[-1]):
+            ep0 = lst[0][1]
+            last_warm = ep0[np.flatnonzero(~np.isclose(beta0, beta0[-1], rtol=0, atol=1e-12))].max()
+            handles.append(ax.axvspan(ep0.min() - 0.5, last_warm + 0.5, color="0.92", zorder=0, linewidth=0))
+            labels.append("β warm-up")
+        ax.set(xlabel="epoch", ylabel="Φ (training estimate)")
+        panel_titles.append(f"{_group_title(g, style)}: Φ rose monotonically in {n_mono}/{len(lst)} runs")
+    legend_below(fig, handles, labels, ncol=2)
+    titles(fig, axes, panel_titles, "Φ: the epoch's sample-weighted mean of the batch potential (Eq. 9)",
+           title, ONE_COLUMN)
+    return fig
 
 
 def _summary_row(ds: str, var: str, meth: str, seed: str, mono: dict[str, Any], tol: float) -> dict[str, Any]:

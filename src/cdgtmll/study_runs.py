@@ -173,7 +173,10 @@ def _write_rows(path: Path, rows: list[dict[str, Any]], columns: Sequence[str] |
 
 def save_figure(fig: Any, out: Path, rows: list[dict[str, Any]], log: SourceLog,
                 columns: Sequence[str] | None = None, **extra: Any) -> list[Path]:
-    """Write ``<out>.pdf/.png/.csv/.sources.json`` atomically; returns the paths."""
+    """Write ``<out>.pdf/.png/.csv/.sources.json`` atomically (PNG at
+    :data:`cdgtmll.plotstyle.DPI`); returns the paths."""
+    from cdgtmll.plotstyle import save_kw, save_metadata
+
     plt = _plt()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -181,7 +184,7 @@ def save_figure(fig: Any, out: Path, rows: list[dict[str, Any]], log: SourceLog,
     for ext in ("pdf", "png"):
         p = _stem(out, ext)
         with atomic_path(p, suffix=f".{ext}") as tmp:
-            fig.savefig(tmp, format=ext, dpi=150)
+            fig.savefig(tmp, format=ext, metadata=save_metadata(ext), **save_kw())
         paths.append(p)
     plt.close(fig)
     _write_rows(_stem(out, "csv"), rows, columns)
@@ -189,10 +192,15 @@ def save_figure(fig: Any, out: Path, rows: list[dict[str, Any]], log: SourceLog,
     return [*paths, _stem(out, "csv"), _stem(out, "sources.json")]
 
 
-def _grid(n: int, w: float = 4.8, h: float = 3.8, rows: int = 1):
+def _grid(n: int, w: float = 3.4, h: float = 2.6, rows: int | None = None, max_cols: int = 3):
+    """``n`` panels of ``w`` x ``h`` inches (3.4 in = one column of a two-column paper), in
+    ``rows`` rows, by default as many as needed for at most ``max_cols`` panels a row."""
     plt = _plt()
+    rows = rows or max(1, math.ceil(n / max_cols))
     cols = max(1, math.ceil(n / rows))
-    fig, axes = plt.subplots(rows, cols, figsize=(w * cols, h * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(w * cols, h * rows), squeeze=False, layout="constrained")
+    for ax in axes.ravel()[n:]:
+        ax.set_visible(False)
     return fig, axes.ravel()
 
 

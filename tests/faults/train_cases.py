@@ -389,7 +389,8 @@ base.get("CD-GTMLL")(epochs=4, hidden_dim=64, batch_size=64).fit(yeast_fitdata(4
 """
 
 
-@pytest.mark.skipif(not YEAST_TRAIN.is_file(), reason="needs Yeast from the dataset mirror")
+@pytest.mark.skipif(not YEAST_TRAIN.is_file(), reason="needs yeast/yeast-train.arff: no dataset mirror "
+                    "and no packaged copy (river==0.26.1) to rebuild it from")
 def test_kill9_during_training_then_resume_gives_identical_metrics(tmp_path):
     """SIGKILL while epoch 3's checkpoint is being written (temp complete, not renamed):
     the resumed run removes the orphaned temp, resumes from epoch 2 and ends with the

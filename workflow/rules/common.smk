@@ -18,7 +18,11 @@ DATASETS = config["experiments"]["datasets"]
 METHODS = config["experiments"]["methods"]
 SEEDS = config["experiments"]["seeds"]
 RAW = config["data"]["raw_dir"]
-ENV = "../../environment.yml"  # every rule runs in the project environment
+# Every rule's conda environment (--sdm conda): environment.yml installs requirements.lock and
+# this checkout (editable) from ${CDGTMLL_ROOT}. Snakemake hands conda a copy of the file in
+# .snakemake/conda/ (or --conda-prefix), so a relative path there would not reach the checkout.
+os.environ.update(CDGTMLL_ROOT=workflow.basedir)
+ENV = "../../environment.yml"
 # Cluster requests of a train job (the Slurm executor maps gpu -> sbatch --gpus and
 # cpus_per_task -> --cpus-per-task; a local run ignores both). GPUs: one when the config asks
 # for cuda, else 0 (declared all the same: with a gpu_model in the profile, Slurm's plugin

@@ -1,5 +1,10 @@
-# The paper's figures from the studies' runs (Sec. 5.3-5.4). Each writes PDF, PNG, the CSV
-# behind it and a .sources.json for `cdgtmll audit`.
+# The paper's figures from the studies' runs (Sec. 5.3-5.4). Each writes PDF, PNG (300 dpi),
+# the CSV behind it and a .sources.json for `cdgtmll audit`.
+from cdgtmll.plotstyle import style_cli_args
+
+# The same --style-order/--dataset-name for every figure (figure_pr in report.smk too): the
+# config's aliases get the same colour in every figure, custom datasets their display name.
+FIGURE_STYLE = style_cli_args(config)
 
 STUDIES = config.get("studies", {})
 STUDY_FIGURES = {
@@ -23,13 +28,14 @@ rule figure_ablation:
     input:
         lambda wc: study_metrics("ablation"),
     output:
-        pdf=report("figures/ablation.pdf", category="Figures", caption="../report/ablation.rst"),
+        pdf=reported("figures/ablation.pdf", category="Figures", caption="../report/ablation.rst"),
         png="figures/ablation.png",
         csv="figures/ablation.csv",
     params:
         runs=lambda wc: " ".join(f"'{d}'" for d in study_seed_dirs("ablation")),
         full=STUDIES.get("ablation", {}).get("full", "CD-GTMLL"),
         order=" ".join(f"'{m}'" for m in STUDIES.get("ablation", {}).get("methods", [])),
+        style=FIGURE_STYLE,
     conda:
         ENV
     log:
@@ -41,20 +47,21 @@ rule figure_ablation:
         runtime=10,
     shell:
         "python -m cdgtmll.study_figures ablation --runs {params.runs} --full '{params.full}' "
-        "--order {params.order} --out figures/ablation > {log} 2>&1"
+        "--order {params.order} --out figures/ablation {params.style} > {log} 2>&1"
 
 
 rule figure_robustness:
     input:
         lambda wc: study_metrics(wc.kind),
     output:
-        pdf=report("figures/robustness_{kind}.pdf", category="Figures", caption="../report/robustness.rst"),
+        pdf=reported("figures/robustness_{kind}.pdf", category="Figures", caption="../report/robustness.rst"),
         png="figures/robustness_{kind}.png",
         csv="figures/robustness_{kind}.csv",
     wildcard_constraints:
         kind="noise|occlusion",
     params:
         runs=lambda wc: " ".join(f"'{d}'" for d in study_seed_dirs(wc.kind)),
+        style=FIGURE_STYLE,
     conda:
         ENV
     log:
@@ -66,14 +73,14 @@ rule figure_robustness:
         runtime=10,
     shell:
         "python -m cdgtmll.study_figures robustness --kind {wildcards.kind} --runs {params.runs} "
-        "--out figures/robustness_{wildcards.kind} > {log} 2>&1"
+        "--out figures/robustness_{wildcards.kind} {params.style} > {log} 2>&1"
 
 
 rule figure_sensitivity:
     input:
         lambda wc: study_metrics(wc.study),
     output:
-        pdf=report("figures/sensitivity_{study}.pdf", category="Figures", caption="../report/sensitivity.rst"),
+        pdf=reported("figures/sensitivity_{study}.pdf", category="Figures", caption="../report/sensitivity.rst"),
         png="figures/sensitivity_{study}.png",
         csv="figures/sensitivity_{study}.csv",
     wildcard_constraints:
@@ -82,6 +89,7 @@ rule figure_sensitivity:
         runs=lambda wc: " ".join(f"'{d}'" for d in study_seed_dirs(wc.study)),
         param=lambda wc: {"alpha": "alpha", "players": "n_players"}[wc.study],
         metrics=lambda wc: "rare_f1" if wc.study == "alpha" else "mAP rare_f1",
+        style=FIGURE_STYLE,
     conda:
         ENV
     log:
@@ -93,29 +101,30 @@ rule figure_sensitivity:
         runtime=10,
     shell:
         "python -m cdgtmll.study_figures sweep --param {params.param} --metrics {params.metrics} "
-        "--runs {params.runs} --out figures/sensitivity_{wildcards.study} > {log} 2>&1"
+        "--runs {params.runs} --out figures/sensitivity_{wildcards.study} {params.style} > {log} 2>&1"
 
 
 rule figure_diagnostics:
     input:
         lambda wc: study_metrics("diagnostics"),
     output:
-        spec=report("figures/specialization.pdf", category="Figures", caption="../report/specialization.rst"),
+        spec=reported("figures/specialization.pdf", category="Figures", caption="../report/specialization.rst"),
         spec_png="figures/specialization.png",
         spec_csv="figures/specialization.csv",
-        heat=report("figures/player_ranks_heatmap.pdf", category="Figures", caption="../report/ranks.rst"),
+        heat=reported("figures/player_ranks_heatmap.pdf", category="Figures", caption="../report/ranks.rst"),
         heat_png="figures/player_ranks_heatmap.png",
         heat_csv="figures/player_ranks_heatmap.csv",
-        shares=report("figures/player_ranks_shares.pdf", category="Figures", caption="../report/ranks.rst"),
+        shares=reported("figures/player_ranks_shares.pdf", category="Figures", caption="../report/ranks.rst"),
         shares_png="figures/player_ranks_shares.png",
         shares_csv="figures/player_ranks_shares.csv",
-        phi=report("figures/potential.pdf", category="Figures", caption="../report/potential.rst"),
+        phi=reported("figures/potential.pdf", category="Figures", caption="../report/potential.rst"),
         phi_png="figures/potential.png",
         phi_csv="figures/potential.csv",
     params:
         runs=lambda wc: " ".join(f"'{d}'" for d in study_seed_dirs("diagnostics")),
         q=config["r_variants"]["tail_fraction"],
         tie_seed=config["r_variants"]["tie_seed"],
+        style=FIGURE_STYLE,
     conda:
         ENV
     log:
@@ -126,7 +135,9 @@ rule figure_diagnostics:
         mem_mb=2000,
         runtime=10,
     shell:
-        "(python -m cdgtmll.study_figures specialization --runs {params.runs} --out figures/specialization && "
+        "(python -m cdgtmll.study_figures specialization --runs {params.runs} --out figures/specialization "
+        "{params.style} && "
         "python -m cdgtmll.study_figures ranks --runs {params.runs} --tail-fraction {params.q} "
-        "--tie-seed {params.tie_seed} --out figures/player_ranks && "
-        "python -m cdgtmll.study_figures potential --runs {params.runs} --out figures/potential) > {log} 2>&1"
+        "--tie-seed {params.tie_seed} --out figures/player_ranks {params.style} && "
+        "python -m cdgtmll.study_figures potential --runs {params.runs} --out figures/potential "
+        "{params.style}) > {log} 2>&1"

@@ -1,12 +1,10 @@
-# Tables (and, with later rules, figures) from every run's metrics.
-from cdgtmll.config import variant_setting
+# Tables, the PR figure and the claims check from every run's metrics; what Snakemake's HTML
+# report (`snakemake --report results/report.html`) shows of them (helpers: report_common.smk).
 
-TABLES = [
-    f"results/tables/{stem}{suffix}.{ext}"
-    for stem in ("table1_standard", "table2_rare")
-    for suffix in ("", "_adaptive")
-    for ext in ("csv", "md", "tex")
-]
+
+include: "report_common.smk"
+
+
 FIGURES = ["figures/pr_tail.pdf", "figures/pr_tail.png", "figures/pr_tail.csv"] if pr_curve_enabled(config) else []
 # `dvc metrics show`: one small file per (dataset, setting, method) with the headline metrics
 METRIC_ROWS = sorted(
@@ -16,9 +14,11 @@ METRIC_ROWS = sorted(
 )
 ALL_TARGETS = TABLES + FIGURES + METRIC_ROWS + [
     "results/tables/metrics_full.csv",
+    "results/tables/metrics_full.html",
     "results/metrics.json",
     "results/claims/claims_check.csv",
     "results/claims/claims_check.md",
+    "results/claims/claims_check.html",
 ]
 
 
@@ -26,15 +26,35 @@ rule tables:
     input:
         all_metrics(),
     output:
-        tables=[report(t, category="Tables", caption="../report/tables.rst") if t.endswith(".md") else t for t in TABLES],
+        tables=[table_output(t) for t in TABLES],
         full="results/tables/metrics_full.csv",
+        full_md="results/tables/metrics_full.md",
+        full_html=reported("results/tables/metrics_full.html", "Metrics", "../report/metrics_full.rst"),
         long="results/tables/all_runs.csv",
+        profile="results/tables/profile.json",
         summary="results/metrics.json",
         rows=METRIC_ROWS,
     params:
         methods=" ".join(f"'{m}'" for m in METHODS),
         not_run=" ".join(f"--not-run '{d}|{m}|{r}'" for (d, m), r in NOT_RUN.items()),
         threshold=config["thresholds"]["global"],
+        # the columns of table{1,2,3}_configured: every configured dataset with its title, and
+        # its configured R-variant severities
+        datasets=" ".join(shlex.quote(f"{d}={get_spec(d, config['data']['custom']).display_name}") for d in DATASETS),
+        severities=" ".join(
+            "--severities "
+            + shlex.quote(
+                "{}={}".format(
+                    d,
+                    ",".join(str(s) for s in config["r_variants"]["severities"].get(d, []))
+                    if config["experiments"].get("r_variants", True)
+                    else "",
+                )
+            )
+            for d in DATASETS
+        ),
+        profile=shlex.quote(config["name"]),
+        profile_file=" ".join(shlex.quote(f) for f in configfile_names()) or "config/config.yaml",
     conda:
         ENV
     log:
@@ -46,7 +66,9 @@ rule tables:
         runtime=10,
     shell:
         "python -m cdgtmll.tables --metrics {input} --methods {params.methods} "
-        "--threshold {params.threshold} {params.not_run} --out results/tables --summary-json {output.summary} --summary-dir results/metrics > {log} 2>&1"
+        "--threshold {params.threshold} {params.not_run} --datasets {params.datasets} {params.severities} "
+        "--profile {params.profile} --profile-file {params.profile_file} "
+        "--out results/tables --summary-json {output.summary} --summary-dir results/metrics > {log} 2>&1"
 
 
 rule figure_pr:
@@ -54,15 +76,15 @@ rule figure_pr:
         predictions=pr_inputs,
         clean=lambda wc: base_data(config["figures"]["pr_curve"]["dataset"]),
     output:
-        pdf=report("figures/pr_tail.pdf", category="Figures", caption="../report/pr_tail.rst"),
+        pdf=reported("figures/pr_tail.pdf", category="Figures", caption="../report/pr_tail.rst"),
         png="figures/pr_tail.png",
         csv="figures/pr_tail.csv",
     params:
         q=config["r_variants"]["tail_fraction"],
         tie_seed=config["r_variants"]["tie_seed"],
-        title=lambda wc: "{}-R @{:.0f}%: tail-label PR".format(
-            config["figures"]["pr_curve"]["dataset"], 100 * config["figures"]["pr_curve"]["severity"]
-        ),
+        # the title (display name, R-variant, sampling seeds) comes from the inputs; the
+        # style arguments are figures.smk's FIGURE_STYLE (read when the DAG is built)
+        style=lambda wc: FIGURE_STYLE,
         out=lambda wc, output: str(Path(output.pdf).with_suffix("")),
     conda:
         ENV
@@ -75,7 +97,7 @@ rule figure_pr:
         runtime=10,
     shell:
         "python -m cdgtmll.figures pr --predictions {input.predictions} --clean {input.clean} "
-        "--q {params.q} --tie-seed {params.tie_seed} --title '{params.title}' --out {params.out} > {log} 2>&1"
+        "--q {params.q} --tie-seed {params.tie_seed} --out {params.out} {params.style} > {log} 2>&1"
 
 
 rule claims_check:
@@ -88,7 +110,13 @@ rule claims_check:
         spec=["figures/specialization.csv"] if "diagnostics" in config.get("studies", {}) else [],
     output:
         csv="results/claims/claims_check.csv",
-        md=report("results/claims/claims_check.md", category="Claims", caption="../report/claims.rst"),
+        md="results/claims/claims_check.md",
+        html=reported(
+            "results/claims/claims_check.html",
+            "Claims",
+            "../report/claims.rst",
+            labels={"check": "Paper claims vs. reproduced runs", **PRODUCED_BY},
+        ),
     params:
         pr=lambda wc, input: f"--pr-csv {input.pr[0]}" if input.pr else "",
         spec=lambda wc, input: f"--spec-csv {input.spec[0]}" if input.spec else "",

@@ -25,7 +25,7 @@ rule r_variant:
         mem_mb=4000,
         runtime=10,
     shell:
-        "python -m cdgtmll.variants --in {input} --severity {params.severity} "
+        "python -m cdgtmll.variants.r_variant --in {input} --severity {params.severity} "
         "--sampling-seed {params.sampling_seed} --q {params.q} --tie-seed {params.tie_seed} "
         "--out {output.data} --bookkeeping {output.bookkeeping} > {log} 2>&1"
 
@@ -52,7 +52,7 @@ rule noise_variant:
         mem_mb=4000,
         runtime=10,
     shell:
-        "python -m cdgtmll.noise --in {input} --rate {params.rate} --seed {params.seed} "
+        "python -m cdgtmll.variants.noise --in {input} --rate {params.rate} --seed {params.seed} "
         "--out {output.data} --bookkeeping {output.bookkeeping} > {log} 2>&1"
 
 
@@ -79,5 +79,5 @@ rule occlusion_variant:
         mem_mb=4000,
         runtime=10,
     shell:
-        "python -m cdgtmll.occlusion --in {input} --gamma {params.gamma} --seed {params.seed} "
+        "python -m cdgtmll.variants.occlusion --in {input} --gamma {params.gamma} --seed {params.seed} "
         "--out {output.data} --bookkeeping {output.bookkeeping} > {log} 2>&1"

@@ -3,7 +3,8 @@
 ``python -m cdgtmll.claims.check --runs results/tables/all_runs.csv --out results/claims/claims_check
 [--claims PATH] [--pr-csv figures/pr_tail.csv] [--spec-csv PATH] [--mode claims|global|adaptive]``
 
-writes ``<out>.csv`` (one row per claim) and ``<out>.md`` (a status summary, then every claim).
+writes ``<out>.csv`` (one row per claim), ``<out>.md`` (a status summary, then every claim) and
+``<out>.html`` (the same as one page, for Snakemake's report).
 
 Per claim, the reproduced quantity is computed in percent from the runs of the claim's
 (dataset, setting, method, mode); R-variant settings pool training seeds x sampling seeds.
@@ -60,7 +61,7 @@ the modules that do the work, so ``from cdgtmll.claims.check import X`` works fo
   :func:`~cdgtmll.claims.verdict.welch_from_stats`, :func:`~cdgtmll.claims.verdict.judge`);
 * :mod:`cdgtmll.claims.compare` -- :func:`~cdgtmll.claims.compare.check_claims` maps a claims
   table and a runs table to the result table;
-* :mod:`cdgtmll.claims.report` -- :func:`~cdgtmll.claims.report.render_markdown` and the CSV text.
+* :mod:`cdgtmll.claims.report` -- :func:`~cdgtmll.claims.report.render_markdown`, :func:`~cdgtmll.claims.report.render_html` and the CSV text.
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ from cdgtmll.claims.paper import (  # noqa: F401
     read_claims,
     table_claims,
 )
-from cdgtmll.claims.report import _csv_text, render_markdown
+from cdgtmll.claims.report import CLAIM_TABLE, _csv_text, render_html, render_markdown  # noqa: F401
 from cdgtmll.claims.verdict import (  # noqa: F401
     CONF,
     CONSISTENT,
@@ -132,7 +133,7 @@ from cdgtmll.io import atomic_write
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=Path, help="results/tables/all_runs.csv")
-    ap.add_argument("--out", type=Path, help="output stem: writes <out>.csv and <out>.md")
+    ap.add_argument("--out", type=Path, help="output stem: writes <out>.csv, <out>.md and <out>.html")
     ap.add_argument("--claims", type=Path, default=CLAIMS_CSV, help="claims table (default: the packaged one)")
     ap.add_argument("--pr-csv", type=Path, help="figures/pr_tail.csv (Fig. pr_tail claims)")
     ap.add_argument("--pr-dataset", help="dataset of --pr-csv when it has no .sources.json sidecar")
@@ -160,11 +161,12 @@ def main(argv: list[str] | None = None) -> int:
     if spec is not None:
         extra.append(f"specialisation data: `{spec.path}`")
     atomic_write(stem.parent / f"{stem.name}.csv", _csv_text(res))
-    atomic_write(stem.parent / f"{stem.name}.md",
-                 render_markdown(res, str(args.runs), str(args.claims), len(runs),
-                                 sorted(set(runs["dataset"])) if "dataset" in runs else [], extra))
+    report_args = (res, str(args.runs), str(args.claims), len(runs),
+                   sorted(set(runs["dataset"])) if "dataset" in runs else [], extra)
+    atomic_write(stem.parent / f"{stem.name}.md", render_markdown(*report_args))
+    atomic_write(stem.parent / f"{stem.name}.html", render_html(*report_args))
     counts = res["status"].value_counts().to_dict()
-    print(json.dumps({"claims": len(res), "status": counts, "out": [f"{stem}.csv", f"{stem}.md"]}))
+    print(json.dumps({"claims": len(res), "status": counts, "out": [f"{stem}.{e}" for e in ("csv", "md", "html")]}))
     return 0
 
 

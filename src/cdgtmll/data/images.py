@@ -1,5 +1,7 @@
-"""Image datasets: how image rows are stored, where the image files are found, the
-PASCAL VOC2007 loader, and the image transforms (train / eval / occlusion).
+"""Image datasets: how image rows are stored, where the image files are found, and the
+PASCAL VOC2007 loader. The image transforms (train / eval / occlusion) and the decoder
+live in :mod:`cdgtmll.image_ops` (shared with :mod:`cdgtmll.nn.image_input`) and are
+re-exported here.
 
 Representation of image rows in :class:`~cdgtmll.data.processed.ProcessedData`
 -------------------------------------------------------------------------------
@@ -58,7 +60,6 @@ pairs (row = processed row) so that ``'ignore'`` can mask them downstream.
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import tarfile
 import zipfile
@@ -71,19 +72,22 @@ import numpy as np
 from cdgtmll.data.mulan import TrainTest
 from cdgtmll.data.voc import DIFFICULT_MODES, VOC_CLASSES, read_image_list, read_voc_labels
 from cdgtmll.io import CHUNK, atomic_path
+# the image operations live below both data/ and nn/ (the fine-tuning input pipeline uses
+# them too); re-exported here, where the data code and its callers always found them
+from cdgtmll.image_ops import (  # noqa: F401
+    DEFAULT_IMAGE_SIZE,
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    ImageNotFoundError,
+    eval_transform,
+    load_image,
+    occlude,
+    to_normalized,
+    train_transform,
+)
 
 X_KIND = "image-row-id"
 ROW_ID_LIMIT = 2**24  # float32 represents every integer below this exactly
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
-#: input resolution for VOC/COCO, as in ML-GCN (Chen et al. 2019) and ASL (Ridnik et al. 2021)
-DEFAULT_IMAGE_SIZE = 448
-
-
-class ImageNotFoundError(FileNotFoundError):
-    """Image files of a dataset could not be found; the message names a missing file and
-    every place that was searched."""
-
 
 @dataclass
 class ImageTrainTest(TrainTest):
@@ -438,78 +442,3 @@ def load_voc2007(
     }
     return ImageTrainTest(row_ids(0, ntr), Ytr, row_ids(ntr, nte), Yte, classes, ["row_id"], "voc-devkit",
                           meta=meta)
-
-
-# --------------------------------------------------------------------------- transforms
-def occlude(img: Any, gamma: float, generator: Any = None) -> Any:
-    """Copy of image tensor ``img`` (``[..., H, W]``, pixels in [0, 1], i.e. *before*
-    normalisation) with one black ``k x k`` square, ``k = round(sqrt(gamma * H * W))``
-    (clipped to ``min(H, W)``), at a position drawn uniformly with ``generator``
-    (``torch.Generator``; top-left corner in ``[0, H-k] x [0, W-k]``). ``gamma = 0``
-    returns an unchanged copy. For the robustness study (Occ-gamma, Sec. 5.3), applied to
-    training images only through :func:`cdgtmll.nn.image_input.occlude_image`."""
-    import torch
-
-    if not 0.0 <= gamma <= 1.0:
-        raise ValueError(f"occlusion fraction gamma must be in [0, 1], got {gamma}")
-    H, W = int(img.shape[-2]), int(img.shape[-1])
-    k = min(int(round(math.sqrt(gamma * H * W))), H, W)
-    out = img.clone()
-    if k == 0:
-        return out
-    top = int(torch.randint(0, H - k + 1, (1,), generator=generator))
-    left = int(torch.randint(0, W - k + 1, (1,), generator=generator))
-    out[..., top : top + k, left : left + k] = 0
-    return out
-
-
-def train_transform(size: int = DEFAULT_IMAGE_SIZE, normalize: bool = True) -> Any:
-    """RandomResizedCrop(size) -> RandomHorizontalFlip -> ToTensor -> Normalize(ImageNet
-    mean/std): "standard random crop-flip augmentation" (Sec. 5.1). Occlusion is applied
-    to the decoded image before this (:func:`cdgtmll.nn.image_input.occlude_image`).
-    ``normalize=False`` stops at a uint8 ``[3, size, size]`` tensor (PILToTensor); then
-    :func:`to_normalized` gives the same float values, e.g. on the GPU."""
-    from torchvision import transforms as T
-
-    crop = [T.RandomResizedCrop(size), T.RandomHorizontalFlip()]
-    if not normalize:
-        return T.Compose([*crop, T.PILToTensor()])
-    return T.Compose([*crop, T.ToTensor(), T.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
-
-
-def eval_transform(size: int = DEFAULT_IMAGE_SIZE, resize_ratio: float = 1.0, normalize: bool = True) -> Any:
-    """Resize(shorter side -> round(size / resize_ratio)) -> CenterCrop(size) -> ToTensor
-    -> Normalize. ``resize_ratio=1`` (default) keeps the whole shorter side; 0.875 is the
-    ImageNet-evaluation convention (resize 256, crop 224). ``normalize=False``: uint8
-    output, as in :func:`train_transform`."""
-    from torchvision import transforms as T
-
-    geom = [T.Resize(int(round(size / resize_ratio))), T.CenterCrop(size)]
-    if not normalize:
-        return T.Compose([*geom, T.PILToTensor()])
-    return T.Compose([*geom, T.ToTensor(), T.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
-
-
-def to_normalized(x: Any) -> Any:
-    """uint8 image tensor(s) ``[..., 3, H, W]`` -> float32 ``(x / 255 - mean) / std``
-    (ImageNet): the same operations, hence the same values, as ToTensor -> Normalize, on
-    whatever device ``x`` is (the fine-tuning pipeline ships uint8 batches, 4x fewer bytes,
-    and normalises on the training device)."""
-    import torch
-
-    mean = torch.tensor(IMAGENET_MEAN, dtype=torch.float32, device=x.device).view(3, 1, 1)
-    std = torch.tensor(IMAGENET_STD, dtype=torch.float32, device=x.device).view(3, 1, 1)
-    return x.float().div(255).sub_(mean).div_(std)
-
-
-def load_image(path: str | os.PathLike) -> Any:
-    """RGB PIL image; errors name the file."""
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(path) as im:
-            return im.convert("RGB")
-    except FileNotFoundError:
-        raise ImageNotFoundError(f"{path}: image file not found") from None
-    except (UnidentifiedImageError, OSError, SyntaxError) as exc:
-        raise ValueError(f"{path}: unreadable image: {exc}") from None

@@ -130,6 +130,11 @@ def _first_bad_token(s: bytes) -> str:
     return s.decode("utf-8", "replace")[:40]
 
 
+def _index_dtype(bound: int) -> type:
+    """int32 when every index and offset below ``bound`` fits (scipy's own choice), else int64."""
+    return np.int32 if bound < np.iinfo(np.int32).max else np.int64
+
+
 class _Reader:
     """Accumulates CSR parts of the rows of one file (features and optionally labels)."""
 
@@ -185,9 +190,17 @@ class _Reader:
             k = int(np.flatnonzero(idx >= self.n_cols)[0])
             raise _err(self.path, line0 + self._row_of(fcnt, k),
                        f"feature index {int(idx[k])} out of range [0, {self.n_cols})")
+        # kept per block as they are stored (float32 values, int32 indices when they fit):
+        # half the memory of float64/int64 lists, and the same result as casting at the end
+        with np.errstate(over="ignore"):  # overflow is reported below, naming the line
+            val32 = val.astype(np.float32)
+        if not np.all(np.isfinite(val32)):
+            k = int(np.flatnonzero(~np.isfinite(val32))[0])
+            raise _err(self.path, line0 + self._row_of(fcnt, k),
+                       f"feature value {val[k]:g} is outside the float32 range (|v| < 3.4e38)")
         self.f_cnt.append(fcnt)
-        self.f_idx.append(idx.astype(np.int64))
-        self.f_val.append(val)
+        self.f_idx.append(idx.astype(_index_dtype(self.n_cols)))
+        self.f_val.append(val32)
         if with_labels:
             nl = int(lcnt.sum())
             lidx = np.fromstring(b",".join(labs), dtype=np.int64, sep=",") if nl else np.zeros(0, np.int64)
@@ -198,7 +211,7 @@ class _Reader:
                 raise _err(self.path, line0 + self._row_of(lcnt, k),
                            f"label index {int(lidx[k])} out of range [0, {self.n_labels})")
             self.l_cnt.append(lcnt)
-            self.l_idx.append(lidx)
+            self.l_idx.append(lidx.astype(_index_dtype(self.n_labels)))
 
     @staticmethod
     def _row_of(counts: np.ndarray, k: int) -> int:
@@ -227,14 +240,18 @@ class _Reader:
 
     def csr(self, n: int, n_cols: int, counts: list[np.ndarray], idx: list[np.ndarray],
             val: list[np.ndarray] | None, dtype: type) -> sp.csr_matrix:
+        """The CSR matrix of the accumulated blocks; empties the lists ``idx`` and ``val``
+        as it goes (a list and its concatenation coexist only one at a time)."""
         cnt = np.concatenate(counts) if counts else np.zeros(0, np.int64)
         indptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(cnt, out=indptr[1:])
-        ind = np.concatenate(idx) if idx else np.zeros(0, np.int64)
-        data = np.concatenate(val).astype(dtype) if val is not None and val else np.ones(ind.size, dtype=dtype)
-        if indptr[-1] < np.iinfo(np.int32).max and n_cols < np.iinfo(np.int32).max:
-            indptr, ind = indptr.astype(np.int32), ind.astype(np.int32)
-        M = sp.csr_matrix((data, ind, indptr), shape=(n, n_cols))
+        itype = _index_dtype(max(n_cols, int(indptr[-1])))
+        ind = np.concatenate(idx).astype(itype, copy=False) if idx else np.zeros(0, itype)
+        idx.clear()
+        data = np.concatenate(val).astype(dtype, copy=False) if val else np.ones(ind.size, dtype=dtype)
+        if val is not None:
+            val.clear()
+        M = sp.csr_matrix((data, ind, indptr.astype(itype, copy=False)), shape=(n, n_cols))
         M.sum_duplicates()  # also sorts indices
         return M
 
@@ -297,21 +314,27 @@ def read_xmc_smat(path: str | Path, kind: str = "features") -> tuple[sp.csr_matr
 
 
 # --------------------------------------------------------------------------- preprocessing
-def tfidf_l2(X_train: sp.spmatrix, X_test: sp.spmatrix, tfidf: bool = DEFAULT_TFIDF
+def tfidf_l2(X_train: sp.spmatrix, X_test: sp.spmatrix, tfidf: bool = DEFAULT_TFIDF, inplace: bool = False
              ) -> tuple[sp.csr_matrix, sp.csr_matrix, dict[str, Any]]:
-    """TF-IDF fitted on ``X_train`` (optional) then l2 row normalisation of both splits."""
+    """TF-IDF fitted on ``X_train`` (optional) then l2 row normalisation of both splits.
+
+    The inputs are left unchanged (one float32 copy of each is transformed), unless
+    ``inplace=True``: then float32 CSR inputs are transformed in their own arrays, no
+    copy (what :func:`load_xmc_bow` does with the matrices it has just parsed: at
+    AmazonCat-13K size a copy of the training matrix is 0.6 GB)."""
     from sklearn.feature_extraction.text import TfidfTransformer
     from sklearn.preprocessing import normalize
 
-    Xtr, Xte = sp.csr_matrix(X_train, dtype=np.float32), sp.csr_matrix(X_test, dtype=np.float32)
+    Xtr = sp.csr_matrix(X_train, dtype=np.float32, copy=not inplace)
+    Xte = sp.csr_matrix(X_test, dtype=np.float32, copy=not inplace)
     info: dict[str, Any] = {"tfidf": bool(tfidf), "l2_normalize": True}
     if tfidf:
         t = TfidfTransformer(norm=None, use_idf=True, smooth_idf=True, sublinear_tf=False).fit(Xtr)
-        Xtr, Xte = t.transform(Xtr), t.transform(Xte)
+        Xtr, Xte = t.transform(Xtr, copy=False), t.transform(Xte, copy=False)
         info["tfidf_params"] = {"fitted_on": "train rows", "norm": None, "use_idf": True, "smooth_idf": True,
                                 "sublinear_tf": False, "applied_on": "the values provided in the files"}
-    Xtr = normalize(Xtr, norm="l2", copy=False).astype(np.float32)
-    Xte = normalize(Xte, norm="l2", copy=False).astype(np.float32)
+    Xtr = normalize(Xtr, norm="l2", copy=False).astype(np.float32, copy=False)
+    Xte = normalize(Xte, norm="l2", copy=False).astype(np.float32, copy=False)
     return sp.csr_matrix(Xtr), sp.csr_matrix(Xte), info
 
 
@@ -375,7 +398,7 @@ def load_xmc_bow(spec: Any, fetched: Mapping[str, Any], *, tfidf: bool = DEFAULT
     else:
         raise ValueError(f"dataset '{spec.name}': xmc-bow needs file roles train+test or train-features, "
                          f"train-labels, test-features, test-labels; got {sorted(roles)}")
-    Xtr, Xte, info = tfidf_l2(Xtr, Xte, tfidf=tfidf)
+    Xtr, Xte, info = tfidf_l2(Xtr, Xte, tfidf=tfidf, inplace=True)  # the parsed matrices are ours
     info.update({"layout": layout, "files": files, "label_names": "label index as in the files (no names shipped)"})
     L = Ytr.shape[1]
     return XMCTrainTest(Xtr, Ytr, Xte, Yte, [str(j) for j in range(L)], [], FORMAT, preprocessing=info)

@@ -13,7 +13,8 @@ def _register_builtin() -> None:  # imported lazily so that a broken optional de
 
     for mod in ("cdgtmll.methods.classic", "cdgtmll.methods.neural", "cdgtmll.methods.cdgtmll",
                 "cdgtmll.methods.loss_methods", "cdgtmll.methods.two_step",
-                "cdgtmll.methods.lcifs", "cdgtmll.methods.xmc", "cdgtmll.methods.architectures",
+                "cdgtmll.methods.lcifs", "cdgtmll.methods.xmc", "cdgtmll.methods.xmc_peers",
+                "cdgtmll.methods.architectures",
                 "cdgtmll.methods.arch_label_graph", "cdgtmll.methods.arch_attention", "cdgtmll.methods.mlcnc",
                 "cdgtmll.methods.data_side"):
         importlib.import_module(mod)

@@ -25,13 +25,16 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterable
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable
 
 import jsonschema
 import numpy as np
 import yaml
 
 from cdgtmll.labels import label_counts, tail_labels
+
+if TYPE_CHECKING:
+    from cdgtmll.progress import RunProgress
 
 
 @dataclass
@@ -77,7 +80,7 @@ class RunContext:
     device: str = "cpu"
     epochs: int | None = None  # overrides a method's default when set (e.g. tiny CI configs)
     batch_size: int | None = None
-    progress: bool = False
+    progress: "bool | RunProgress" = False  # cdgtmll.progress.RunProgress: per-epoch log lines
     extra: dict[str, Any] = field(default_factory=dict)
 
 

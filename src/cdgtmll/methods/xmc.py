@@ -47,18 +47,26 @@ XR-Linear (Yu et al., PECOS; the linear stage of XR-Transformer, Zhang et al. 20
 PECOS ``XLinearModel``: PIFA label embeddings (normalised sum of the label's
 positive instances' features), a hierarchical label tree by balanced (spherical)
 k-means, one-vs-rest linear rankers (L2-loss SVM, dual CD) per tree level with
-teacher-forced negatives, beam search at test time. Runs on the dataset's given
-features (for the XMC benchmarks the provided sparse BoW/TF-IDF vectors), rows
-l2-normalised when ``normalize=True``. Needs the optional package libpecos: version
-1.2.8 (the newest on PyPI) declares ``numpy<2`` and ``scipy<1.14`` and fails on
+teacher-forced negatives, beam search at test time. The calls are PECOS's XR-Linear quick
+start (amzn/pecos README.md "Quick Tour"; src/cdgtmll/external/pecos_worker.py). Runs on
+the dataset's given features (the processed features every row gets: for the MULAN sets
+the ARFF's binary/count vectors, for the XMC benchmarks the provided sparse TF-IDF
+vectors), rows l2-normalised when ``normalize=True``; the k-means seed is the run's seed.
+
+libpecos 1.2.8 (the newest on PyPI) declares ``numpy<2`` and ``scipy<1.14`` and fails on
 numpy 2 / scipy >= 1.14 (removed ``scipy.sparse.sputils`` API, numpy-2 ``copy=``
-semantics), so it cannot run in an environment pinned to numpy 2; ``fit`` then raises
-:class:`NotRunnable` (a RuntimeError) naming the package, the pin and the conflict.
-(Checked in a side environment with numpy 1.26.4 / scipy 1.13.1: the code below
-trains and predicts there.) This row is named
-"XR-Linear", never "XR-Transformer". ``predict_proba``: PECOS's scores (post
-processor ``l3-hinge``, combined along the tree path, in [0, 1]) for the
-``only_topk`` labels found by beam search, 0 for every other label.
+semantics), so it runs in an environment of its own: ``.venv/xmc/pecos``, built by make
+(mk/xmc-envs.mk) from ``requirements-pecos.lock`` (numpy 1.26.4, scipy 1.13.1; libpecos's
+XR-Transformer dependencies torch/transformers/peft/datasets/sentencepiece are not
+installed, ``pecos.xmc.xlinear`` does not import them). The method trains and predicts in
+a worker process of that environment (:class:`cdgtmll.external.method.ExternalMethod`);
+the pipeline reads its predictions through the ordinary predictions format. When the
+environment cannot be built, ``not_runnable_reason`` says why and the tables print "not
+run: <reason>". This row is named "XR-Linear", never "XR-Transformer".
+``predict_proba``: PECOS's scores (post processor ``l3-hinge``, combined along the tree
+path, in [0, 1]) for the ``only_topk`` labels found by beam search, 0 for every other
+label. ``threads=-1`` (PECOS: all CPUs) uses the job's thread budget ``$CDGTMLL_THREADS``
+when the pipeline sets one.
 
 XR-Transformer and MatchXML
 ---------------------------
@@ -69,20 +77,18 @@ encoder"; :class:`NotRunnable` is :class:`cdgtmll.methods.base.NotRunnable`, a
 RuntimeError); with one, :class:`NotImplementedError` (the transformer stages are not
 implemented in this pipeline). ``not_runnable_reason`` reports either case before
 scheduling, so the tables show "not run: <reason>". No substitute model is ever run
-under these names. XR-Linear's missing / incompatible libpecos is reported the same
-way (its ``NotRunnable`` message names the pip pin).
+under these names. XR-Linear's environment, when it cannot be built, is reported the
+same way.
 """
 
 from __future__ import annotations
 
-import importlib
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
+from cdgtmll.external.method import ExternalMethod, job_threads
 from cdgtmll.methods.base import FitData, Method, NotRunnable, RunContext, register
 from cdgtmll.methods.neural import BCEMethod
 
@@ -210,56 +216,16 @@ class ETUMethod(BCEMethod):
 # ------------------------------------------------------------------------- XR-Linear
 
 
-def _version_tuple(v: str) -> tuple[int, ...]:
-    out = []
-    for part in v.split(".")[:3]:
-        digits = "".join(ch for ch in part if ch.isdigit())
-        if not digits:
-            break
-        out.append(int(digits))
-    return tuple(out)
-
-
-def import_pecos() -> tuple[Any, Any, Any]:
-    """``(XLinearModel, Indexer, LabelEmbeddingFactory)``, or :class:`NotRunnable` (a
-    RuntimeError) naming the package, the pin and what is wrong."""
-    try:
-        pecos_version = metadata.version("libpecos")
-        xlinear = importlib.import_module("pecos.xmc.xlinear.model")
-        xmc = importlib.import_module("pecos.xmc")
-    except (ImportError, metadata.PackageNotFoundError) as e:
-        raise NotRunnable(
-            f"XR-Linear needs the optional package libpecos (pip install {PECOS_PIN}): not installed ({e})"
-        ) from e
-    import scipy
-
-    if _version_tuple(pecos_version) <= (1, 2, 8) and (
-        _version_tuple(np.__version__) >= (2,) or _version_tuple(scipy.__version__) >= (1, 14)
-    ):
-        raise NotRunnable(
-            f"XR-Linear needs the optional package libpecos (pip install {PECOS_PIN}) with its declared "
-            f"requirements numpy<2 and scipy<1.14; found libpecos {pecos_version}, numpy {np.__version__}, "
-            f"scipy {scipy.__version__}, with which PECOS's sparse utilities fail"
-        )
-    return xlinear.XLinearModel, xmc.Indexer, xmc.LabelEmbeddingFactory
-
-
-def _csr32(X: Any, normalize: bool) -> sp.csr_matrix:
-    X = sp.csr_matrix(X, dtype=np.float32)
-    X.sort_indices()
-    if normalize:
-        norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
-        norms[norms == 0] = 1.0
-        X = sp.csr_matrix(sp.diags((1.0 / norms).astype(np.float32)) @ X, dtype=np.float32)
-        X.sort_indices()
-    return X
+#: the library pin of XR-Linear's environment (requirements-pecos.lock)
+PECOS_PIN = "libpecos==1.2.8"
 
 
 @register("XR-Linear")
-class XRLinearMethod(Method):
-    """PECOS XR-Linear (XLinearModel) on the given features (module docstring)."""
+class XRLinearMethod(ExternalMethod):
+    """PECOS XR-Linear (XLinearModel) on the given features, in ``.venv/xmc/pecos`` (module docstring)."""
 
     description = "PECOS XR-Linear: PIFA + balanced hierarchical k-means label tree, linear rankers, beam search"
+    env_name = "pecos"
 
     hparam_space = {
         "nr_splits": {"type": "integer", "minimum": 2},  # tree out-degree (1 never merges the codes)
@@ -296,47 +262,15 @@ class XRLinearMethod(Method):
         self.post_processor = str(post_processor)
         self.normalize = bool(normalize)
         self.threads = int(threads)
-        self.model: Any = None
-        self.n_labels = 0
 
-    def not_runnable_reason(self) -> str | None:
-        try:
-            import_pecos()
-        except NotRunnable as e:
-            return str(e)
-        return None
+    def worker_params(self) -> dict[str, Any]:
+        return {"nr_splits": self.nr_splits, "max_leaf_size": self.max_leaf_size, "Cp": self.Cp, "Cn": self.Cn,
+                "threshold": self.threshold, "beam_size": self.beam_size, "only_topk": self.only_topk,
+                "post_processor": self.post_processor, "normalize": self.normalize,
+                "threads": job_threads(self.threads, -1)}
 
-    def fit(self, data: FitData, ctx: RunContext) -> "XRLinearMethod":
-        XLinearModel, Indexer, LabelEmbeddingFactory = import_pecos()
-        X = _csr32(data.X_train, self.normalize)
-        Y = sp.csc_matrix(data.Y_train, dtype=np.float32)
-        self.n_labels = Y.shape[1]
-        emb = LabelEmbeddingFactory.create(Y, X, method="pifa")
-        C = Indexer.gen(
-            emb,
-            indexer_type="hierarchicalkmeans",
-            nr_splits=self.nr_splits,
-            max_leaf_size=self.max_leaf_size,
-            seed=int(ctx.seed),
-            threads=self.threads,
-        )
-        self.model = XLinearModel.train(
-            X, Y, C=C, threshold=self.threshold, Cp=self.Cp, Cn=self.Cn, threads=self.threads,
-            beam_size=self.beam_size, only_topk=min(self.only_topk, self.n_labels), post_processor=self.post_processor,
-        )
-        return self
-
-    def predict_proba(self, X: Any) -> np.ndarray:
-        if self.model is None:
-            raise RuntimeError("XR-Linear: predict_proba before fit")
-        P = self.model.predict(
-            _csr32(X, self.normalize),
-            beam_size=self.beam_size,
-            only_topk=min(self.only_topk, self.n_labels),
-            post_processor=self.post_processor,
-            threads=self.threads,
-        )
-        return np.clip(np.asarray(P.toarray(), dtype=np.float64), 0.0, 1.0)
+    def request_top_k(self, n_labels: int) -> int:
+        return min(self.only_topk, n_labels)
 
 
 # ---------------------------------------------------------- encoder-based (not run)

@@ -20,13 +20,13 @@ and non-blocking copies on CUDA, ``channels_last`` on CUDA.
 Transforms
 ----------
 * training rows: ``RandomResizedCrop(image_size)`` -> ``RandomHorizontalFlip`` ->
-  ``ToTensor`` -> ``Normalize(ImageNet)`` (:func:`cdgtmll.data.images.train_transform`,
+  ``ToTensor`` -> ``Normalize(ImageNet)`` (:func:`cdgtmll.image_ops.train_transform`,
   torchvision defaults: scale (0.08, 1), ratio (3/4, 4/3), p = 0.5);
 * validation / test rows and prediction: ``Resize(image_size)`` -> ``CenterCrop`` ->
-  ``ToTensor`` -> ``Normalize`` (:func:`cdgtmll.data.images.eval_transform`).
+  ``ToTensor`` -> ``Normalize`` (:func:`cdgtmll.image_ops.eval_transform`).
 
 The workers stop at uint8 tensors; ``ToTensor -> Normalize`` is applied to the batch on
-the training device (:func:`cdgtmll.data.images.to_normalized`: the same operations, so
+the training device (:func:`cdgtmll.image_ops.to_normalized`: the same operations, so
 the same values, with 4x fewer bytes through pinned memory and less CPU work per image).
 
 Reproducibility: the random crop and flip of row ``r`` in epoch ``e`` are drawn from a
@@ -40,7 +40,7 @@ Occlusion (Sec. 5.3 "Occ-gamma")
 "paste a random k x k black patch covering gamma of the pixels ... trained from scratch
 on the corrupted set": the corrupted set is fixed, so row ``r``'s patch is drawn once
 from ``SeedSequence([occlusion_seed, r])`` (not per epoch), on the decoded image at its
-own resolution (``k = round(sqrt(gamma * H * W))``, :func:`cdgtmll.data.images.occlude`),
+own resolution (``k = round(sqrt(gamma * H * W))``, :func:`cdgtmll.image_ops.occlude`),
 before augmentation. Only the training split is occluded; validation and test images
 stay clean. The same function is used by the frozen-feature path
 (:mod:`cdgtmll.data.features`), so an ``O<gamma>-s<seed>`` variant means the same images
@@ -69,8 +69,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from cdgtmll.data.images import to_normalized
+from cdgtmll.image_ops import eval_transform, load_image, occlude, to_normalized, train_transform
 from cdgtmll.nn.image_backbone import AMP_MODES, resolve_amp  # noqa: F401 - AMP_MODES re-exported
+
 
 def _seed_of(*entropy: int) -> int:
     """A 63-bit torch seed from integers (``numpy.random.SeedSequence``)."""
@@ -81,8 +82,6 @@ def _seed_of(*entropy: int) -> int:
 def occlude_image(img: Any, gamma: float, seed: int, row: int) -> Any:
     """PIL image ``img`` with its fixed occlusion patch for row ``row`` (module docstring)."""
     from torchvision.transforms.functional import pil_to_tensor, to_pil_image
-
-    from cdgtmll.data.images import occlude
 
     if not gamma:
         return img
@@ -109,8 +108,6 @@ class _Rows(torch.utils.data.Dataset):
     per-epoch state)."""
 
     def __init__(self, inp: "ImageInput") -> None:
-        from cdgtmll.data.images import eval_transform, train_transform
-
         self.files = inp.files
         self.rows = inp.rows
         self.train = inp.train
@@ -123,8 +120,6 @@ class _Rows(torch.utils.data.Dataset):
         return len(self.files)
 
     def __getitem__(self, key: tuple[int, int]) -> tuple[torch.Tensor, int]:
-        from cdgtmll.data.images import load_image
-
         epoch, pos = key
         img = load_image(self.files[pos])
         row = int(self.rows[pos])

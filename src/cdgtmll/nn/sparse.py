@@ -44,6 +44,9 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
+from cdgtmll.metrics_core import _topk_rows
+from cdgtmll.nn.val_metrics import validation_metrics
+
 TFIDF_LINEAR = "tfidf-linear"
 #: above this many validation cells (n_val x L) the trainer's val_mAP is not computed (NaN)
 DENSE_VAL_MAX_CELLS = 50_000_000
@@ -192,9 +195,6 @@ def validation_metrics_sparse(fn: Callable[[torch.Tensor], torch.Tensor], X_val:
     """The trainer's validation columns for a CSR ``Y_val``: ``val_mAP`` (as the dense
     path; NaN when ``n_val x L > max_dense_cells``), ``val_microF1`` (``S > 0.5``) and
     ``val_p@1``/``val_p@3``/``val_p@5`` (ties: lower label index), in row chunks."""
-    from cdgtmll.metrics import _topk_rows
-    from cdgtmll.nn.trainer import validation_metrics
-
     Y = sp.csr_matrix(Y_val)
     n, L = Y.shape
     keep_dense = n * L <= max_dense_cells

@@ -47,7 +47,12 @@ everything else, identically for BCE, the other loss-based baselines and CD-GTML
   epoch after a checkpoint with the same fingerprint (a mismatching or unreadable one
   is ignored with a warning and overwritten); since every RNG is restored, an
   interrupted-and-resumed run is bit-identical on CPU to an uninterrupted one (all
-  columns but the two timings). A completed run resumes to "nothing left to do".
+  columns but the two timings). A completed run resumes to "nothing left to do";
+* progress (``ctx.progress``: a :class:`cdgtmll.progress.RunProgress`, or True for a
+  plain one on stderr): after each epoch's checkpoint and log row, one line
+  ``[epoch] <job> seed <s> epoch <e>/<E>: loss ..., val mAP ..., <seconds>, ETA ...``
+  (format: :mod:`cdgtmll.progress`). It only reads the finished row, so a run with
+  progress on gives the same numbers as one without (tested).
 
 Image inputs (end-to-end fine-tuning; :mod:`cdgtmll.nn.image_input`): ``X_train`` /
 ``X_val`` may be :class:`~cdgtmll.nn.image_input.ImageInput` objects instead of arrays.
@@ -110,6 +115,8 @@ from cdgtmll.nn.checkpoint import (  # noqa: F401 - re-exported: the trainer's p
 )
 from cdgtmll.nn.divergence import FiniteWatch, TrainingDiverged, divergence_notes, grad_norm, nonfinite_summary  # noqa: F401
 from cdgtmll.nn.image_input import ImageInput, iter_rows, needs_grad_scaler
+from cdgtmll.nn.val_metrics import average_precision_per_label, validation_metrics  # noqa: F401 - re-exported
+from cdgtmll.progress import epoch_reporter
 
 PREDICT_CHUNK = 8192
 
@@ -234,43 +241,6 @@ def cosine_factor(step: int, total: int) -> float:
     return 0.5 * (1.0 + math.cos(math.pi * min(step, total) / max(total, 1)))
 
 
-def average_precision_per_label(Y: np.ndarray, S: np.ndarray) -> np.ndarray:
-    """Per-label average precision ``[L]`` (NaN where a label has no positive), the same
-    quantity as ``sklearn.metrics.average_precision_score`` column by column
-    (``AP = sum_k (R_k - R_{k-1}) P_k`` over distinct score thresholds, tied scores
-    grouped), vectorised over labels: scikit-learn's per-label loop takes seconds per
-    epoch at L ~ 1000. Equality with scikit-learn is tested."""
-    Y = np.asarray(Y) > 0.5
-    S = np.asarray(S, dtype=np.float64)
-    n = S.shape[0]
-    order = np.argsort(-S, axis=0, kind="stable")
-    s_sorted = np.take_along_axis(S, order, axis=0)
-    y_sorted = np.take_along_axis(Y, order, axis=0)
-    tp = np.cumsum(y_sorted, axis=0)
-    # position of the last row of each tie group (a threshold of the PR curve)
-    is_end = np.ones_like(s_sorted, dtype=bool)
-    is_end[:-1] = s_sorted[:-1] != s_sorted[1:]
-    pos = np.where(is_end, np.arange(n)[:, None], n)
-    group_end = np.minimum.accumulate(pos[::-1], axis=0)[::-1]
-    precision_at_end = np.take_along_axis(tp, group_end, axis=0) / (group_end + 1)
-    n_pos = Y.sum(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ap = (y_sorted * precision_at_end).sum(axis=0) / n_pos
-    return np.where(n_pos > 0, ap, np.nan)
-
-
-def validation_metrics(Y: np.ndarray, S: np.ndarray) -> dict[str, float]:
-    """val mAP (average precision per label, macro over labels with >= 1 validation
-    positive) and micro-F1 of ``S > 0.5``."""
-    Yb = np.asarray(Y) > 0.5
-    ap = average_precision_per_label(Yb, S)
-    mAP = float(np.nanmean(ap)) if Yb.any() else float("nan")
-    pred = np.asarray(S) > 0.5
-    tp = float(np.logical_and(pred, Yb).sum())
-    denom = float(pred.sum() + Yb.sum())
-    return {"val_mAP": mAP, "val_microF1": 2.0 * tp / denom if denom > 0 else 0.0}
-
-
 @torch.no_grad()
 def predict_in_chunks(fn: Callable[[torch.Tensor], torch.Tensor], X: Any, device: torch.device,
                       sparse_ok: bool = False) -> np.ndarray:
@@ -355,11 +325,10 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
     stop_after = (getattr(ctx, "extra", None) or {}).get("_stop_after_epoch")
     lr_names = [g["name"] for g in opt.param_groups]
     watch = FiniteWatch(device, immediate=device.type == "cpu" or scaler is not None)
-    bar = None
-    if getattr(ctx, "progress", False) and start_epoch <= cfg.epochs:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=cfg.epochs, initial=start_epoch - 1, desc=str(fingerprint.get("method", "train")), leave=False)
+    method_name = str(fingerprint.get("method") or type(task).__name__)
+    report = epoch_reporter(getattr(ctx, "progress", False), method_name, ctx.seed)
+    if report is not None:
+        report.train_started(method_name, start_epoch, cfg.epochs)
     try:
         for epoch in range(start_epoch, cfg.epochs + 1):
             lrs = {name: g["lr"] for name, g in zip(lr_names, opt.param_groups)}
@@ -390,18 +359,14 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
 
             save_checkpoint(ckpt_path, training_state(fp, fp_hash, epoch, model, opt, sched, task, gen, rows, scaler))
             write_log(log_path, rows)
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(loss=f"{row['loss']:.4g}", mAP=f"{row['val_mAP']:.4f}")
+            if report is not None:  # reads the row only: no RNG, no tensor touched
+                report.epoch_done(row, time.perf_counter() - t0)
             if stop_after is not None and epoch == int(stop_after):
                 raise TrainingInterrupted(f"stopped after epoch {epoch} (_stop_after_epoch)")
     except TrainingDiverged as e:
-        e.method = str(fingerprint.get("method") or type(task).__name__)
+        e.method = method_name
         e.notes.extend(divergence_notes(e, Xtr, Ytr, rows, ckpt_path))
         raise
-    finally:
-        if bar is not None:
-            bar.close()
     if start_epoch > cfg.epochs:  # already complete: make sure the log is there
         write_log(log_path, rows)
     model.eval()

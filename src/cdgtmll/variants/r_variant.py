@@ -23,7 +23,7 @@ not ``floor(56.99999999999999) = 56``.
 
 CLI::
 
-    python -m cdgtmll.variants --in PROCESSED.npz --severity 0.4 --sampling-seed 0 \\
+    python -m cdgtmll.variants.r_variant --in PROCESSED.npz --severity 0.4 --sampling-seed 0 \\
         --out OUT.npz --bookkeeping OUT.json [--q 0.2 --tie-seed 0]
 """
 
@@ -38,7 +38,8 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from cdgtmll.data.processed import ProcessedData, variant_main
+from cdgtmll.data.processed import ProcessedData
+from cdgtmll.variants.common import variant_main
 from cdgtmll.labels import TAIL_FRACTION, TIE_SEED, label_counts, prevalence, tail_labels
 
 VARIANT_KIND = "R"
@@ -230,10 +231,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.add_argument("--q", type=float, default=TAIL_FRACTION, help="tail fraction (default 0.2)")
         ap.add_argument("--tie-seed", type=int, default=TIE_SEED)
 
-    return variant_main(argv, prog="python -m cdgtmll.variants", description=__doc__.split("\n")[0],
+    return variant_main(argv, prog="python -m cdgtmll.variants.r_variant", description=__doc__.split("\n")[0],
                         add_arguments=add_arguments,
                         apply=lambda data, a: apply_to_dataset(data, a.severity, a.sampling_seed, q=a.q,
                                                                tie_seed=a.tie_seed))
+
 
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(main())

@@ -20,7 +20,7 @@ Variant id used by the pipeline: ``N<rate:.2f>-s<seed>`` (e.g. ``N0.10-s0``).
 
 CLI::
 
-    python -m cdgtmll.noise --in PROCESSED.npz --rate 0.1 --seed 0 \\
+    python -m cdgtmll.variants.noise --in PROCESSED.npz --rate 0.1 --seed 0 \\
         --out OUT.npz --bookkeeping OUT.json
 """
 
@@ -36,7 +36,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from cdgtmll.config import noise_id
-from cdgtmll.data.processed import ProcessedData, variant_main
+from cdgtmll.data.processed import ProcessedData
+from cdgtmll.variants.common import variant_main
 from cdgtmll.labels import label_counts
 
 VARIANT_KIND = "N"
@@ -211,8 +212,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.add_argument("--rate", type=float, required=True, help="flip probability rho in [0, 1]")
         ap.add_argument("--seed", "--sampling-seed", dest="seed", type=int, required=True, help="noise sampling seed")
 
-    return variant_main(argv, prog="python -m cdgtmll.noise", description=__doc__.split("\n")[0],
+    return variant_main(argv, prog="python -m cdgtmll.variants.noise", description=__doc__.split("\n")[0],
                         add_arguments=add_arguments, apply=lambda data, a: apply_to_dataset(data, a.rate, a.seed))
+
 
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(main())

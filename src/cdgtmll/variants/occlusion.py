@@ -18,7 +18,7 @@ Variant id: ``O<gamma:.2f>-s<seed>`` (e.g. ``O0.10-s0``).
 
 CLI::
 
-    python -m cdgtmll.occlusion --in PROCESSED.npz --gamma 0.1 --seed 0 \\
+    python -m cdgtmll.variants.occlusion --in PROCESSED.npz --gamma 0.1 --seed 0 \\
         --out OUT.npz --bookkeeping OUT.json
 """
 
@@ -28,9 +28,10 @@ import argparse
 import math
 from typing import Any, Sequence
 
-from cdgtmll.data.images import X_KIND, is_image_rows
 from cdgtmll.config import occlusion_id
-from cdgtmll.data.processed import ProcessedData, variant_main
+from cdgtmll.data.images import X_KIND, is_image_rows
+from cdgtmll.data.processed import ProcessedData
+from cdgtmll.variants.common import variant_main
 
 VARIANT_KIND = "O"
 PAPER_SECTION = "Sec. 5.3 (Robustness to Noisy Labels and Occlusions)"
@@ -76,8 +77,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.add_argument("--gamma", type=float, required=True, help="occluded fraction of the pixels, in (0, 1]")
         ap.add_argument("--seed", type=int, required=True, help="patch position seed")
 
-    return variant_main(argv, prog="python -m cdgtmll.occlusion", description=__doc__.split("\n")[0],
+    return variant_main(argv, prog="python -m cdgtmll.variants.occlusion", description=__doc__.split("\n")[0],
                         add_arguments=add_arguments, apply=lambda data, a: apply_to_dataset(data, a.gamma, a.seed))
+
 
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(main())
