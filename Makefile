@@ -86,3 +86,6 @@ restore: venv
 	  echo "restore: the workspace differs from dvc.lock (see 'dvc status'); not marking it up to date" >&2; exit 1; }
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --touch --forceall --cores 1 \
 	  --max-checksum-file-size 20000000000 all --configfile $(DVC_PROFILE)
+
+# Isolated environments of the external XMC libraries (XR-Linear, napkinXC, LibMultiLabel)
+include mk/xmc-envs.mk

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 from decimal import Decimal
 from pathlib import Path
@@ -17,11 +16,9 @@ from cdgtmll.data.processed import ProcessedData
 from cdgtmll.data.voc import VOC_CLASSES, read_voc_labels
 from cdgtmll.labels import ascending_order, label_counts, prevalence, tail_labels
 from cdgtmll.variants.r_variant import apply_to_dataset, main, make_r_variant
+from helpers import YEAST_DIR, mirror_path
 
-MIRROR = Path(
-    os.environ.get("CDGTMLL_DATA_MIRROR", Path(__file__).resolve().parents[2] / "shared" / "datasets")
-)
-YEAST_DIR = MIRROR / "yeast"
+MIRROR = mirror_path()
 VOC_MAIN = MIRROR / "voc2007" / "ImageSets" / "Main"
 YEAST_N_LABELS = 14
 

@@ -91,6 +91,21 @@ def _custom_specs(config: Path | None) -> list:
         raise ConfigError(f"{config}: {exc}") from None
 
 
+
+def _image_archives(spec) -> tuple:
+    """The image archives an image dataset's loader fetches on demand, only when no extracted
+    image folder is found (so they are not in ``spec.files``). Here, not in the registry, because
+    ``cdgtmll.data.coco`` imports the registry."""
+    from cdgtmll.data import registry
+
+    if spec.name == "voc2007":
+        return tuple(f for f in registry._voc_files() if f.role.startswith("images-"))
+    if spec.name == "coco2014":
+        from cdgtmll.data.coco import IMAGE_ARCHIVES
+
+        return tuple(IMAGE_ARCHIVES.values())
+    return ()
+
 def _datasets(config: Path | None) -> int:
     """Each dataset, then each raw file: its sha256 (or why it is unknown) and where it comes
     from (official URL first, or how to get it by hand), then any packaged copy."""
@@ -107,7 +122,7 @@ def _datasets(config: Path | None) -> int:
         extra = f"  (data.custom in {config})" if spec in custom else ""
         print(f"{spec.name:16s} {spec.kind:8s} {spec.format:12s} L={spec.n_labels}  {loader}{extra}")
         print(f"    mirror folder <mirror>/{spec.folder}/")
-        archives = registry.image_archives(spec)
+        archives = _image_archives(spec)
         for f in spec.files + archives:
             sha = f.sha256 or "unknown (not published)"
             src = " ".join(f.urls) if f.urls else f"no direct URL: {f.manual or 'none known'}"

@@ -2,6 +2,9 @@
 # report (`snakemake --report results/report.html`) shows of them (helpers: report_common.smk).
 
 
+import shlex
+
+
 include: "report_common.smk"
 
 
@@ -36,7 +39,7 @@ rule tables:
         rows=METRIC_ROWS,
     params:
         methods=" ".join(f"'{m}'" for m in METHODS),
-        not_run=" ".join(f"--not-run '{d}|{m}|{r}'" for (d, m), r in NOT_RUN.items()),
+        not_run=" ".join(f"--not-run {shlex.quote(f'{d}|{m}|{r}')}" for (d, m), r in NOT_RUN.items()),
         threshold=config["thresholds"]["global"],
         # the columns of table{1,2,3}_configured: every configured dataset with its title, and
         # its configured R-variant severities

@@ -443,18 +443,6 @@ def available() -> list[str]:
     return sorted(REGISTRY)
 
 
-def image_archives(spec: DatasetSpec) -> tuple[RemoteFile, ...]:
-    """The image archives an image dataset's loader fetches on demand, only when no extracted
-    image folder is found (so they are not in ``spec.files``); listed by ``cdgtmll datasets``."""
-    if spec.name == "voc2007":
-        return tuple(f for f in _voc_files() if f.role.startswith("images-"))
-    if spec.name == "coco2014":
-        from cdgtmll.data.coco import IMAGE_ARCHIVES  # coco imports this module
-
-        return tuple(IMAGE_ARCHIVES.values())
-    return ()
-
-
 # --------------------------------------------------------------------------- config
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 _CFG_KEYS = {"format", "train", "test", "xml", "n_labels", "urls", "sha256", "display_name",

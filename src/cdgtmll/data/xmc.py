@@ -54,7 +54,13 @@ Parsing is vectorised per block of lines: one regular-expression check and a few
 over the block's numbers (``np.fromstring`` is ~half of the time). Measured on this
 machine (one core, synthetic rows of 70 ``f:v`` tokens and 5 labels, 100k rows in 2.0 s):
 about 50k rows/s, i.e. roughly 25 s for AmazonCat-13K's 1.19M training rows and 6 s for
-its test file; peak memory is the CSR result plus one 8 MB block of lines.
+its test file. Memory: each block's numbers are kept as they will be stored (float32
+values, int32 indices; 8 bytes per non-zero) and :meth:`_Reader.csr` empties the block
+lists as it concatenates them, so reading peaks at about 16 bytes per non-zero feature
+(1.35 GB for AmazonCat-13K's 84M training non-zeros) plus one 8 MB block of lines;
+:func:`load_xmc_bow` then applies TF-IDF and l2 in place (no copy). The whole
+``prepare`` of AmazonCat-13K-shaped data is measured by ``benchmarks/bench_xmc_scale.py``
+(README "XMC at full size").
 
 Preprocessing ("as the paper says")
 -----------------------------------
