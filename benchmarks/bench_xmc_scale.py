@@ -46,6 +46,11 @@ What it does, per data set (each stage in its own subprocess):
    the top operations by self CPU time. Phase 2, after freeing the minimal and CD-GTMLL
    models (memory): the pipeline's BCE step against the same with AdamW ``fused=True``,
    interleaved the same way (a measured what-if; the trainer's optimiser is unchanged).
+7. ``step[thp-on|off.i]`` (``--thp-pairs`` pairs, alternated): the pipeline's BCE step in
+   a fresh process with and without ``THP_MEM_ALLOC_ENABLE=1`` (PyTorch's CPU allocator
+   then madvises transparent huge pages for large tensors; this machine's THP mode is
+   ``madvise``), ``2 x --block`` steps each: a what-if for the page faults of the 0.4 GB
+   tensors each step allocates (gradient of W, AdamW temporaries).
 
 Peak RSS of a stage is the kernel's high-water mark of its process (``ru_maxrss`` from
 ``os.wait4`` on that child), imports included; ``polled_rss_gib`` is the largest RSS a
@@ -76,6 +81,7 @@ import json
 import math
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import threading
@@ -171,10 +177,10 @@ def bench_dataset(name: str, args: argparse.Namespace) -> dict:
           f"{shape.labels_per_row:.2f} labels/row, {shape.nnz_per_row:.2f} nnz/row ==", flush=True)
     peaks: dict[str, float] = {}
 
-    def stage(sname, argv_or_params, child=None):
+    def stage(sname, argv_or_params, child=None, extra_env=None):
         out = work / "logs" / f"{sname}.json"
         argv = _child(child, argv_or_params, out) if child else argv_or_params
-        wall, peak = run_stage(sname, argv, work / "logs" / f"{sname}.log", env, max_rss)
+        wall, peak = run_stage(sname, argv, work / "logs" / f"{sname}.log", {**env, **(extra_env or {})}, max_rss)
         peaks[sname] = peak
         return json.loads(out.read_text()) if child else {}
 
@@ -255,6 +261,22 @@ def bench_dataset(name: str, args: argparse.Namespace) -> dict:
             print(f"PROFILE dataset={name} loop={k} steps={args.profile_steps} (torch.profiler, top by self CPU)")
         print(table)
     shutil.rmtree(work / "ratio", ignore_errors=True)
+    if args.thp_pairs:  # what-if: THP for PyTorch's large CPU tensors (one process per setting, alternated)
+        res_thp: dict = {"off": [], "on": []}
+        for i in range(args.thp_pairs):
+            for flag in (("off", "on") if i % 2 == 0 else ("on", "off")):
+                r = stage(f"step[thp-{flag}.{i + 1}]", {**base, "processed": str(processed),
+                                                       "rundir": str(work / "ratio"), "block": 2 * args.block},
+                          "step",
+                          {"THP_MEM_ALLOC_ENABLE": "1"} if flag == "on" else {})
+                res_thp[flag].append(r)
+        for what in ("step_s", "step_cpu_s"):
+            off = statistics.median(r[what] for r in res_thp["off"])
+            on = statistics.median(r[what] for r in res_thp["on"])
+            print(f"RATIO dataset={name} what_if=THP_MEM_ALLOC_ENABLE=1 pipeline-BCE {what}: default={off:.4g} "
+                  f"thp={on:.4g} thp_over_default={on / off:.3f} ({args.thp_pairs} alternated process pairs, "
+                  f"{2 * args.block} steps each, medians)", flush=True)
+        shutil.rmtree(work / "ratio", ignore_errors=True)
     worst = max(peaks, key=peaks.get)
     print(f"RESULT dataset={name} max_stage_peak_rss_gib={peaks[worst] / 2**30:.2f} stage={worst} "
           f"limit_gib={args.max_rss_gib:g}", flush=True)
@@ -276,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=20, help="timed training steps (train stage)")
     ap.add_argument("--rounds", type=int, default=4, help="interleaved rounds (ratio stage)")
     ap.add_argument("--block", type=int, default=5, help="steps per loop per round (ratio stage)")
+    ap.add_argument("--thp-pairs", type=int, default=3,
+                    help="process pairs for the THP_MEM_ALLOC_ENABLE what-if (0: skip)")
     ap.add_argument("--profile-steps", type=int, default=3)
     ap.add_argument("--profile-rows", type=int, default=12)
     ap.add_argument("--max-rss-gib", type=float, default=14.0, help="kill a stage above this RSS")

@@ -192,7 +192,8 @@ class MinimalNet:
         xb, yb = X[idx], Y[idx]
         rows = np.repeat(np.arange(len(idx)), np.diff(xb.indptr))
         ind = torch.from_numpy(np.vstack([rows, xb.indices.astype(np.int64)]))
-        x = torch.sparse_coo_tensor(ind, torch.from_numpy(xb.data), xb.shape, is_coalesced=True)
+        x = torch.sparse_coo_tensor(ind, torch.from_numpy(xb.data), xb.shape, is_coalesced=True,
+                                    check_invariants=False)  # as cdgtmll.nn.sparse.csr_to_torch
         y = torch.from_numpy(yb.toarray())
         logits = self.head(torch.sparse.mm(x, self.W) + self.b)
         loss = F.binary_cross_entropy_with_logits(logits, y, reduction="none").sum(1).mean()
@@ -344,5 +345,33 @@ def stage_ratio(p: dict) -> dict:
             "n_labels": int(Y.shape[1])}
 
 
+def stage_step(p: dict) -> dict:
+    """The pipeline's BCE step alone, ``--block`` steps after 2 warm-up steps: run once
+    with and once without ``THP_MEM_ALLOC_ENABLE=1`` in the environment (PyTorch's CPU
+    allocator then asks for transparent huge pages for large tensors; read once per
+    process, hence a process per setting)."""
+    import os
+
+    import torch
+
+    from cdgtmll.nn import sparse as sparse_mod
+
+    _threads(p)
+    torch.use_deterministic_algorithms(True)
+    data, fit = _fit_data(p["processed"], _spec(p, "BCE"))
+    X, Y = sparse_mod.as_csr32(fit.X_train), sparse_mod.as_csr32(fit.Y_train)
+    del data
+    go, _, _, cfg = _pipeline_loop("BCE", p, X, Y, fit)
+    B, S = cfg.batch_size, int(p["block"])
+    gen = torch.Generator().manual_seed(1)
+    reps = -(-(2 + S) * B // X.shape[0])  # permutations back to back (tiny data sets)
+    perm = torch.cat([torch.randperm(X.shape[0], generator=gen) for _ in range(reps)])
+    go(perm[: 2 * B])
+    t, c = time.perf_counter(), time.process_time()
+    go(perm[2 * B : (2 + S) * B])
+    return {"step_s": (time.perf_counter() - t) / S, "step_cpu_s": (time.process_time() - c) / S,
+            "thp": os.environ.get("THP_MEM_ALLOC_ENABLE", "")}
+
+
 STAGES = {"generate": stage_generate, "prepare": stage_prepare_scaled, "train": stage_train,
-          "predict": stage_predict, "ratio": stage_ratio}
+          "predict": stage_predict, "ratio": stage_ratio, "step": stage_step}

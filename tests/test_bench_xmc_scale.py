@@ -61,13 +61,14 @@ def test_benchmark_runs_at_tiny_scale(tmp_path):
     out = subprocess.run(
         [sys.executable, str(BENCH / "bench_xmc_scale.py"), "--datasets", "wiki10-31k", "--scale", "0.02",
          "--dim-scale", "0.07", "--warmup", "1", "--steps", "1", "--rounds", "1", "--block", "1",
-         "--profile-steps", "1", "--profile-rows", "3", "--workdir", str(tmp_path / "w")],
+         "--profile-steps", "1", "--profile-rows", "3", "--thp-pairs", "1", "--workdir", str(tmp_path / "w")],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     kv = lambda line: dict(re.findall(r"(\S+)=(\S+)", line))  # noqa: E731
     stages = {m.group(1): kv(m.group(2)) for m in re.finditer(r"^STAGE (\S+)\s+(.*)$", out.stdout, re.M)}
     assert list(stages) == ["generate", "prepare", "train[BCE]", "predict[BCE]", "evaluate[BCE]",
-                            "train[CD-GTMLL]", "predict[CD-GTMLL]", "evaluate[CD-GTMLL]", "ratio"]
+                            "train[CD-GTMLL]", "predict[CD-GTMLL]", "evaluate[CD-GTMLL]", "ratio",
+                            "step[thp-off.1]", "step[thp-on.1]"]
     for s in stages.values():
         assert s["rc"] == "0" and float(s["wall_s"]) > 0 and 0.05 < float(s["peak_rss_gib"]) < 14
     results = [kv(line) for line in out.stdout.splitlines() if line.startswith("RESULT") and "method=" in line]
@@ -83,5 +84,7 @@ def test_benchmark_runs_at_tiny_scale(tmp_path):
         if line.startswith("RATIO"):
             ratios.update(kv(line))
     assert float(ratios["step_over_minimal"]) > 0 and float(ratios["cdgtmll_over_bce"]) > 0
+    assert float(ratios["fused_adamw_over_pipeline_bce"]) > 0 and float(ratios["thp_over_default"]) > 0
+    assert re.search(r"^TOPK dataset=wiki10-31k method=BCE .*reference_cpu_s=", out.stdout, re.M)
     assert "PROFILE dataset=wiki10-31k loop=pipeline-BCE" in out.stdout and "Self CPU time total" in out.stdout
     assert not (tmp_path / "w" / "wiki10-31k").exists()  # generated data removed without --keep

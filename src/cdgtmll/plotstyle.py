@@ -307,7 +307,11 @@ def group_bars(ax: Any, long: Sequence[Mapping[str, Any]], x: str, xorder: Seque
     import pandas as pd
     import seaborn as sns
 
-    df = pd.DataFrame(list(long), columns=[x, "hue", "value"])
+    rows = list(long)
+    have = {(r[x], r["hue"]) for r in rows}
+    # a NaN row for every missing (x, hue) keeps each bar in its slot, under its dots
+    rows += [{x: xv, "hue": h, "value": float("nan")} for xv in xorder for h in hues if (xv, h) not in have]
+    df = pd.DataFrame(rows, columns=[x, "hue", "value"])
     common = {"data": df, "x": x, "y": "value", "hue": "hue", "order": list(xorder),
               "hue_order": list(hues), "ax": ax, "legend": False}
     n_before = len(ax.containers)

@@ -127,7 +127,7 @@ from cdgtmll.claims.verdict import (  # noqa: F401
     to_percent,
     welch_from_stats,
 )
-from cdgtmll.io import atomic_write
+from cdgtmll.io import atomic_write, sha256_file
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,7 +161,12 @@ def main(argv: list[str] | None = None) -> int:
     if spec is not None:
         extra.append(f"specialisation data: `{spec.path}`")
     atomic_write(stem.parent / f"{stem.name}.csv", _csv_text(res))
-    report_args = (res, str(args.runs), str(args.claims), len(runs),
+    # the packaged table is named by its place in the package (the same in every clone), with its
+    # sha256; a table given with --claims by the path given
+    claims_name = ("cdgtmll/claims/paper_claims.csv" if args.claims.resolve() == CLAIMS_CSV.resolve()
+                   else str(args.claims))
+    claims_name = f"{claims_name}, sha256 {sha256_file(args.claims)[:16]}…"
+    report_args = (res, str(args.runs), claims_name, len(runs),
                    sorted(set(runs["dataset"])) if "dataset" in runs else [], extra)
     atomic_write(stem.parent / f"{stem.name}.md", render_markdown(*report_args))
     atomic_write(stem.parent / f"{stem.name}.html", render_html(*report_args))
