@@ -61,9 +61,10 @@ def git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
 
 
-def stamp() -> dict:
+def stamp(clone: bool = False) -> dict:
+    """When and where; ``dirty`` is False for a measurement in a fresh clone (it has only HEAD)."""
     return {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(),
-            "commit": git("rev-parse", "--short", "HEAD"), "dirty": bool(git("status", "--porcelain"))}
+            "commit": git("rev-parse", "--short", "HEAD"), "dirty": False if clone else bool(git("status", "--porcelain"))}
 
 
 def timed(cmd: list[str] | str, cwd: Path, env: dict | None = None, log: Path | None = None) -> tuple[float, str, float]:
@@ -105,7 +106,7 @@ def measure_install(tmp: Path) -> dict:
     env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if ".venv" not in p)
     wall, _, load = timed(["make", "venv"], repo, env=env)
     size = subprocess.run(["du", "-sb", str(repo / ".venv")], capture_output=True, text=True, check=True).stdout
-    return {**stamp(), "seconds": round(wall, 1), "venv_bytes": int(size.split()[0]), "load": round(load, 2),
+    return {**stamp(clone=True), "seconds": round(wall, 1), "venv_bytes": int(size.split()[0]), "load": round(load, 2),
             "command": "make venv (fresh clone)"}
 
 
@@ -114,7 +115,7 @@ def measure_quick(tmp: Path) -> dict:
     env = dict(os.environ, PYTHONPATH=str(repo / "src"))
     wall, text, load = timed(["snakemake", "--cores", "2", "all", "--configfile", "config/quick.yaml"], repo, env=env)
     total = re.findall(r"(\d+) of (\d+) steps \(100%\) done", text)
-    return {**stamp(), "seconds": round(wall, 1), "load": round(load, 2), "jobs": int(total[-1][1]) if total else None,
+    return {**stamp(clone=True), "seconds": round(wall, 1), "load": round(load, 2), "jobs": int(total[-1][1]) if total else None,
             "command": "snakemake --cores 2 all --configfile config/quick.yaml (fresh clone)"}
 
 
