@@ -225,7 +225,14 @@ def ablation_figure(run_dirs: Sequence[str | Path], out: Path, full: str = "CD-G
             tops += [x["value"] for x in long]
             finite = [t for t in tops if math.isfinite(t)]
             if finite:
-                ax.set_ylim(min(0.0, min(finite)), max(finite) * 1.3)  # room for the rotated gap labels
+                # room above the highest bar for a rotated gap label ("−12.3" at NOTE_PT plus its
+                # offset: about 5 * NOTE_PT points), in the axis' printed height, not a fraction
+                # of the data (a fraction clipped labels of bars near the top)
+                lo, hi = min(0.0, min(finite)), max(finite)
+                h_pt = ax.get_window_extent().height * 72 / fig.dpi
+                need = 5 * NOTE_PT
+                top = (hi * h_pt - need * lo) / (h_pt - need) if h_pt > 2 * need else hi * 1.3
+                ax.set_ylim(lo, max(top, hi * 1.05, lo + 1e-9))
             ax.grid(axis="x", visible=False)
         all_methods = list(dict.fromkeys(r["method"] for r in rows))  # --order, then by name
         ns = {m: min(r["n_seeds"] for r in rows if r["method"] == m) for m in all_methods}
