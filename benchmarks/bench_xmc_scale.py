@@ -46,6 +46,10 @@ What it does, per data set (each stage in its own subprocess):
    the top operations by self CPU time. Phase 2, after freeing the minimal and CD-GTMLL
    models (memory): the pipeline's BCE step against the same with AdamW ``fused=True``,
    interleaved the same way (a measured what-if; the trainer's optimiser is unchanged).
+   Phase 3: pipeline BCE, pipeline CD-GTMLL, and CD-GTMLL with its training targets
+   re-laid once as a CSR matrix (``Y[:, pair_label ++ ov_labels]``, checked equal to
+   ``target_layout``) instead of per batch (what-if; for sparse Y the trainer applies the
+   task's ``train_targets`` to every dense batch).
 7. ``step[thp-on|off.i]`` (``--thp-pairs`` pairs, alternated): the pipeline's BCE step in
    a fresh process with and without ``THP_MEM_ALLOC_ENABLE=1`` (PyTorch's CPU allocator
    then madvises transparent huge pages for large tensors; this machine's THP mode is
@@ -64,7 +68,11 @@ Extrapolation: one epoch = ``ceil(n_fit / B)`` x (mean timed step) + the validat
 the checkpoint, all measured in ``train``; a full run = epochs x that (20 epochs, the low
 end of the paper's "20-30", and 30, config/paper.yaml), plus the ``predict`` stage. Both
 in wall time (on this shared machine: inflated by other load) and in CPU time of the
-process (``*_cpu_*``: what one otherwise idle core would take, roughly).
+process (``*_cpu_*``: what one otherwise idle core would take, roughly). The two train
+stages run minutes apart, so the ratio of their step times carries the machine's drift (on
+this shared machine 1.13 in one run, 1.32 in another); the CD-GTMLL/BCE per-epoch ratio is
+therefore printed from the interleaved step times of ``ratio`` plus each method's measured
+validation pass and checkpoint (``per_epoch`` line).
 
 Output: ``STAGE``, ``DATA``, ``RESULT``, ``TOPK``, ``RATIO`` lines (``key=value`` fields)
 and the ``PROFILE`` tables. Every stage's log is in ``<workdir>/<dataset>/logs/`` (deleted
@@ -232,8 +240,8 @@ def bench_dataset(name: str, args: argparse.Namespace) -> dict:
         print(f"TOPK dataset={name} method={method} predict_block={pr['topk_predict_rows']}x{shape.n_labels} "
               f"k=100 cpu_s={pr['topk_predict_cpu_s']:.4f} reference_cpu_s={pr['topk_predict_ref_cpu_s']:.4f}; "
               f"valpass_block={pr['topk_valpass_rows']}x{shape.n_labels} k=5 cpu_s={pr['topk_valpass_cpu_s']:.4f} "
-              f"reference_cpu_s={pr['topk_valpass_ref_cpu_s']:.4f} (trainer val pass: {chunks} such blocks/epoch, "
-              f"reference = what it uses now)", flush=True)
+              f"reference_cpu_s={pr['topk_valpass_ref_cpu_s']:.4f} (medians of 5, alternated; trainer val pass: {chunks} "
+              f"such blocks/epoch with the reference, metrics_core._topk_rows)", flush=True)
         results[method] = res
     shutil.rmtree(work / "runs")
     rt = stage("ratio", {**base, "processed": str(processed), "rundir": str(work / "ratio"), "rounds": args.rounds,
@@ -253,6 +261,20 @@ def bench_dataset(name: str, args: argparse.Namespace) -> dict:
               f"{TARGET_CD_RATIO}: {'met' if cd <= TARGET_CD_RATIO else 'MISSED'}) "
               f"fused_adamw_over_pipeline_bce={fused:.3f} (what-if)")
     print(f"RATIO dataset={name} heads: CD-GTMLL {rt['n_pairs']} (player, label) pairs vs BCE {rt['n_labels']} labels")
+    print(f"RATIO dataset={name} phase=3 " + _fmt({f"{k}_step_s": v for k, v in rt["prelaid_step_s"].items()}))
+    for what, t in (("wall", rt["prelaid_step_s"]), ("cpu", rt["prelaid_step_cpu_s"])):
+        print(f"RATIO dataset={name} time={what} what_if=targets-prelaid cdgtmll_over_bce="
+              f"{t['pipeline-CD-GTMLL'] / t['pipeline-BCE']:.3f} prelaid_cdgtmll_over_bce="
+              f"{t['CD-GTMLL-prelaid'] / t['pipeline-BCE']:.3f} (phase 3, interleaved)")
+    # per epoch: the interleaved step times, plus each method's validation pass and checkpoint
+    # (train stages); the train stages' own step times come from two processes run minutes apart
+    spe = results["BCE"]["steps_per_epoch"]
+    for what, t, val, ck in (("wall", s, "val_pass_s", "checkpoint_s"), ("cpu", c, "val_pass_cpu_s", "checkpoint_s")):
+        ep = {m: spe * t[f"pipeline-{m}"] + results[m][val] + results[m][ck] for m in METHODS}
+        r = ep["CD-GTMLL"] / ep["BCE"]
+        print(f"RATIO dataset={name} time={what} per_epoch: BCE={ep['BCE']:.0f}s CD-GTMLL={ep['CD-GTMLL']:.0f}s "
+              f"cdgtmll_over_bce_epoch={r:.3f} (target {TARGET_CD_RATIO}: {'met' if r <= TARGET_CD_RATIO else 'MISSED'}; "
+              f"{spe} interleaved steps + validation pass + checkpoint)")
     for k, table in rt["profiles"].items():
         if "minus" in k:
             print(f"PROFILE dataset={name} diff=CD-GTMLL-minus-BCE steps={args.profile_steps} (same batches; "
