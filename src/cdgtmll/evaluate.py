@@ -59,39 +59,12 @@ from cdgtmll.labels import label_counts, tail_labels
 
 
 # --------------------------------------------------------------------------- top-K format
+# the fast top-k lives with the metrics (cdgtmll.metrics_core.topk_rows), used by P@k and the
+# trainer's validation too; kept importable here
+topk_rows = metrics.topk_rows
 TOPK_NOTE = "not computed for top-K predictions"
 _NOT_FROM_TOPK = ("mAP", "n_labels_in_map", "micro_f1", "macro_f1", "rare_f1", "n_labels_in_macro_f1",
                   "n_labels_in_rare_f1", "n_left_out_with_false_positives")
-
-
-def topk_rows(s: np.ndarray, k: int) -> np.ndarray:
-    """Indices ``[rows, k]`` of each row's top-``k`` scores, score descending, ties by
-    lower label index: exactly :func:`cdgtmll.metrics_core._topk_rows` (tested), in
-    about half its CPU time at XMC sizes (measured on the 2-core machine: 512 x 13,330
-    float64, k = 100: 0.029 vs 0.057 s; 4096 x 13,330 float32, k = 5: 0.53-0.86 vs
-    1.65-2.0 s).
-
-    ``np.argpartition`` picks ``k`` candidates per row; they are the answer unless the
-    ``k``-th largest value also occurs *outside* them (a tie across the cut, where
-    argpartition's pick among equal values is arbitrary). Only such rows, and blocks
-    with NaN among the candidates, go through ``_topk_rows``, whose tie rule takes a
-    cumulative sum over all ``L`` columns of every row (its main cost). The candidates
-    are then ordered by ``np.lexsort`` (score descending, index ascending)."""
-    s = np.asarray(s)
-    m, L = s.shape
-    k = min(int(k), L)
-    if k >= L or m == 0:
-        return metrics._topk_rows(s, k)
-    part = np.argpartition(-s, k - 1, axis=1)[:, :k]
-    vals = np.take_along_axis(s, part, axis=1)
-    if np.isnan(vals).any():
-        return metrics._topk_rows(s, k)
-    kth = vals.min(axis=1, keepdims=True)
-    straddle = np.flatnonzero(np.count_nonzero(s == kth, axis=1) > np.count_nonzero(vals == kth, axis=1))
-    idx = np.take_along_axis(part, np.lexsort((part, -vals), axis=1), axis=1)
-    if straddle.size:
-        idx[straddle] = metrics._topk_rows(s[straddle], k)
-    return idx
 
 
 def topk_from_scores(s: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -101,7 +74,7 @@ def topk_from_scores(s: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     own precision."""
     s = np.asarray(s)
     k = min(int(k), s.shape[1])
-    idx = topk_rows(s, k)
+    idx = metrics.topk_rows(s, k)
     return idx.astype(np.int32), np.take_along_axis(s, idx, axis=1).astype(np.float32)
 
 

@@ -92,7 +92,7 @@ import scipy.sparse as sp
 
 # Re-exported: the public names of the split-off modules stay importable from here
 # (``from cdgtmll.metrics import X``), as do the private helpers used elsewhere
-# (``_topk_rows``: cdgtmll.evaluate, cdgtmll.nn.sparse).
+# (``_topk_rows``, the exact tie rule that ``topk_rows`` falls back on).
 from cdgtmll.metrics_core import (  # noqa: F401
     DEFAULT_F1_NO_POSITIVE,
     F1_NO_POSITIVE_RULES,
@@ -102,6 +102,7 @@ from cdgtmll.metrics_core import (  # noqa: F401
     _check_rule,
     _kept,
     _topk_rows,
+    topk_rows,
     average_precision,
     average_precision_per_label,
     binarize,

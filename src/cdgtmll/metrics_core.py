@@ -376,6 +376,36 @@ def _topk_rows(s: np.ndarray, k: int) -> np.ndarray:
     return np.take_along_axis(idx, order, axis=1)
 
 
+def topk_rows(s: np.ndarray, k: int) -> np.ndarray:
+    """Indices ``[rows, k]`` of each row's top-``k`` scores, score descending, ties by
+    lower label index: exactly :func:`_topk_rows` (tested), in
+    about half its CPU time at XMC sizes (measured on the 2-core machine: 512 x 13,330
+    float64, k = 100: 0.029 vs 0.057 s; 4096 x 13,330 float32, k = 5: 0.53-0.86 vs
+    1.65-2.0 s).
+
+    ``np.argpartition`` picks ``k`` candidates per row; they are the answer unless the
+    ``k``-th largest value also occurs *outside* them (a tie across the cut, where
+    argpartition's pick among equal values is arbitrary). Only such rows, and blocks
+    with NaN among the candidates, go through ``_topk_rows``, whose tie rule takes a
+    cumulative sum over all ``L`` columns of every row (its main cost). The candidates
+    are then ordered by ``np.lexsort`` (score descending, index ascending)."""
+    s = np.asarray(s)
+    m, L = s.shape
+    k = min(int(k), L)
+    if k >= L or m == 0:
+        return _topk_rows(s, k)
+    part = np.argpartition(-s, k - 1, axis=1)[:, :k]
+    vals = np.take_along_axis(s, part, axis=1)
+    if np.isnan(vals).any():
+        return _topk_rows(s, k)
+    kth = vals.min(axis=1, keepdims=True)
+    straddle = np.flatnonzero(np.count_nonzero(s == kth, axis=1) > np.count_nonzero(vals == kth, axis=1))
+    idx = np.take_along_axis(part, np.lexsort((part, -vals), axis=1), axis=1)
+    if straddle.size:
+        idx[straddle] = _topk_rows(s[straddle], k)
+    return idx
+
+
 def precision_at_k(Y: Any, S: Any, ks: Sequence[int] = (1, 3, 5), chunk: int = 4096) -> dict[str, float]:
     """P@k, Eq. (E.9): ``(1/M) sum_m |top_k(p_m) & {l : y_ml = 1}| / k``.
 
@@ -403,7 +433,7 @@ def precision_at_k(Y: Any, S: Any, ks: Sequence[int] = (1, 3, 5), chunk: int = 4
         _finite(s)
         if kmax == 0:
             continue
-        top = _topk_rows(s, kmax)
+        top = topk_rows(s, kmax)
         y = _dense_rows(Y, a, b)
         rel = np.take_along_axis(y, top, axis=1)
         csum = np.cumsum(rel, axis=1)

@@ -44,7 +44,7 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
-from cdgtmll.metrics_core import _topk_rows
+from cdgtmll.metrics_core import topk_rows
 from cdgtmll.nn.val_metrics import validation_metrics
 
 TFIDF_LINEAR = "tfidf-linear"
@@ -207,7 +207,7 @@ def validation_metrics_sparse(fn: Callable[[torch.Tensor], torch.Tensor], X_val:
         tp += float(np.logical_and(pred, y).sum())
         npred += float(pred.sum())
         kmax = min(5, L)
-        rel = np.take_along_axis(y, _topk_rows(s, kmax), axis=1).cumsum(axis=1)
+        rel = np.take_along_axis(y, topk_rows(s, kmax), axis=1).cumsum(axis=1)
         for k in hits:
             hits[k] += int(rel[:, min(k, kmax) - 1].sum())
         if keep_dense:
