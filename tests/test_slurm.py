@@ -376,7 +376,14 @@ def test_quick_profile_on_slurm_matches_local_and_resumes_after_scancel(mirror, 
     run_dirs = sorted(p for p in slurm.glob("results/runs/*/*/*") if p.is_dir())
     assert len(run_dirs) == N_TRAIN and len({Path(log).parent for _, log in train}) == N_TRAIN, submitted
     assert len(train) == N_TRAIN + 1 and len({jid for jid, _ in train}) == N_TRAIN + 1  # + the resubmission
-    assert "localrule train" not in out1 + out2  # nothing trained in Snakemake's own process
+    # nothing trained in Snakemake's own process: the successful run never ran train locally (run 1's
+    # output holds the cancelled job's Slurm log, where the job's inner Snakemake says "localrule train"),
+    # and each run's provenance names the Slurm job that wrote it: the last one submitted for its folder
+    assert "localrule train" not in out2, out2[-3000:]
+    last_job = {Path(log).parent.name: jid for jid, log in train}
+    for d in run_dirs:
+        sched = json.loads((d / "seed0/provenance.json").read_text())["scheduler"]
+        assert sched["kind"] == "slurm" and sched["slurm_job_id"] == last_job["_".join(d.parts[-3:])], (d, sched, last_job)
     states = {jid: (state, comment) for jid, state, comment in _squeue(slurm, "-j", ",".join(j for j, _ in train))}
     for jid, log in train:
         want = "CANCELLED" if jid == running[0] else "COMPLETED"

@@ -256,6 +256,10 @@ def audit_provenance(rep: AuditReport, prov_path: Path, indent: int) -> None:
     dev = prov.get("device", {})
     rep.say(f"device   {dev.get('requested')} on {dev.get('platform')} "
             f"(cuda: {dev.get('cuda_device', 'none')}), {prov.get('started')} -> {prov.get('finished')}", indent + 1)
+    sched = prov.get("scheduler")
+    if sched:
+        rep.say(f"slurm    job {sched.get('slurm_job_id')} on {sched.get('slurm_job_nodelist')} "
+                f"(cluster {sched.get('slurm_cluster_name')}, partition {sched.get('slurm_job_partition')})", indent + 1)
     for role, rec in prov.get("inputs", {}).items():
         if rep.verify(rec["path"], rec["sha256"], f"input {role}", indent + 1) and role == "data":
             audit_images(rep, Path(rec["path"]), indent + 1)

@@ -96,6 +96,17 @@ def device_info(device: str | None = None) -> dict[str, Any]:
     return info
 
 
+SCHEDULER_VARS = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_CLUSTER_NAME",
+                  "SLURM_JOB_PARTITION", "SLURM_JOB_NODELIST", "SLURM_CPUS_PER_TASK", "SLURM_MEM_PER_NODE")
+
+
+def scheduler_info() -> dict[str, str] | None:
+    """The batch job this process runs in (Slurm), so a run can be matched to the cluster's accounting
+    (`sacct -j <SLURM_JOB_ID>`); None outside a scheduler."""
+    found = {k.lower(): os.environ[k] for k in SCHEDULER_VARS if k in os.environ}
+    return {"kind": "slurm", **found} if "slurm_job_id" in found else None
+
+
 def file_hashes(paths: dict[str, str | os.PathLike]) -> dict[str, dict[str, Any]]:
     return {
         role: {"path": str(p), "sha256": sha256_file(p), "bytes": Path(p).stat().st_size}
@@ -125,6 +136,7 @@ def record(
         "packages": package_versions(),
         "device": device_info(device),
         "host": socket.gethostname(),
+        "scheduler": scheduler_info(),
         "command": sys.argv,
         "started": started,
         "finished": now(),
