@@ -99,7 +99,7 @@ def _image_archives(spec) -> tuple:
     from cdgtmll.data import registry
 
     if spec.name == "voc2007":
-        return tuple(f for f in registry._voc_files() if f.role.startswith("images-"))
+        return registry.voc_image_archives()
     if spec.name == "coco2014":
         from cdgtmll.data.coco import IMAGE_ARCHIVES
 

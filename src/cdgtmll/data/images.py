@@ -355,9 +355,9 @@ def locate_images(
 
 # --------------------------------------------------------------------------- VOC2007
 def _voc_archives() -> dict[str, Any]:
-    from cdgtmll.data.registry import _voc_files
+    from cdgtmll.data.registry import voc_image_archives
 
-    return {f.role: f for f in _voc_files() if f.role.startswith("images-")}
+    return {f.role: f for f in voc_image_archives()}
 
 
 def _check_label_lengths(main_dir: Path, split: str, classes: Sequence[str]) -> None:

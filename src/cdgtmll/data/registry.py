@@ -298,7 +298,14 @@ _VOC_HASHES = {
 }
 
 
-def _voc_files() -> tuple[RemoteFile, ...]:
+def voc_image_archives() -> tuple[RemoteFile, ...]:
+    """The VOC2007 image tars, fetched on demand by the image loader (not in ``spec.files``)."""
+    return tuple(f for f in voc_files() if f.role.startswith("images-"))
+
+
+def voc_files() -> tuple[RemoteFile, ...]:
+    """Every file of the VOC2007 release: the trainval/test tars (``images-*`` roles) and the
+    per-class label lists (``labels-*``)."""
     tars = (
         RemoteFile(
             name="VOCtrainval_06-Nov-2007.tar",
@@ -342,7 +349,7 @@ _VOC = DatasetSpec(
     # only the label files: the image tars (role images-*) are fetched by the loader when
     # no extracted JPEGImages/ is found (cdgtmll.data.images), so that an extracted devkit
     # in the mirror suffices and prepare never requires the 900 MB of tars
-    files=tuple(f for f in _voc_files() if f.role.startswith("labels-")),
+    files=tuple(f for f in voc_files() if f.role.startswith("labels-")),
     n_train=5011,
     n_test=4952,
     loader="cdgtmll.data.images.load_voc2007",

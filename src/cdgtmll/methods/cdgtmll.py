@@ -100,23 +100,12 @@ AdamW step over all parameter groups (heads at eta_head, backbone and fusion at 
   by O(eta_head) terms and need N forward/backward passes per batch; Alg. 1 does not do
   this (R_B is fixed before the loop).
 
-Partition (E.1) - :func:`make_partition`
-----------------------------------------
-Labels sorted by training frequency ascending (:func:`cdgtmll.labels.ascending_order`,
-fixed-seed ties) are dealt round-robin to players 0..N-1. Overlap: the tail is
-``FitData.tail`` (bottom ``floor(0.2 L)`` labels; ``tail_fraction`` recomputes it from
-Y_train with another q). ``n_extra = min(floor(rho L + 1/2), |tail|)`` tail labels - the
-least frequent ones - each get exactly one extra player, chosen uniformly at random
-(``numpy`` generator seeded with ``partition_seed``, default the run seed) among the
-least-loaded players that do not own the label yet. With q = rho = 0.2 every tail label
-gets an extra player (coverage 2) and coverage is ``1 + n_extra / L ~ 1 + rho``; with
-rho < q only the rarest ``round(rho L)`` tail labels overlap; with rho > q coverage is
-capped at ``1 + |tail| / L`` (overlap stays on tail labels, as E.1 requires). rho = 0 or
-N = 1: no overlap. Loads after round-robin differ by <= 1; the greedy extra assignment
-keeps them within 2 when the tail is the bottom of the same frequency order (the owner
-of a label is excluded, so when it is the unique least-loaded player the extra goes one
-above the minimum); within 1 for N = 2. The partition is fixed for the run and reported
-by :meth:`CDGTMLL.extra_outputs`.
+Partition (E.1) - :func:`~cdgtmll.methods.cdgtmll_partition.make_partition`
+------------------------------------------------------------------------
+Labels sorted by training frequency are dealt round-robin to the N players; the rarest
+``round(rho L)`` tail labels each get one extra, least-loaded player. The exact rule and its
+load guarantees are in :mod:`cdgtmll.methods.cdgtmll_partition`. The partition is fixed for
+the run and reported by :meth:`CDGTMLL.extra_outputs`.
 
 Cost
 ----
@@ -137,7 +126,6 @@ of thresholding the player's own probability at 0.5 (arrays ``epoch [E]``,
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -147,189 +135,23 @@ import torch.nn.functional as F
 from torch import nn
 
 from cdgtmll.io import atomic_path
-from cdgtmll.labels import ascending_order, prevalence, tail_labels
+from cdgtmll.labels import prevalence, tail_labels
 from cdgtmll.methods.base import FitData, RunContext, register
+from cdgtmll.methods.cdgtmll_partition import Partition, make_partition
+from cdgtmll.methods.cdgtmll_terms import (  # noqa: F401  (DIVERGENCES, bernoulli_*: public names here too)
+    DIVERGENCE_FNS,
+    DIVERGENCES,
+    _LogLikColumns,
+    _OverlapCuriosity,
+    bernoulli_jsd,
+    bernoulli_kl,
+)
 from cdgtmll.methods.neural import NeuralMethod
 from cdgtmll.nn.backbone import MLPBackbone
 from cdgtmll.nn.image_input import iter_rows
 
 PLAYER_ACC_FILE = "player_val_acc.npz"
-DIVERGENCES = ("jsd", "kl")
 PAYOFF_WEIGHTS = ("uniform", "rarity")
-
-
-# ------------------------------------------------------------------------- partition
-
-
-@dataclass(frozen=True)
-class Partition:
-    """Label subsets of the N players; ``players[i]`` = sorted label indices of L_i."""
-
-    players: tuple[np.ndarray, ...]
-    n_labels: int
-    tail: np.ndarray
-
-    @property
-    def n_players(self) -> int:
-        return len(self.players)
-
-    @property
-    def coverage(self) -> np.ndarray:
-        """Number of players covering each label, ``[L]``."""
-        return np.bincount(np.concatenate(self.players), minlength=self.n_labels)
-
-    @property
-    def overlap(self) -> np.ndarray:
-        """Labels covered by >= 2 players (sorted)."""
-        return np.flatnonzero(self.coverage > 1)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "n_players": self.n_players,
-            "players": [p.tolist() for p in self.players],
-            "overlap_labels": self.overlap.tolist(),
-            "tail_labels": np.asarray(self.tail).tolist(),
-            "coverage_factor": float(sum(len(p) for p in self.players) / max(self.n_labels, 1)),
-        }
-
-
-def make_partition(Y_train: Any, n_players: int, rho: float, tail: np.ndarray, seed: int) -> Partition:
-    """E.1 label-space partition (see the module docstring for the exact rule)."""
-    L = int(Y_train.shape[1])
-    N = int(n_players)
-    if N < 1:
-        raise ValueError(f"n_players must be >= 1, got {N}")
-    if N > L:
-        raise ValueError(f"n_players={N} exceeds the number of labels {L}: every player needs a label")
-    if not 0.0 <= rho < 1.0:
-        raise ValueError(f"overlap ratio rho must be in [0, 1), got {rho}")
-    order = ascending_order(Y_train)
-    owner = np.empty(L, dtype=np.int64)
-    owner[order] = np.arange(L) % N
-    members: list[list[int]] = [sorted(np.flatnonzero(owner == i).tolist()) for i in range(N)]
-    tail = np.sort(np.asarray(tail, dtype=np.int64))
-    if N >= 2 and rho > 0 and tail.size:
-        in_tail = np.zeros(L, dtype=bool)
-        in_tail[tail] = True
-        tail_asc = order[in_tail[order]]  # tail labels, least frequent first
-        n_extra = min(int(math.floor(rho * L + 0.5)), tail_asc.size)
-        loads = np.array([len(m) for m in members], dtype=np.int64)
-        rng = np.random.default_rng(seed)
-        for lab in tail_asc[:n_extra]:
-            eligible = np.array([i for i in range(N) if i != owner[lab]])
-            least = eligible[loads[eligible] == loads[eligible].min()]
-            j = int(least[rng.integers(least.size)])
-            members[j].append(int(lab))
-            loads[j] += 1
-    return Partition(tuple(np.array(sorted(m), dtype=np.int64) for m in members), L, tail)
-
-
-# ----------------------------------------------------------------------- divergences
-
-
-def _neg_entropy_logit(z: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-    """p log p + (1-p) log(1-p) for p = sigmoid(z), via log(1-p) = logsigmoid(-z)."""
-    return F.logsigmoid(-z) + p * z
-
-
-def _neg_entropy(q: torch.Tensor) -> torch.Tensor:
-    return q * torch.log(q) + (1 - q) * torch.log1p(-q)
-
-
-def bernoulli_jsd(z: torch.Tensor, q: torch.Tensor, p: torch.Tensor | None = None) -> torch.Tensor:
-    """Element-wise JSD(Bern(sigmoid(z)) || Bern(q)) in nats, in [0, log 2].
-
-    ``JSD = H(m) - (H(p) + H(q)) / 2`` with ``m = (p + q) / 2``; ``q`` must lie in
-    (0, 1) (callers clip it to [eps, 1-eps]); ``p = sigmoid(z)`` may be passed if known.
-    """
-    p = torch.sigmoid(z) if p is None else p
-    m = 0.5 * (p + q)
-    return 0.5 * (_neg_entropy_logit(z, p) + _neg_entropy(q)) - _neg_entropy(m)
-
-
-def bernoulli_kl(z: torch.Tensor, q: torch.Tensor, p: torch.Tensor | None = None) -> torch.Tensor:
-    """Element-wise KL(Bern(sigmoid(z)) || Bern(q)) in nats; ``q`` in (0, 1)."""
-    p = torch.sigmoid(z) if p is None else p
-    return _neg_entropy_logit(z, p) - p * torch.log(q) - (1 - p) * torch.log1p(-q)
-
-
-DIVERGENCE_FNS = {"jsd": bernoulli_jsd, "kl": bernoulli_kl}
-
-
-class _OverlapCuriosity(torch.autograd.Function):
-    """Curiosity terms of the overlap pairs from one pass over their logits ``z`` [B, |O|]:
-    per-pair batch sums of the Bernoulli log-likelihood (as :class:`_LogLikColumns`) and
-    ``sum D(sigmoid(z), q)`` against the detached peers ``q`` (logits ``zq``).
-
-    Values equal ``DIVERGENCE_FNS[kind](z, q).sum()`` and the log-likelihood sums; the
-    gradient w.r.t. ``z`` is closed-form, computed in the forward pass:
-    ``dJSD/dz = p(1-p)(z - logit(m))/2`` (``m = (p+q)/2``), ``dKL/dz = p(1-p)(z - zq)``,
-    ``dll/dz = y - p``. Only ``z`` receives a gradient.
-    """
-
-    @staticmethod
-    def forward(ctx, z, y, q, zq, kind):  # noqa: D102
-        p = torch.sigmoid(z)
-        sp_sum = F.softplus(z).sum(0)
-        ll = (y * z).sum(0) - sp_sum
-        # -H(p) = p z - softplus(z);  -H(q) = q zq + log(1-q)
-        neg_h_p = torch.sum(p * z) - sp_sum.sum()
-        l1q = torch.log1p(-q)
-        if kind == "jsd":
-            m = torch.lerp(p, q, 0.5)
-            l1m = torch.log1p(-m)
-            logit_m = torch.log(m).sub_(l1m)
-            neg_h_q = torch.sum(q * zq) + l1q.sum()
-            div = 0.5 * (neg_h_p + neg_h_q) - (torch.sum(m * logit_m) + l1m.sum())
-            dp = (z - logit_m).mul_(0.5)
-        else:
-            div = neg_h_p - torch.sum(p * zq) - l1q.sum()
-            dp = z - zq
-        ctx.save_for_backward(y - p, dp.mul_(p).mul_(1 - p))
-        return ll, div
-
-    @staticmethod
-    def backward(ctx, g_ll, g_div):  # noqa: D102
-        r, d_div = ctx.saved_tensors
-        return torch.addcmul(r * g_ll, d_div, g_div), None, None, None, None
-
-
-class _LogLikColumns(torch.autograd.Function):
-    """Per-label (column) batch sums of the Bernoulli log-likelihood of ``sigmoid(z)``:
-    ``ll[k] = sum_b y log s + (1-y) log(1-s) = sum_b y z - softplus(z)``, and ``llc``,
-    the same sums with ``s`` clipped to ``[sigmoid(-hi), sigmoid(hi)]`` (= ``z`` clamped
-    to ``[-hi, hi]``), whose gradient is 0 on the clipped entries. Clipped entries are
-    rare and handled sparsely (columns found by a column-wise min/max). Gradient:
-    ``(y - s) * (g_ll + g_llc * unclipped)``, what autograd gives for BCE-with-logits on
-    ``z`` and on ``clamp(z)``, in two element-wise passes.
-    """
-
-    @staticmethod
-    def forward(ctx, z, y, hi):  # noqa: D102
-        s = torch.sigmoid(z)
-        ll = (y * z).sum(0) - F.softplus(z).sum(0)
-        llc = ll.clone()
-        cols = torch.logical_or(z.amin(0) < -hi, z.amax(0) > hi).nonzero().flatten()
-        idx = None
-        if cols.numel():
-            zsub = z.index_select(1, cols)
-            rows, j = (zsub.abs() > hi).nonzero(as_tuple=True)
-            idx = (rows, cols[j])
-            zs, ys = z[idx], y[idx]
-            zc = zs.clamp(-hi, hi)
-            llc.index_add_(0, idx[1], (ys * zc - F.softplus(zc)) - (ys * zs - F.softplus(zs)))
-        ctx.save_for_backward(y - s)
-        ctx.idx = idx
-        return ll, llc
-
-    @staticmethod
-    def backward(ctx, g_ll, g_llc):  # noqa: D102
-        (r,) = ctx.saved_tensors
-        grad = r * (g_ll + g_llc)
-        if ctx.idx is not None:
-            idx = ctx.idx
-            grad[idx] -= r[idx] * g_llc[idx[1]]
-        return grad, None, None
 
 
 # ----------------------------------------------------------------------------- model
