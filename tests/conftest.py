@@ -26,3 +26,10 @@ def mirror() -> Path:
         pytest.skip(f"dataset mirror not found at {p} (set {MIRROR_ENV} or provide ../shared/datasets), "
                     f"and Yeast cannot be rebuilt: {why}")
     return rebuilt
+
+
+def pytest_collection_modifyitems(config, items):
+    """Run the ``slow`` end-to-end tests first (a stable sort: otherwise collection order).
+    Under ``pytest -n 2`` the workers then share the long tests from the start, instead of one
+    worker finishing a 5-minute Snakemake test alone after the other has run out of work."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SKIP = {".venv", ".snakemake", "results", "logs", "figures", ".cache", "out", "__pycache__",
         ".pytest_cache", "report.html"}
 
-pytestmark = pytest.mark.slow
+# one xdist worker runs this module (make test: --dist loadgroup), so its module fixture runs once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("e2e")]
 
 
 def _copy_repo(dst: Path) -> Path:

@@ -20,7 +20,8 @@ from fixtures_images import make_voc_devkit  # noqa: E402
 from helpers import mirror_file  # noqa: E402
 from test_pipeline_e2e import _audit, _copy_repo, _env, _snakemake  # noqa: E402
 
-pytestmark = pytest.mark.slow
+# one xdist worker runs this module (make test: --dist loadgroup), so its module fixture runs once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("voc")]
 
 CONFIG = {
     "name": "voc-tiny",

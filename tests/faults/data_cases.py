@@ -171,16 +171,19 @@ SMK_CONFIG = {
 
 @pytest.mark.slow
 def test_snakemake_reruns_prepare_when_a_source_file_changes(tmp_path):
-    """Through the rules: an edited mirror file is an updated input of prepare_dataset."""
+    """Through the rules: an edited mirror file is an updated input of prepare_dataset; with the
+    shipped workflow profile (profiles/default), a file copied again with the same bytes is not,
+    even above Snakemake's default 1 MB checksum limit (as after `cp`, `dvc pull` or a re-made
+    mirror: with that limit the whole DAG would re-run)."""
     repo = tmp_path / "repo"
     repo.mkdir()
     shutil.copy(ROOT / "Snakefile", repo / "Snakefile")
     shutil.copytree(ROOT / "workflow", repo / "workflow")
+    shutil.copytree(ROOT / "profiles/default", repo / "profiles/default")
     shutil.copy(ROOT / "environment.yml", repo / "environment.yml")
     mirror = _toy_mirror(tmp_path)
     train = mirror / "toy" / "toy-train.arff"
-    good = train.read_text()
-    train.write_text(good + "0.1,0.2,0.3\n")
+    train.write_text(train.read_text() + "0.1,0.2,0.3\n")
     (repo / "config").mkdir()
     (repo / "config" / "faults.yaml").write_text(yaml.safe_dump(SMK_CONFIG))
     env = dict(os.environ, CDGTMLL_DATA_MIRROR=str(mirror), PYTHONPATH=str(ROOT / "src"),
@@ -196,18 +199,29 @@ def test_snakemake_reruns_prepare_when_a_source_file_changes(tmp_path):
     log = (repo / "logs/prepare/toy.log").read_text()
     assert r.returncode != 0 and "malformed ARFF at line 52" in log and str(train) in log
     assert not (repo / target).exists()
-    train.write_text(good)
+    _arff(train, 30000, 0)  # good, and above Snakemake's default --max-checksum-file-size (1 MB)
+    assert train.stat().st_size > 1_000_000
     r = smk()
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "Using workflow specific profile profiles/default" in r.stdout + r.stderr
     rec = {f["file"]: f for f in ProcessedData.load(repo / target).meta["source_files"]}
     assert rec["toy-train.arff"]["sha256"] == _sha(train)
     r = smk("-n")
     assert "Nothing to be done" in r.stdout + r.stderr  # the source inputs cause no spurious re-run
 
-    old = _sha(train)
-    _flip_last_label(train)
+    data = train.read_bytes()
+    train.unlink()
+    train.write_bytes(data)  # copied again: the same bytes, newer than the outputs
     t = (repo / target).stat().st_mtime + 2
     os.utime(train, (t, t))
+    r = smk("-n")
+    assert "Nothing to be done" in r.stdout + r.stderr, (r.stdout + r.stderr)[-2000:]
+    r = smk("-n", "--max-checksum-file-size", "1MB")  # Snakemake's default limit: prepare and all after it
+    assert "Updated input files" in r.stdout + r.stderr and str(train) in r.stdout, (r.stdout + r.stderr)[-2000:]
+
+    old = _sha(train)
+    _flip_last_label(train)
+    os.utime(train, (t + 2, t + 2))
     r = smk("-n")
     out = r.stdout + r.stderr
     assert "prepare_dataset" in out and "Updated input files" in out and str(train) in out, out[-2000:]
