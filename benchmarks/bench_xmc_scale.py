@@ -46,10 +46,10 @@ What it does, per data set (each stage in its own subprocess):
    the top operations by self CPU time. Phase 2, after freeing the minimal and CD-GTMLL
    models (memory): the pipeline's BCE step against the same with AdamW ``fused=True``,
    interleaved the same way (a measured what-if; the trainer's optimiser is unchanged).
-   Phase 3: pipeline BCE, pipeline CD-GTMLL, and CD-GTMLL with its training targets
-   re-laid once as a CSR matrix (``Y[:, pair_label ++ ov_labels]``, checked equal to
-   ``target_layout``) instead of per batch (what-if; for sparse Y the trainer applies the
-   task's ``train_targets`` to every dense batch).
+   Phase 3: pipeline BCE, pipeline CD-GTMLL (its training targets re-laid once as a CSR
+   matrix, ``train_target_columns``, checked equal to ``train_targets`` per batch), and
+   CD-GTMLL with ``train_targets`` applied to every dense batch instead (the trainer before
+   that change), interleaved.
 7. ``step[thp-on|off.i]`` (``--thp-pairs`` pairs, alternated): the pipeline's BCE step in
    a fresh process with and without ``THP_MEM_ALLOC_ENABLE=1`` (PyTorch's CPU allocator
    then madvises transparent huge pages for large tensors; this machine's THP mode is
@@ -261,11 +261,11 @@ def bench_dataset(name: str, args: argparse.Namespace) -> dict:
               f"{TARGET_CD_RATIO}: {'met' if cd <= TARGET_CD_RATIO else 'MISSED'}) "
               f"fused_adamw_over_pipeline_bce={fused:.3f} (what-if)")
     print(f"RATIO dataset={name} heads: CD-GTMLL {rt['n_pairs']} (player, label) pairs vs BCE {rt['n_labels']} labels")
-    print(f"RATIO dataset={name} phase=3 " + _fmt({f"{k}_step_s": v for k, v in rt["prelaid_step_s"].items()}))
-    for what, t in (("wall", rt["prelaid_step_s"]), ("cpu", rt["prelaid_step_cpu_s"])):
-        print(f"RATIO dataset={name} time={what} what_if=targets-prelaid cdgtmll_over_bce="
-              f"{t['pipeline-CD-GTMLL'] / t['pipeline-BCE']:.3f} prelaid_cdgtmll_over_bce="
-              f"{t['CD-GTMLL-prelaid'] / t['pipeline-BCE']:.3f} (phase 3, interleaved)")
+    print(f"RATIO dataset={name} phase=3 " + _fmt({f"{k}_step_s": v for k, v in rt["per_batch_step_s"].items()}))
+    for what, t in (("wall", rt["per_batch_step_s"]), ("cpu", rt["per_batch_step_cpu_s"])):
+        print(f"RATIO dataset={name} time={what} cdgtmll_over_bce={t['pipeline-CD-GTMLL'] / t['pipeline-BCE']:.3f} "
+              f"targets_per_batch_cdgtmll_over_bce={t['CD-GTMLL-per-batch'] / t['pipeline-BCE']:.3f} "
+              "(phase 3, interleaved)")
     # per epoch: the interleaved step times, plus each method's validation pass and checkpoint
     # (train stages); the train stages' own step times come from two processes run minutes apart
     spe = results["BCE"]["steps_per_epoch"]

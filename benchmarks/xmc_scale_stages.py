@@ -205,12 +205,12 @@ class MinimalNet:
         self.opt.step()
 
 
-def _pipeline_loop(method: str, p: dict, X, Y, fit, fused: bool = False, prelaid: bool = False):
+def _pipeline_loop(method: str, p: dict, X, Y, fit, fused: bool = False, per_batch: bool = False):
     """(run(idx_tensor), task, model, cfg): train_epoch over the given rows, set up as
-    train() does. What-ifs (the pipeline's code is not changed): ``fused`` builds the
-    trainer's AdamW with ``fused=True``; ``prelaid`` (CD-GTMLL) re-lays the CSR target
-    columns once (``Y[:, pair_label ++ ov_labels]``, what ``target_layout`` does per batch)
-    instead of per batch through ``SparseRows(transform=task.train_targets)``."""
+    train() does (targets re-laid once on the CSR matrix when the task names its columns).
+    Comparisons (the pipeline's code is not changed): ``fused`` builds the trainer's AdamW
+    with ``fused=True``; ``per_batch`` (CD-GTMLL) applies ``train_targets`` to every dense
+    batch instead, as the trainer did before ``train_target_columns``."""
     import torch
 
     from cdgtmll import run
@@ -237,13 +237,13 @@ def _pipeline_loop(method: str, p: dict, X, Y, fit, fused: bool = False, prelaid
         opt, sched = trainer.make_optimizer(m, model, cfg, total)
     X_t = sparse_mod.SparseRows(X, "cpu")
     Y_t = sparse_mod.SparseRows(Y, "cpu", dense=True, transform=lambda y: m.train_targets(model, y))
-    if prelaid:
-        cols = torch.cat([model.pair_label, model.ov_labels]).numpy()
-        Y_pre = sparse_mod.SparseRows(Y[:, cols], "cpu", dense=True)
+    cols = m.train_target_columns(model)
+    if cols is not None and not per_batch:  # as the trainer does
+        Y_once = sparse_mod.SparseRows(Y[:, cols.numpy()], "cpu", dense=True)
         probe = torch.arange(min(64, Y.shape[0]))
-        if not torch.equal(Y_pre[probe], Y_t[probe]):
-            raise AssertionError("pre-laid targets differ from target_layout")
-        Y_t = Y_pre
+        if not torch.equal(Y_once[probe], Y_t[probe]):
+            raise AssertionError("targets re-laid once differ from train_targets per batch")
+        Y_t = Y_once
     watch = trainer.FiniteWatch(torch.device("cpu"), immediate=True)
     state = {"step": 0}
 
@@ -354,14 +354,14 @@ def stage_ratio(p: dict) -> dict:
     loops["BCE-fusedAdamW"](batch_rows(2))
     fused, fused_cpu = _interleave({k: loops[k] for k in ("pipeline-BCE", "BCE-fusedAdamW")}, rounds, S,
                                    batch_rows)
-    # phase 3: CD-GTMLL with its targets re-laid once (CSR) instead of per batch
+    # phase 3: CD-GTMLL with its targets re-laid per batch (the trainer before train_target_columns)
     del loops["BCE-fusedAdamW"]
     gc.collect()
-    loops["CD-GTMLL-prelaid"], _, _, _ = _pipeline_loop("CD-GTMLL", p, X, Y, fit, prelaid=True)
-    loops["CD-GTMLL-prelaid"](batch_rows(2))
+    loops["CD-GTMLL-per-batch"], _, _, _ = _pipeline_loop("CD-GTMLL", p, X, Y, fit, per_batch=True)
+    loops["CD-GTMLL-per-batch"](batch_rows(2))
     pre, pre_cpu = _interleave(loops, rounds, S, batch_rows)
     return {"step_s": med, "step_cpu_s": med_cpu, "fused_step_s": fused, "fused_step_cpu_s": fused_cpu,
-            "prelaid_step_s": pre, "prelaid_step_cpu_s": pre_cpu,
+            "per_batch_step_s": pre, "per_batch_step_cpu_s": pre_cpu,
             "gather_s": gather_s, "block_steps": S, "profiles": profiles, "n_pairs": n_pairs,
             "n_labels": int(Y.shape[1])}
 

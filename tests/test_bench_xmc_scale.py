@@ -85,7 +85,7 @@ def test_benchmark_runs_at_tiny_scale(tmp_path):
             ratios.update(kv(line))
     assert float(ratios["step_over_minimal"]) > 0 and float(ratios["cdgtmll_over_bce"]) > 0
     assert float(ratios["fused_adamw_over_pipeline_bce"]) > 0 and float(ratios["thp_over_default"]) > 0
-    assert float(ratios["cdgtmll_over_bce_epoch"]) > 0
+    assert float(ratios["cdgtmll_over_bce_epoch"]) > 0 and float(ratios["targets_per_batch_cdgtmll_over_bce"]) > 0
     assert re.search(r"^TOPK dataset=wiki10-31k method=BCE .*reference_cpu_s=", out.stdout, re.M)
     assert "PROFILE dataset=wiki10-31k loop=pipeline-BCE" in out.stdout and "Self CPU time total" in out.stdout
     assert not (tmp_path / "w" / "wiki10-31k").exists()  # generated data removed without --keep

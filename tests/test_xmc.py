@@ -390,3 +390,25 @@ def test_run_and_evaluate_topk_format(tmp_path, monkeypatch):
         assert {k: b[k] for k in ("p@1", "p@3", "p@5")} == dense
         assert b["mAP"] is None and b["macro_f1"] is None and b["note"] == evaluate.TOPK_NOTE
     assert res["adaptive_thresholds"] is None and res["format"] == "topk"
+
+
+def test_cdgtmll_sparse_targets_relaid_once_with_identical_results(tmp_path, monkeypatch):
+    """A sparse Y is re-laid once on the CSR matrix (``train_target_columns``): no batch goes
+    through ``train_targets``, and the model is bit-identical to the per-batch re-lay and to a
+    dense Y."""
+    from cdgtmll.methods.cdgtmll import CDGTMLL
+
+    X, Y = _sparse_problem(n=160, L=8, seed=1)
+    calls = []
+    per_batch = CDGTMLL.train_targets
+    monkeypatch.setattr(CDGTMLL, "train_targets", lambda self, model, y: calls.append(y.shape) or per_batch(self, model, y))
+    once, X_te = _fit("CD-GTMLL", X, Y, tmp_path / "once", n_players=2)
+    assert calls == []
+    S = once.predict_proba(X_te)
+    dense, _ = _fit("CD-GTMLL", X, sp.csr_matrix(Y).toarray(), tmp_path / "dense", n_players=2)
+    assert len(calls) == 1  # the dense path re-lays the whole Y once
+    np.testing.assert_array_equal(dense.predict_proba(X_te), S)
+    monkeypatch.setattr(CDGTMLL, "train_target_columns", lambda self, model: None)
+    batched, _ = _fit("CD-GTMLL", X, Y, tmp_path / "batched", n_players=2)
+    assert len(calls) > 3  # the per-batch path: every training batch
+    np.testing.assert_array_equal(batched.predict_proba(X_te), S)

@@ -298,10 +298,14 @@ class CDGTMLLNet(nn.Module):
             out[:, self.ov_labels] = self.fuse_overlap(torch.sigmoid(z[:, self.n_single :]))
         return out
 
+    def target_columns(self) -> torch.Tensor:
+        """The label of each column of :meth:`target_layout`: ``[pair_label | ov_labels]``."""
+        return torch.cat([self.pair_label, self.ov_labels])
+
     def target_layout(self, y: torch.Tensor) -> torch.Tensor:
         """Training targets re-laid once per run: ``[y[:, pair_label] | y[:, ov_labels]]``
         (``[n, P + n_ov]``), so a batch needs no column gathers."""
-        return torch.cat([y[:, self.pair_label], y[:, self.ov_labels]], dim=1)
+        return y[:, self.target_columns()]
 
     def potential_terms(self, x: torch.Tensor, yt: torch.Tensor) -> dict[str, torch.Tensor]:
         """Batch estimates of R, sum_i E_B[C_i]'s log-likelihood part and its D part (before
@@ -494,6 +498,9 @@ class CDGTMLL(NeuralMethod):
 
     def train_targets(self, model: CDGTMLLNet, Y: torch.Tensor) -> torch.Tensor:
         return model.target_layout(Y)
+
+    def train_target_columns(self, model: CDGTMLLNet) -> torch.Tensor:
+        return model.target_columns()
 
     def after_optimizer_step(self, model: CDGTMLLNet) -> None:
         model.update_ema()

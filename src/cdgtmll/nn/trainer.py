@@ -70,7 +70,8 @@ TF-IDF linear backbone); a CSR ``Y`` always stays sparse. Such matrices stay in 
 memory and a batch is the CSR row gather of the epoch's ``randperm`` indices, sent to
 the device as a sparse COO tensor (X) or a dense float32 block (Y; the task's
 ``train_targets`` is then applied per batch, which equals the once-per-run re-lay
-because it is row-wise). Validation and prediction run in row chunks; with a CSR
+because it is row-wise, unless the task names its target columns with
+``train_target_columns``: the CSR matrix is then re-laid once). Validation and prediction run in row chunks; with a CSR
 ``Y_val`` the log gets ``val_p@1/3/5`` too and ``val_mAP`` is NaN above
 ``nn.sparse.DENSE_VAL_MAX_CELLS``. Dense inputs take exactly the previous code path.
 
@@ -181,6 +182,13 @@ class TrainTask:
         """Training targets as ``training_step`` receives them (rows gathered per batch);
         a task may re-lay the columns once here instead of per batch. Default: ``Y``."""
         return Y
+
+    def train_target_columns(self, model: nn.Module) -> torch.Tensor | None:
+        """When :meth:`train_targets` only selects columns of ``Y`` (repeats allowed), those
+        column indices; a sparse ``Y`` is then re-laid once, on the CSR matrix, instead of
+        every densified batch going through :meth:`train_targets`. Same values, so the same
+        numbers. Default: None."""
+        return None
 
     def predict(self, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
         """Probabilities ``[n, L]`` for a chunk of rows (model in eval mode, no grad)."""
@@ -317,7 +325,11 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
 
     X_t = _rows_on(Xtr, device)
     if sp.issparse(Ytr):
-        Y_t = sparse_mod.SparseRows(Ytr, device, dense=True, transform=lambda y: task.train_targets(model, y))
+        cols = task.train_target_columns(model)
+        if cols is not None:  # re-laid once on the CSR matrix (XMC: no per-batch gather and concat)
+            Y_t = sparse_mod.SparseRows(sp.csr_matrix(Ytr)[:, cols.cpu().numpy()], device, dense=True)
+        else:
+            Y_t = sparse_mod.SparseRows(Ytr, device, dense=True, transform=lambda y: task.train_targets(model, y))
     else:
         Y_t = task.train_targets(model, torch.from_numpy(Ytr).to(device))
     Xv_t = _rows_on(Xva, device) if has_val else None
