@@ -261,3 +261,43 @@ def test_pr_figure_title_style_and_interpolation(mirror, tmp_path: Path, saved):
     assert len(df) == 2 * len(RECALL_GRID) and set(df["n_runs"]) == {2}
     src = json.loads((tmp_path / "pr.sources.json").read_text())
     assert src["figure"] == "pr" and len(src["runs"]["BCE"]) == 2
+
+
+def test_pr_figure_highlight_greys_the_other_methods(mirror, tmp_path: Path, saved):
+    """figures.pr_curve.highlight: those methods in colour with a band, the rest thin grey lines
+    (mean only) beneath them and one legend entry; the CSV keeps every method. The default
+    config highlights the paper's PR comparison; `all` colours everything; an unknown method
+    names the key."""
+    from cdgtmll import config as cfg
+    from cdgtmll.data.processed import ProcessedData
+    from cdgtmll.figures import CONTEXT_GREY, RECALL_GRID, pr_figure
+
+    rng = np.random.default_rng(1)
+    Y = (rng.random((300, 6)) < np.linspace(0.05, 0.5, 6)).astype(np.uint8)
+    clean = ProcessedData("yeast", rng.random((300, 3)).astype(np.float32), Y, [f"l{i}" for i in range(6)],
+                          {"train": np.arange(200), "val": np.arange(200, 220), "test": np.arange(220, 300)})
+    runs = {}
+    for m in ("BCE", "CD-GTMLL", "Focal", "CB", "LDAM"):
+        d = run(tmp_path / "runs", "yeast", "R0.50-s0", m, 0)
+        d.mkdir(parents=True)
+        np.savez(d / "predictions.npz", test=rng.random((80, 6)).astype(np.float32))
+        runs[m] = [d / "predictions.npz"]
+    pr_figure(runs, clean, 0.2, 0, tmp_path / "pr", highlight=list(cfg.PR_HIGHLIGHT_PAPER))
+    fig = saved[0][0]
+    ax = fig.axes[0]
+    st = ps.FigureStyle()
+    grey = [ln for ln in ax.lines if to_rgb(ln.get_color()) == CONTEXT_GREY]
+    coloured = {to_rgb(ln.get_color()) for ln in ax.lines} - {CONTEXT_GREY}
+    assert len(grey) == 3 and coloured == {st.method("BCE").color, st.method("CD-GTMLL").color}
+    assert max(ln.get_zorder() for ln in grey) < min(ln.get_zorder() for ln in ax.lines if ln not in grey)
+    assert len([c for c in ax.collections if isinstance(c, PolyCollection)]) == 2  # bands: highlighted only
+    assert "3 other methods" in [t.get_text() for t in legend_texts(fig)]
+    assert "grey: 3 other methods" in " ".join(t.get_text() for t in texts(fig))
+    assert len(pd.read_csv(tmp_path / "pr.csv")) == 5 * len(RECALL_GRID)  # every method
+
+    base = cfg.load(REPO / "config/config.yaml")
+    assert cfg.pr_highlight(base) == ["CD-GTMLL", "MLC-NC", "ASL", "BCE"]
+    assert cfg.pr_highlight(cfg.load(REPO / "config/config.yaml", {"figures": {"pr_curve": {"highlight": "all"}}})) \
+        is None
+    with pytest.raises(cfg.ConfigError, match=r"figures\.pr_curve\.highlight\[1\].*unknown method 'Nope'"):
+        cfg.load(REPO / "config/config.yaml", {"figures": {"pr_curve": {"highlight": ["BCE", "Nope"]}}})

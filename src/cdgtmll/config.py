@@ -86,6 +86,19 @@ def validate(config: dict, source: str = "config") -> dict:
     return config
 
 
+#: figures.pr_curve.highlight default: the methods the paper's PR paragraph compares
+#: (Sec. 5, Fig. pr_tail: "+5 pp over MLC-NC, +8 pp over ASL, +14 pp over BCE").
+PR_HIGHLIGHT_PAPER = ("CD-GTMLL", "MLC-NC", "ASL", "BCE")
+
+
+def pr_highlight(config: dict) -> list[str] | None:
+    """The methods the PR figure draws in colour (None: all of them)."""
+    h = config["figures"].get("pr_curve", {}).get("highlight")
+    if h == "all":
+        return None
+    return list(PR_HIGHLIGHT_PAPER if h is None else h)
+
+
 def _default_figures(config: dict) -> None:
     """figures.pr_curve: the first run dataset with severities, at its largest severity."""
     pr = config["figures"].setdefault("pr_curve", {})
@@ -290,6 +303,9 @@ def _semantic_checks(config: dict, source: str) -> None:
     pr = config.get("figures", {}).get("pr_curve")
     if pr and "dataset" in pr:
         check_dataset(pr["dataset"], "figures.pr_curve.dataset")
+    if pr and isinstance(pr.get("highlight"), list):
+        for i, m in enumerate(pr["highlight"]):
+            check_method(m, f"figures.pr_curve.highlight[{i}]")
 
 
 def load(path: str | Path, overrides: dict | None = None) -> dict:

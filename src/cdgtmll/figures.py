@@ -66,8 +66,18 @@ def tail_pr_curve(Y: np.ndarray, S: np.ndarray, tail: np.ndarray) -> np.ndarray:
     return out
 
 
+#: Grey of the methods outside ``highlight`` (context lines without band or marker).
+CONTEXT_GREY = (0.62, 0.62, 0.62)
+
+
 def pr_figure(runs: dict[str, list[Path]], clean: ProcessedData, q: float, tie_seed: int,
-              out: Path, title: str = "", style: FigureStyle | None = None) -> None:
+              out: Path, title: str = "", style: FigureStyle | None = None,
+              highlight: list[str] | None = None) -> None:
+    """Tail PR curves, one per method. ``highlight`` (``figures.pr_curve.highlight``): the
+    methods drawn in their colours with a ±1 std band; the run's other methods are thin grey
+    lines beneath them, without band or marker (22 coloured curves with bands are unreadable).
+    None, or a list that covers every method: all in colour. The CSV and sources always hold
+    every method."""
     import pandas as pd
     import seaborn as sns
 
@@ -94,10 +104,15 @@ def pr_figure(runs: dict[str, list[Path]], clean: ProcessedData, q: float, tie_s
             rows.append({"method": method, "recall": round(float(r), 4), "precision_mean": float(m),
                          "precision_std": float(s), "n_runs": len(C)})
     df = pd.DataFrame(long)
+    context = [m for m in methods if highlight is not None and m not in highlight]
+    methods = [m for m in methods if m not in context]
     with figure_style():
         many = len(methods) > 8
-        fig, axes = _grid(1, w=TWO_COLUMNS if many else ONE_COLUMN, h=3.4 if many else 2.8)
+        fig, axes = _grid(1, w=TWO_COLUMNS if many else ONE_COLUMN, h=3.4 if many or context else 2.8)
         ax = axes[0]
+        for method in context:  # beneath the highlighted methods: mean only
+            sub = df[df["method"] == method].groupby("recall", as_index=False)["precision"].mean()
+            ax.plot(sub["recall"], sub["precision"], color=CONTEXT_GREY, linewidth=0.7, zorder=1.5)
         for method in methods:
             st = style.method(method)
             sns.lineplot(data=df[df["method"] == method], x="recall", y="precision", estimator="mean",
@@ -108,6 +123,11 @@ def pr_figure(runs: dict[str, list[Path]], clean: ProcessedData, q: float, tie_s
         ax.set(xlabel="recall (tail labels, micro-averaged)", ylabel="interpolated precision", xlim=(0, 1),
                ylim=(0, 1.02))
         handles, labels = method_handles(methods, style, n_labels(methods, ns), kind="line")
+        if context:
+            from matplotlib.lines import Line2D
+
+            handles.append(Line2D([], [], color=CONTEXT_GREY, linewidth=0.9))
+            labels.append(f"{len(context)} other methods")
         if many:
             legend_right(ax, handles, labels, ncol=2 if len(methods) > 12 else 1)
         else:
@@ -122,9 +142,10 @@ def pr_figure(runs: dict[str, list[Path]], clean: ProcessedData, q: float, tie_s
         default_title = "; ".join(style.settings_list(ds, sorted(vs)) for ds, vs in sorted(names.items())) \
             or ds_name
         n_runs = sorted(set(ns.values()))
+        grey = f"; grey: {len(context)} other methods (mean)" if context else ""
         titles(fig, [ax], [title or f"{default_title}: tail-label precision-recall"],
                f"tail = the {len(tail)} labels with the lowest training prevalence (bottom {100 * q:g}%); "
-               f"mean ± std over {'-'.join(map(str, n_runs))} runs (training × sampling seeds; band)",
+               f"mean ± std over {'-'.join(map(str, n_runs))} runs (training × sampling seeds; band){grey}",
                panel_width=4.3 if many else ONE_COLUMN)
         out.parent.mkdir(parents=True, exist_ok=True)
         for ext in ("pdf", "png"):
@@ -148,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     pr.add_argument("--title", default="", help="replaces the title (default: the dataset's display name "
                                                 "and the R-variant, from the prediction paths)")
     pr.add_argument("--out", required=True, type=Path, help="output path without extension")
+    pr.add_argument("--highlight", nargs="*", default=None, metavar="METHOD",
+                    help="methods drawn in colour with a band; the others grey (default: all in colour)")
     add_style_args(pr)
     args = ap.parse_args(argv)
     if args.fig == "pr":
@@ -155,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         for p in args.predictions:
             runs.setdefault(p.parent.parent.name, []).append(p)
         pr_figure(runs, ProcessedData.load(args.clean), args.q, args.tie_seed, args.out, args.title,
-                  style=style_from_args(args))
+                  style=style_from_args(args), highlight=args.highlight)
     return 0
 
 

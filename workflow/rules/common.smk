@@ -8,6 +8,7 @@ from cdgtmll.config import (
     is_image_dataset,
     not_runnable,
     pr_curve_enabled,
+    pr_highlight,
     run_spec,
     study_jobs,
     variant_id,

@@ -88,6 +88,8 @@ rule figure_pr:
         # the title (display name, R-variant, sampling seeds) comes from the inputs; the
         # style arguments are figures.smk's FIGURE_STYLE (read when the DAG is built)
         style=lambda wc: FIGURE_STYLE,
+        # figures.pr_curve.highlight: in colour; the run's other methods grey (None: all in colour)
+        highlight=lambda wc: "" if pr_highlight(config) is None else "--highlight " + " ".join(map(shlex.quote, pr_highlight(config))),
         out=lambda wc, output: str(Path(output.pdf).with_suffix("")),
     conda:
         ENV
@@ -100,7 +102,7 @@ rule figure_pr:
         runtime=10,
     shell:
         "python -m cdgtmll.figures pr --predictions {input.predictions} --clean {input.clean} "
-        "--q {params.q} --tie-seed {params.tie_seed} --out {params.out} {params.style} > {log} 2>&1"
+        "--q {params.q} --tie-seed {params.tie_seed} --out {params.out} {params.style} {params.highlight} > {log} 2>&1"
 
 
 rule claims_check:
