@@ -558,3 +558,23 @@ def test_cpu_determinism(tmp_path):
     a, b, c = run(0, "a"), run(0, "b"), run(1, "c")
     assert np.array_equal(a, b)
     assert not np.array_equal(a, c)
+
+
+def test_player_count_reaches_the_model_only_through_block_clipping(tmp_path):
+    """docs/methods.md, "What the number of players N changes": under E.1, Phi is a sum of
+    per-(player, label) terms and every tail label gets one extra player whatever N >= 2 is, so
+    with one global clip norm N = 2, 3, 5 train byte-identical models; per-player (block)
+    clipping, engaged here by a small norm, is what makes N matter."""
+    X, Y = yeast_arrays(600)
+    data = FitData(X[:400], Y[:400], X[400:500], Y[400:500], [f"Class{k + 1}" for k in range(Y.shape[1])])
+
+    def fit(n_players: int, clip_scope: str) -> np.ndarray:
+        m = build("CD-GTMLL", {"epochs": 3, "batch_size": 128, "hidden_dim": 32, "grad_clip": 0.05,
+                               "n_players": n_players, "clip_scope": clip_scope})
+        m.fit(data, RunContext(seed=0, workdir=tmp_path / f"{n_players}-{clip_scope}"))
+        return m.predict_proba(X[500:])
+
+    glob = {n: fit(n, "global") for n in (2, 3, 5)}
+    np.testing.assert_array_equal(glob[2], glob[3])
+    np.testing.assert_array_equal(glob[2], glob[5])
+    assert not np.array_equal(fit(2, "block"), fit(5, "block"))

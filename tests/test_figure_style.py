@@ -301,3 +301,45 @@ def test_pr_figure_highlight_greys_the_other_methods(mirror, tmp_path: Path, sav
         is None
     with pytest.raises(cfg.ConfigError, match=r"figures\.pr_curve\.highlight\[1\].*unknown method 'Nope'"):
         cfg.load(REPO / "config/config.yaml", {"figures": {"pr_curve": {"highlight": ["BCE", "Nope"]}}})
+
+
+def test_sweep_and_ablation_name_runs_with_byte_identical_predictions(tmp_path: Path, saved):
+    """A swept value or an ablation whose predictions equal another's for every seed (by the
+    sha256 metrics.json records) measures nothing: the subtitle, the CSV and the sources say so.
+    (The default run's N = 4..8 on Yeast are byte-identical: the partition reaches the model only
+    through per-player gradient clipping; docs/methods.md.)"""
+    from test_study_figures import write_metrics
+
+    def with_predictions(d: Path, sha: str) -> Path:
+        m = json.loads((d / "metrics.json").read_text())
+        write_json(d / "metrics.json", {**m, "inputs": {"predictions": {"path": str(d / "predictions.npz"),
+                                                                         "sha256": sha}}})
+        return d
+
+    root = tmp_path / "runs"
+    dirs = []
+    for n in (1, 2, 4, 5, 8):
+        for k in (0, 1):
+            d = write_metrics(run(root, "yeast", "clean", f"CD-GTMLL@n_players={n}", k), {"rare_f1": 0.3, "mAP": 0.5})
+            write_json(d / "method_outputs.json", {"hparams": {"n_players": n}})
+            same = n in (4, 5, 8) or (n == 2 and k == 0)  # N=2 matches on one seed only: not identical
+            dirs.append(with_predictions(d, f"{'same' if same else n}-{k}"))
+    rows = sf.sweep_figure(dirs, tmp_path / "players", "n_players", metrics=["rare_f1"])
+    assert "byte-identical predictions for every seed: N = 4, 5, 8" in title(saved[-1][0]) + " ".join(
+        t.get_text().replace("\n", " ") for t in texts(saved[-1][0]))
+    by_value = {r["value"]: r["same_predictions_as"] for r in rows}
+    assert by_value == {1.0: "", 2.0: "", 4.0: "5;8", 5.0: "4;8", 8.0: "4;5"}
+    src = json.loads((tmp_path / "players.sources.json").read_text())
+    assert src["identical_predictions"] == [{"within": ["yeast/clean", "CD-GTMLL"], "identical": [4.0, 5.0, 8.0]}]
+
+    abl = []
+    for m, sha in (("CD-GTMLL", "a"), ("No-Disagreement", "a"), ("No-Curiosity", "c")):
+        for k in (0, 1):
+            d = write_metrics(run(root, "yeast", "clean", m, k), {"rare_f1": 0.3, "mAP": 0.5, "micro_f1": 0.4})
+            abl.append(with_predictions(d, f"{sha}-{k}"))
+    sf.ablation_figure(abl, tmp_path / "abl")
+    text = " ".join(t.get_text().replace("\n", " ") for t in texts(saved[-1][0]))
+    assert "byte-identical predictions for every seed: CD-GTMLL = No-Disagreement" in text
+    df = pd.read_csv(tmp_path / "abl.csv", keep_default_na=False)
+    assert set(df[df.method == "No-Disagreement"].same_predictions_as) == {"CD-GTMLL"}
+    assert set(df[df.method == "No-Curiosity"].same_predictions_as) == {""}

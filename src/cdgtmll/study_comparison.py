@@ -33,9 +33,11 @@ from cdgtmll.study_runs import (
     SourceLog,
     _grid,
     _pct,
+    identical_predictions,
     mean_std,
     metric_value,
     parse_runs,
+    predictions_sha256,
     read_metrics,
     save_figure,
 )
@@ -176,7 +178,7 @@ def collect_ablation(runs: list[RunDir], mode: str, metrics: Sequence[str], log:
     out = []
     for r in runs:
         m = read_metrics(r, log)
-        out.append({"setting": r.setting, "method": r.method, "seed": r.seed,
+        out.append({"setting": r.setting, "method": r.method, "seed": r.seed, "pred_sha256": predictions_sha256(m),
                     **{k: metric_value(m, mode, k, r.path) for k in metrics}})
     return out
 
@@ -237,10 +239,12 @@ def ablation_figure(run_dirs: Sequence[str | Path], out: Path, full: str = "CD-G
         all_methods = list(dict.fromkeys(r["method"] for r in rows))  # --order, then by name
         ns = {m: min(r["n_seeds"] for r in rows if r["method"] == m) for m in all_methods}
         legend_below(fig, *method_handles(all_methods, style, n_labels(all_methods, ns)), ncol=min(3, len(all_methods)))
+        same = identical_predictions(values, "method")
+        _mark_identical(rows, same, "method", ("setting",))
         titles(fig, axes, [style.setting(*s.split("/", 1)) for s in settings],
                f"mean ± std over {_seeds_text(rows)} (dots: runs); above the bars: difference to {full} (pp); "
-               f"{_mode_text(mode, runs[0], log)}", title, pw)
-        save_figure(fig, out, rows, log, mode=mode, full=full)
+               f"{_mode_text(mode, runs[0], log)}{_identical_text(same, ' = '.join)}", title, pw)
+        save_figure(fig, out, rows, log, mode=mode, full=full, identical_predictions=_identical_json(same))
     return rows
 
 
@@ -400,7 +404,7 @@ def sweep_figure(run_dirs: Sequence[str | Path], out: Path, param: str, metrics:
             base, value = r.method, hp_value
         m = read_metrics(r, log)
         values.append({"setting": r.setting, "base": base, "value": value, "method": r.method, "seed": r.seed,
-                       **{k: metric_value(m, mode, k, r.path) for k in metrics}})
+                       "pred_sha256": predictions_sha256(m), **{k: metric_value(m, mode, k, r.path) for k in metrics}})
     rows = sweep_rows(values, param, metrics)
     style = style or FigureStyle()
     style.add_methods(v["base"] for v in values)
@@ -423,13 +427,37 @@ def sweep_figure(run_dirs: Sequence[str | Path], out: Path, param: str, metrics:
         bases = sorted({v["base"] for v in values}, key=style.index)
         if len(bases) > 1:
             legend_below(fig, *method_handles(bases, style, kind="line"), ncol=min(4, len(bases)))
-        note = f"mean ± std over {_seeds_text(rows)} at each value (dots: runs); {_mode_text(mode, runs[0], log)}"
+        same = identical_predictions(values, "value", ("setting", "base"))
+        _mark_identical(rows, same, "value", ("setting", "base_method"))
+        note = (f"mean ± std over {_seeds_text(rows)} at each value (dots: runs); {_mode_text(mode, runs[0], log)}"
+                f"{_identical_text(same, lambda g: f'{plabel.split()[-1]} = ' + ', '.join(f'{v:g}' for v in g))}")
         if len(settings) == 1:  # one title for the row of metric panels
             titles(fig, axes, [f"{panel_titles[0]} — {', '.join(bases)}"], note, title, pw)
         else:
             titles(fig, axes, panel_titles, note, title, pw)
-        save_figure(fig, out, rows, log, mode=mode, param=param)
+        save_figure(fig, out, rows, log, mode=mode, param=param, identical_predictions=_identical_json(same))
     return rows
+
+
+def _identical_text(same: dict[tuple, list[list[Any]]], fmt_group: Any) -> str:
+    """Subtitle clause naming the runs with byte-identical predictions (empty when none)."""
+    groups = [g for gs in same.values() for g in gs]
+    if not groups:
+        return ""
+    return "; byte-identical predictions for every seed: " + "; ".join(fmt_group(g) for g in groups)
+
+
+def _mark_identical(rows: list[dict[str, Any]], same: dict[tuple, list[list[Any]]], key: str,
+                    within: Sequence[str]) -> None:
+    """CSV column ``same_predictions_as``: the other members of a row's identical group."""
+    for r in rows:
+        group = next((g for g in same.get(tuple(r[w] for w in within), []) if r[key] in g), [])
+        r["same_predictions_as"] = ";".join(f"{m:g}" if isinstance(m, float) else str(m)
+                                            for m in group if m != r[key])
+
+
+def _identical_json(same: dict[tuple, list[list[Any]]]) -> list[dict[str, Any]]:
+    return [{"within": list(k), "identical": g} for k, gs in same.items() for g in gs]
 
 
 def sweep_panel(ax: Any, values: list[dict[str, Any]], metric: str, bases: Sequence[str], style: FigureStyle) -> None:

@@ -140,6 +140,31 @@ def metric_value(metrics: dict[str, Any], mode: str, metric: str, where: Any = "
     return float("nan") if v is None else float(v)
 
 
+def predictions_sha256(metrics: dict[str, Any]) -> str | None:
+    """sha256 of the predictions a ``metrics.json`` was computed from (recorded by evaluate)."""
+    return ((metrics.get("inputs") or {}).get("predictions") or {}).get("sha256")
+
+
+def identical_predictions(values: Sequence[dict[str, Any]], key: str,
+                          within: Sequence[str] = ("setting",)) -> dict[tuple, list[list[Any]]]:
+    """Runs that cannot differ: ``{within values: [[key values], ...]}``, one list per group of two or more
+    ``key`` values (e.g. sweep values, methods) whose predictions are byte-identical for every
+    seed (``values`` rows carry ``seed`` and ``pred_sha256``; same seed set required). A swept
+    setting or an ablation that changes no prediction measures nothing, and a figure says so."""
+    runs: dict[tuple, dict[int, str | None]] = {}
+    for v in values:
+        runs.setdefault((*(v[w] for w in within), v[key]), {})[int(v["seed"])] = v.get("pred_sha256")
+    same: dict[tuple, list[Any]] = {}
+    for k, seeds in runs.items():
+        if seeds and None not in seeds.values():
+            same.setdefault((*k[:-1], tuple(sorted(seeds.items()))), []).append(k[-1])
+    out: dict[tuple, list[list[Any]]] = {}
+    for k, members in same.items():
+        if len(members) > 1:
+            out.setdefault(k[:-1], []).append(sorted(members, key=str))
+    return {k: sorted(groups, key=lambda g: str(g[0])) for k, groups in out.items()}
+
+
 def mean_std(values: Sequence[float]) -> tuple[float, float, int]:
     """Mean and std (ddof=1; 0 for one value) over the finite values, and their count."""
     a = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=np.float64)
