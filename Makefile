@@ -37,7 +37,7 @@ all: venv
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --cores $(CORES) --show-failed-logs --configfile $(CONFIG) all
 
 test: venv
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -n 2 --dist loadgroup -q
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -n 2 --dist loadfile -q
 
 report: venv
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --report results/report.html --configfile $(CONFIG)

@@ -29,7 +29,9 @@ def mirror() -> Path:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Run the ``slow`` end-to-end tests first (a stable sort: otherwise collection order).
-    Under ``pytest -n 2`` the workers then share the long tests from the start, instead of one
-    worker finishing a 5-minute Snakemake test alone after the other has run out of work."""
+    """Run the test files with ``slow`` end-to-end tests first (a stable sort: otherwise
+    collection order). ``make test`` runs ``pytest -n 2 --dist loadfile``: each file goes to one
+    worker, so a module fixture that runs a pipeline runs once (pytest-xdist's ``loadgroup`` would
+    group finer, but with pytest 9.2 it silently stops grouping: pytest-xdist issue #1386), and
+    the long files start first instead of one finishing alone after the other worker is idle."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -16,8 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SKIP = {".venv", ".snakemake", "results", "logs", "figures", ".cache", "out", "__pycache__",
         ".pytest_cache", "report.html"}
 
-# one xdist worker runs this module (make test: --dist loadgroup), so its module fixture runs once
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("e2e")]
+pytestmark = pytest.mark.slow
 
 
 def _copy_repo(dst: Path) -> Path:

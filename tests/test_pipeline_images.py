@@ -20,8 +20,7 @@ from fixtures_images import make_voc_devkit  # noqa: E402
 from helpers import mirror_file  # noqa: E402
 from test_pipeline_e2e import _audit, _copy_repo, _env, _snakemake  # noqa: E402
 
-# one xdist worker runs this module (make test: --dist loadgroup), so its module fixture runs once
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("voc")]
+pytestmark = pytest.mark.slow
 
 CONFIG = {
     "name": "voc-tiny",

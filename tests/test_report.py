@@ -25,9 +25,6 @@ import pytest
 from helpers import snakemake_env
 from report_browser import ReportBrowser, require_chromium
 
-# one xdist worker runs this module (make test: --dist loadgroup), so its module fixture runs once
-pytestmark = pytest.mark.xdist_group("report")
-
 ROOT = Path(__file__).resolve().parents[1]
 SKIP = {".venv", ".snakemake", "results", "logs", "figures", ".cache", "out", "__pycache__", ".pytest_cache",
         "report.html", ".git", ".dvc"}

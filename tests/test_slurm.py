@@ -27,9 +27,6 @@ import yaml
 
 from helpers import snakemake_env
 
-# one xdist worker runs this module (make test: --dist loadgroup), so its module fixture runs once
-pytestmark = pytest.mark.xdist_group("slurm")
-
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE = ROOT / "profiles/slurm/config.yaml"
 CLUSTER = ROOT / "tools/slurm_local.sh"

@@ -19,7 +19,7 @@ Measurements
             the size of the resulting ``.venv``.
 ``quick``   ``snakemake --cores 2 all --configfile config/quick.yaml`` in a fresh clone (the
             packaged Yeast or the mirror), wall time.
-``tests``   ``pytest -n 2 --dist loadgroup -q`` (what ``make test`` runs) in the working tree: wall time and the
+``tests``   ``pytest -n 2 --dist loadfile -q`` (what ``make test`` runs) in the working tree: wall time and the
             passed / skipped / failed counts from pytest's summary line.
 
 The clones are of the committed HEAD: uncommitted changes are not measured, and the record says
@@ -120,11 +120,11 @@ def measure_quick(tmp: Path) -> dict:
 
 
 def measure_tests() -> dict:
-    wall, text, load = timed([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-q", "-p", "no:cacheprovider"], ROOT)
+    wall, text, load = timed([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadfile", "-q", "-p", "no:cacheprovider"], ROOT)
     summary = [line for line in text.splitlines() if re.search(r"\d+ (passed|failed)", line)][-1]
     counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)", summary)}
     return {**stamp(), "seconds": round(wall, 1), "load": round(load, 2), "counts": counts, "summary": summary.strip("= "),
-            "command": "pytest -n 2 --dist loadgroup -q (make test)"}
+            "command": "pytest -n 2 --dist loadfile -q (make test)"}
 
 
 MEASURE = {"jobs": lambda tmp: measure_jobs(), "install": measure_install, "quick": measure_quick,

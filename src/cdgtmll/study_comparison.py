@@ -441,10 +441,11 @@ def sweep_figure(run_dirs: Sequence[str | Path], out: Path, param: str, metrics:
 
 def _identical_text(same: dict[tuple, list[list[Any]]], fmt_group: Any) -> str:
     """Subtitle clause naming the runs with byte-identical predictions (empty when none)."""
-    groups = [g for gs in same.values() for g in gs]
+    where = len(same) > 1  # several settings (or sweep bases): say which
+    groups = [(f"{'/'.join(map(str, k))}: " if where else "") + fmt_group(g) for k, gs in same.items() for g in gs]
     if not groups:
         return ""
-    return "; byte-identical predictions for every seed: " + "; ".join(fmt_group(g) for g in groups)
+    return "; byte-identical predictions for every seed: " + "; ".join(groups)
 
 
 def _mark_identical(rows: list[dict[str, Any]], same: dict[tuple, list[list[Any]]], key: str,
