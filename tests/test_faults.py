@@ -182,8 +182,10 @@ def test_two_snakemake_runs_at_once_second_refused(tmp_path, mirror):
            "XDG_CACHE_HOME": str(tmp_path / "cache"), "MPLCONFIGDIR": str(tmp_path / "mpl")}
     cmd = [sys.executable, "-m", "snakemake", "--cores", "1", "all", "--configfile", "config/quick.yaml"]
     first_log = open(tmp_path / "first.log", "w")
+    # SIGINT as a terminal's foreground job has it: a suite started in the background (`make test &`)
+    # passes SIGINT down ignored, and Python keeps an ignored SIGINT ignored
     first = subprocess.Popen(cmd, cwd=repo, env=env, stdout=first_log, stderr=subprocess.STDOUT, text=True,
-                             start_new_session=True)
+                             start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.time() + 180
         while not list((repo / ".snakemake" / "locks").glob("*")) and time.time() < deadline:
