@@ -29,9 +29,9 @@ What it does, per data set (each stage in its own subprocess):
    call) on the validation and test splits, written as ``cdgtmll.run`` writes
    ``predictions.npz`` (plus the ``labels_without_train_positives`` record in
    ``provenance.json``, the one field evaluation reads from it). Then, on real score
-   blocks, the CPU time of the top-k selection :func:`cdgtmll.evaluate.topk_rows` (what
-   ``predict_topk`` uses) against :func:`cdgtmll.metrics_core._topk_rows` (what the
-   trainer's sparse validation pass uses), checked equal (``TOPK`` line).
+   blocks, the CPU time of the top-k selection :func:`cdgtmll.metrics_core.topk_rows` (what
+   ``predict_topk``, P@k and the trainer's sparse validation pass use) against the exact
+   reference :func:`cdgtmll.metrics_core._topk_rows`, checked equal (``TOPK`` line).
 5. ``evaluate[<method>]``: the ``evaluate`` rule's command, ``python -m cdgtmll.evaluate
    --clean ... --rundir ... --seeds 0 ...``; P@1/3/5 are read from its ``metrics.json``.
 6. ``ratio``: in one process, three training loops on the same batches, interleaved in
@@ -241,7 +241,7 @@ def bench_dataset(name: str, args: argparse.Namespace) -> dict:
               f"k=100 cpu_s={pr['topk_predict_cpu_s']:.4f} reference_cpu_s={pr['topk_predict_ref_cpu_s']:.4f}; "
               f"valpass_block={pr['topk_valpass_rows']}x{shape.n_labels} k=5 cpu_s={pr['topk_valpass_cpu_s']:.4f} "
               f"reference_cpu_s={pr['topk_valpass_ref_cpu_s']:.4f} (medians of 5, alternated; trainer val pass: {chunks} "
-              f"such blocks/epoch with the reference, metrics_core._topk_rows)", flush=True)
+              f"such blocks/epoch, through topk_rows; reference: metrics_core._topk_rows)", flush=True)
         results[method] = res
     shutil.rmtree(work / "runs")
     rt = stage("ratio", {**base, "processed": str(processed), "rundir": str(work / "ratio"), "rounds": args.rounds,

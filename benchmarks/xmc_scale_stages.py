@@ -148,11 +148,10 @@ def stage_predict(p: dict) -> dict:
     with atomic_path(Path(p["rundir"]) / "seed0" / "predictions.npz", suffix=".npz") as tmp, open(tmp, "wb") as fh:
         np.savez(fh, **arrays)
     rec["rows_per_s_test"] = data.splits["test"].size / rec["test_s"]
-    # top-k selection: cdgtmll.evaluate.topk_rows (used by predict_topk) against the
+    # top-k selection: cdgtmll.metrics_core.topk_rows (used by predict_topk) against the
     # reference metrics_core._topk_rows, on real score blocks: 512 rows, k = TOPK (predict)
     # and 4096 rows float32, k = 5 (what the trainer's sparse validation pass selects)
-    from cdgtmll.evaluate import topk_rows
-    from cdgtmll.metrics_core import _topk_rows
+    from cdgtmll.metrics_core import _topk_rows, topk_rows
 
     X_va, _ = data.part("val")
     for tag, rows, k, dtype in (("predict", 512, run.TOPK, np.float64), ("valpass", 4096, 5, np.float32)):
@@ -236,14 +235,11 @@ def _pipeline_loop(method: str, p: dict, X, Y, fit, fused: bool = False, per_bat
     else:
         opt, sched = trainer.make_optimizer(m, model, cfg, total)
     X_t = sparse_mod.SparseRows(X, "cpu")
-    Y_t = sparse_mod.SparseRows(Y, "cpu", dense=True, transform=lambda y: m.train_targets(model, y))
-    cols = m.train_target_columns(model)
-    if cols is not None and not per_batch:  # as the trainer does
-        Y_once = sparse_mod.SparseRows(Y[:, cols.numpy()], "cpu", dense=True)
+    Y_t = trainer.sparse_train_targets(m, model, Y, "cpu", once=not per_batch)  # as the trainer builds it
+    if not per_batch:
         probe = torch.arange(min(64, Y.shape[0]))
-        if not torch.equal(Y_once[probe], Y_t[probe]):
+        if not torch.equal(Y_t[probe], trainer.sparse_train_targets(m, model, Y, "cpu", once=False)[probe]):
             raise AssertionError("targets re-laid once differ from train_targets per batch")
-        Y_t = Y_once
     watch = trainer.FiniteWatch(torch.device("cpu"), immediate=True)
     state = {"step": 0}
 

@@ -241,10 +241,9 @@ def test_prepare_through_registry_entry(tmp_path, monkeypatch):
 
 # --------------------------------------------------------------------------- top-K P@k
 def test_topk_rows_equals_reference_with_ties():
-    """evaluate.topk_rows (argpartition + tie fallback) = metrics_core._topk_rows exactly:
+    """metrics_core.topk_rows (argpartition + tie fallback) = metrics_core._topk_rows exactly:
     ties across the cut, ties inside it, -inf, NaN, float32, k = 1 .. L."""
-    from cdgtmll.evaluate import topk_rows
-    from cdgtmll.metrics_core import _topk_rows
+    from cdgtmll.metrics_core import _topk_rows, topk_rows
 
     rng = np.random.default_rng(0)
     for trial in range(40):

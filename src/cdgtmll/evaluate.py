@@ -59,9 +59,6 @@ from cdgtmll.labels import label_counts, tail_labels
 
 
 # --------------------------------------------------------------------------- top-K format
-# the fast top-k lives with the metrics (cdgtmll.metrics_core.topk_rows), used by P@k and the
-# trainer's validation too; kept importable here
-topk_rows = metrics.topk_rows
 TOPK_NOTE = "not computed for top-K predictions"
 _NOT_FROM_TOPK = ("mAP", "n_labels_in_map", "micro_f1", "macro_f1", "rare_f1", "n_labels_in_macro_f1",
                   "n_labels_in_rare_f1", "n_left_out_with_false_positives")

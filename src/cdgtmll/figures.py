@@ -86,7 +86,7 @@ def pr_figure(runs: dict[str, list[Path]], clean: ProcessedData, q: float, tie_s
     Y_test = np.asarray(clean.part("test")[1])
     rows, sources, long = [], {}, []
     methods = sorted(runs, key=style.index)  # drawing (and legend) order; the CSV keeps the input order
-    ns = {}
+    ns, means = {}, {}
     for method in runs:
         curves = []
         for k, p in enumerate(runs[method]):
@@ -97,7 +97,7 @@ def pr_figure(runs: dict[str, list[Path]], clean: ProcessedData, q: float, tie_s
                      for r, v in zip(RECALL_GRID, c)]
             sources.setdefault(method, []).append({"path": str(p), "sha256": sha256_file(p)})
         C = np.vstack(curves)
-        mean = np.nanmean(C, axis=0)
+        mean = means[method] = np.nanmean(C, axis=0)
         std = np.nanstd(C, axis=0, ddof=1) if len(C) > 1 else np.zeros_like(mean)
         ns[method] = len(C)
         for r, m, s in zip(RECALL_GRID, mean, std):
@@ -111,8 +111,7 @@ def pr_figure(runs: dict[str, list[Path]], clean: ProcessedData, q: float, tie_s
         fig, axes = _grid(1, w=TWO_COLUMNS if many else ONE_COLUMN, h=3.4 if many or context else 2.8)
         ax = axes[0]
         for method in context:  # beneath the highlighted methods: mean only
-            sub = df[df["method"] == method].groupby("recall", as_index=False)["precision"].mean()
-            ax.plot(sub["recall"], sub["precision"], color=CONTEXT_GREY, linewidth=0.7, zorder=1.5)
+            ax.plot(RECALL_GRID, means[method], color=CONTEXT_GREY, linewidth=0.7, zorder=1.5)
         for method in methods:
             st = style.method(method)
             sns.lineplot(data=df[df["method"] == method], x="recall", y="precision", estimator="mean",

@@ -89,7 +89,7 @@ rule figure_pr:
         # style arguments are figures.smk's FIGURE_STYLE (read when the DAG is built)
         style=lambda wc: FIGURE_STYLE,
         # figures.pr_curve.highlight: in colour; the run's other methods grey (None: all in colour)
-        highlight=lambda wc: "" if pr_highlight(config) is None else "--highlight " + " ".join(map(shlex.quote, pr_highlight(config))),
+        highlight=lambda wc: "" if (h := pr_highlight(config)) is None else "--highlight " + " ".join(map(shlex.quote, h)),
         out=lambda wc, output: str(Path(output.pdf).with_suffix("")),
     conda:
         ENV

@@ -291,6 +291,18 @@ def train(
         torch.use_deterministic_algorithms(prev_det)
 
 
+def sparse_train_targets(task: TrainTask, model: nn.Module, Y: Any, device: torch.device | str,
+                         once: bool = True) -> sparse_mod.SparseRows:
+    """A sparse training ``Y`` as the rows ``training_step`` receives: re-laid once on the CSR
+    matrix when the task names its target columns (:meth:`TrainTask.train_target_columns`; XMC:
+    no per-batch gather and concat), else (or ``once=False``) each densified batch through
+    :meth:`TrainTask.train_targets`. Same values either way."""
+    cols = task.train_target_columns(model) if once else None
+    if cols is not None:
+        return sparse_mod.SparseRows(sp.csr_matrix(Y)[:, cols.cpu().numpy()], device, dense=True)
+    return sparse_mod.SparseRows(Y, device, dense=True, transform=lambda y: task.train_targets(model, y))
+
+
 def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
     workdir = Path(ctx.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -325,11 +337,7 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
 
     X_t = _rows_on(Xtr, device)
     if sp.issparse(Ytr):
-        cols = task.train_target_columns(model)
-        if cols is not None:  # re-laid once on the CSR matrix (XMC: no per-batch gather and concat)
-            Y_t = sparse_mod.SparseRows(sp.csr_matrix(Ytr)[:, cols.cpu().numpy()], device, dense=True)
-        else:
-            Y_t = sparse_mod.SparseRows(Ytr, device, dense=True, transform=lambda y: task.train_targets(model, y))
+        Y_t = sparse_train_targets(task, model, Ytr, device)
     else:
         Y_t = task.train_targets(model, torch.from_numpy(Ytr).to(device))
     Xv_t = _rows_on(Xva, device) if has_val else None
