@@ -5,7 +5,7 @@ from snakemake.utils import min_version
 
 min_version("9.0")
 
-from cdgtmll import config as cdg
+from cdgtmll.config.loader import validate
 
 # A profile given with --configfile replaces the default instead of being merged into it,
 # so config/paper.yaml and config/mulan.yaml run exactly what they say.
@@ -15,7 +15,7 @@ if not workflow.overwrite_configfiles:
 
 
 # JSON schema + registry checks, before any job starts; fills defaults; names the bad key.
-cdg.validate(config, source="snakemake config")
+validate(config, source="snakemake config")
 
 report: "workflow/report/workflow.rst"
 container: os.environ.get("CDGTMLL_IMAGE", "cdgtmll.sif")  # only with --sdm apptainer (README "Install")

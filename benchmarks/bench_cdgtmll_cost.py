@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from cdgtmll.methods import FitData, RunContext, build
+from cdgtmll.methods.base import FitData, RunContext, build
 from cdgtmll.nn.trainer import TrainConfig, make_optimizer, resolve_device, seed_everything, train_epoch
 
 DATASETS = {"yeast": ("yeast/yeast-train.arff", 14), "delicious": ("delicious/delicious-train.arff", 983)}

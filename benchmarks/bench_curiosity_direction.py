@@ -35,11 +35,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from cdgtmll import config as cfgmod
+from cdgtmll.config import plan as cfgmod
+from cdgtmll.config import loader
 from cdgtmll.data.mulan import read_mulan_arff
-from cdgtmll.methods import FitData, RunContext
+from cdgtmll.methods.base import FitData, RunContext
 from cdgtmll.nn.trainer import seed_everything
-from cdgtmll.run import build_method
+from cdgtmll.train import build_method
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    config = cfgmod.load(args.config)
+    config = loader.load(args.config)
     name, over = cfgmod.resolve_method(config, "CD-GTMLL")
     hp = {**cfgmod.method_hparams(config, args.dataset, name), **over}
     if args.payoff:

@@ -7,10 +7,10 @@ XR-Linear, napkinXC-PLT and LibMultiLabel-1vsRest on Delicious and Bibtex, in on
 Per dataset the data are prepared as the ``prepare_dataset`` rule does (MULAN files from the
 mirror, ``CDGTMLL_DATA_MIRROR``; official test split; 10% of the official training rows
 as the validation split, seed 0). Per (dataset, method) one fresh child process does what
-``cdgtmll.run`` does for one seed: the method built from ``config/mulan.yaml`` (its
+``cdgtmll.train`` does for one seed: the method built from ``config/mulan.yaml`` (its
 hyper-parameters and the dataset's training protocol: 100 epochs, B = 256, MLP d' = 512;
 ``--epochs`` overrides, for quick tries only), ``fit`` on the training split (timed: training
-wall time), ``predict_proba`` on the test split, P@1/3/5 (:func:`cdgtmll.metrics.precision_at_k`).
+wall time), ``predict_proba`` on the test split, P@1/3/5 (:func:`cdgtmll.metrics.definitions.precision_at_k`).
 Threads: ``--threads`` (default 1, the ``train`` rule's ``CDGTMLL_THREADS``) for torch and
 for every library that takes a thread count (PECOS; napkinXC and LibMultiLabel train on one
 thread by default, see docs/methods.md).
@@ -53,7 +53,7 @@ def vm_hwm_mb() -> float:
 
 
 def prepare(dataset: str, workdir: Path) -> Path:
-    from cdgtmll import config as cfgmod
+    from cdgtmll.config import loader as cfgmod
     from cdgtmll.data.prepare import prepare as prepare_data
 
     cfg = cfgmod.load(PROFILE)
@@ -70,19 +70,20 @@ def one(method: str, dataset: str, data: Path, seed: int, threads: int, epochs: 
     os.environ["CDGTMLL_THREADS"] = str(threads)
     import numpy as np
 
-    from cdgtmll import config as cfgmod
+    from cdgtmll.config import loader as cfgmod
+    from cdgtmll.config import plan
     from cdgtmll.data.processed import ProcessedData
-    from cdgtmll.methods import FitData, RunContext
+    from cdgtmll.methods.base import FitData, RunContext
     from cdgtmll.methods.base import build_for_protocol
-    from cdgtmll.metrics import precision_at_k
-    from cdgtmll.run import set_seed
+    from cdgtmll.metrics.definitions import precision_at_k
+    from cdgtmll.train import set_seed
 
     if method in ("BCE", "CD-GTMLL"):
         import torch
 
         torch.set_num_threads(threads)
     cfg = cfgmod.load(PROFILE)
-    training = cfgmod.training_protocol(cfg, dataset)
+    training = plan.training_protocol(cfg, dataset)
     if epochs is not None:
         training = {**training, "epochs": int(epochs)}
     D = ProcessedData.load(data)
@@ -90,7 +91,7 @@ def one(method: str, dataset: str, data: Path, seed: int, threads: int, epochs: 
     Xva, Yva = D.part("val")
     Xte, Yte = D.part("test")
     set_seed(seed)
-    m = build_for_protocol(method, cfgmod.method_hparams(cfg, dataset, method), training)
+    m = build_for_protocol(method, plan.method_hparams(cfg, dataset, method), training)
     workdir = data.parent / "runs" / method / f"seed{seed}"
     workdir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()

@@ -16,23 +16,23 @@ What it does, per data set (each stage in its own subprocess):
    with the files as the mirror (``CDGTMLL_DATA_MIRROR``): copy + sha256, parse, TF-IDF
    and l2 (:mod:`cdgtmll.data.xmc`), random validation split, save. At a scaled size the
    same :func:`cdgtmll.data.prepare.prepare` gets a registry spec with the scaled sizes.
-3. ``train[<method>]`` for BCE and CD-GTMLL: what ``cdgtmll.run`` does for one seed up to
+3. ``train[<method>]`` for BCE and CD-GTMLL: what ``cdgtmll.train`` does for one seed up to
    and including ``method.fit`` (run spec from ``config/paper.yaml`` via
-   :func:`cdgtmll.config.run_spec`: App. E.2 XMC block, B = 512, eta = 5e-4, tfidf-linear
+   :func:`cdgtmll.config.plan.run_spec`: App. E.2 XMC block, B = 512, eta = 5e-4, tfidf-linear
    backbone, d' = 512; CD-GTMLL N = 4, rho = 0.15, alpha = 0.3, beta_max = 0.2), the only
    changes being ``epochs: 1`` and one seed, and the epoch cut short: the trainer's
    ``train_epoch`` is wrapped to run ``--warmup`` steps, then ``--steps`` timed steps, of
    the epoch's seeded permutation. The rest of the epoch is the real trainer's: setup
    (fingerprint hashes, model, AdamW), validation pass over the whole validation split,
    checkpoint. The trained method is pickled for the next stage (not timed).
-4. ``predict[<method>]``: :func:`cdgtmll.run.predict_topk` (top-100 per row, 512 rows per
-   call) on the validation and test splits, written as ``cdgtmll.run`` writes
+4. ``predict[<method>]``: :func:`cdgtmll.train.predict_topk` (top-100 per row, 512 rows per
+   call) on the validation and test splits, written as ``cdgtmll.train`` writes
    ``predictions.npz`` (plus the ``labels_without_train_positives`` record in
    ``provenance.json``, the one field evaluation reads from it). Then, on real score
-   blocks, the CPU time of the top-k selection :func:`cdgtmll.metrics_core.topk_rows` (what
+   blocks, the CPU time of the top-k selection :func:`cdgtmll.metrics.definitions.topk_rows` (what
    ``predict_topk``, P@k and the trainer's sparse validation pass use) against the exact
-   reference :func:`cdgtmll.metrics_core._topk_rows`, checked equal (``TOPK`` line).
-5. ``evaluate[<method>]``: the ``evaluate`` rule's command, ``python -m cdgtmll.evaluate
+   reference :func:`cdgtmll.metrics.definitions._topk_rows`, checked equal (``TOPK`` line).
+5. ``evaluate[<method>]``: the ``evaluate`` rule's command, ``python -m cdgtmll.metrics.evaluate_run
    --clean ... --rundir ... --seeds 0 ...``; P@1/3/5 are read from its ``metrics.json``.
 6. ``ratio``: in one process, three training loops on the same batches, interleaved in
    blocks of ``--block`` steps (``--rounds`` rounds, order reversed every round, median
@@ -217,7 +217,7 @@ def bench_dataset(name: str, args: argparse.Namespace) -> dict:
         tr = stage(f"train[{method}]", p, "train")
         pr = stage(f"predict[{method}]", p, "predict")
         (rundir / "method.pt").unlink()
-        stage(f"evaluate[{method}]", [sys.executable, "-m", "cdgtmll.evaluate", "--clean", str(processed), "--rundir",
+        stage(f"evaluate[{method}]", [sys.executable, "-m", "cdgtmll.metrics.evaluate_run", "--clean", str(processed), "--rundir",
                                       str(rundir), "--seeds", "0", "--tail-fraction", "0.2", "--tie-seed", "0",
                                       "--threshold", "0.5", "--f1-no-positive-labels", "exclude"])
         for f in ("checkpoint.pt",):

@@ -23,10 +23,11 @@ def _threads(p: dict) -> None:
 
 def _spec(p: dict, method: str) -> dict:
     """The pipeline's run spec for (dataset, clean, method), epochs 1 and one seed."""
-    from cdgtmll import config as cfgmod
+    from cdgtmll.config import loader as cfgmod
+    from cdgtmll.config import plan
 
     config = cfgmod.load(REPO / p["config"])
-    spec = cfgmod.run_spec(config, p["dataset"], "clean", method)
+    spec = plan.run_spec(config, p["dataset"], "clean", method)
     spec["training"] = {**spec["training"], "epochs": 1}
     spec.update(seeds=[0], device="cpu")
     return spec
@@ -57,7 +58,7 @@ def stage_prepare_scaled(p: dict) -> dict:
 def _fit_data(processed: str, spec: dict):
     from cdgtmll.data.processed import ProcessedData
     from cdgtmll.labels import tail_labels
-    from cdgtmll.methods import FitData
+    from cdgtmll.methods.base import FitData
 
     data = ProcessedData.load(processed)
     X_tr, Y_tr = data.part("train")
@@ -67,12 +68,13 @@ def _fit_data(processed: str, spec: dict):
 
 
 def stage_train(p: dict) -> dict:
-    """cdgtmll.run's steps up to method.fit, with the epoch cut to warmup + timed steps."""
+    """cdgtmll.train's steps up to method.fit, with the epoch cut to warmup + timed steps."""
     import torch
 
-    from cdgtmll import run
-    from cdgtmll.methods import RunContext
+    from cdgtmll import train as run
+    from cdgtmll.methods.base import RunContext
     from cdgtmll.nn import trainer
+    from cdgtmll.nn import checkpoint
 
     _threads(p)
     spec = _spec(p, p["method"])
@@ -81,7 +83,7 @@ def stage_train(p: dict) -> dict:
     load_s = time.perf_counter() - t0
     warm, steps = int(p["warmup"]), int(p["steps"])
     rec: dict = {"load_s": load_s, "ckpt_s": 0.0}
-    orig_epoch, orig_ckpt = trainer.train_epoch, trainer.save_checkpoint
+    orig_epoch, orig_ckpt = trainer.train_epoch, checkpoint.save_checkpoint
 
     def partial_epoch(task, model, opt, sched, X_t, Y_t, perm, batch_size, step0, total_steps, grad_clip, **kw):
         B = batch_size
@@ -106,7 +108,7 @@ def stage_train(p: dict) -> dict:
         rec["ckpt_s"] += time.perf_counter() - t
         rec["ckpt_cpu_s"] = time.process_time() - c
 
-    trainer.train_epoch, trainer.save_checkpoint = partial_epoch, timed_ckpt
+    trainer.train_epoch, checkpoint.save_checkpoint = partial_epoch, timed_ckpt
     run.set_seed(0)
     method = run.build_method(spec["registered_method"], spec["hparams"], spec["training"])
     ctx = RunContext(seed=0, workdir=Path(p["rundir"]) / "seed0", device="cpu",
@@ -125,11 +127,11 @@ def stage_train(p: dict) -> dict:
 
 
 def stage_predict(p: dict) -> dict:
-    """Top-K predictions of the trained method on val and test, as cdgtmll.run writes them."""
+    """Top-K predictions of the trained method on val and test, as cdgtmll.train writes them."""
     import numpy as np
     import torch
 
-    from cdgtmll import run
+    from cdgtmll import train as run
     from cdgtmll.data.processed import ProcessedData
     from cdgtmll.io import atomic_path
 
@@ -148,10 +150,10 @@ def stage_predict(p: dict) -> dict:
     with atomic_path(Path(p["rundir"]) / "seed0" / "predictions.npz", suffix=".npz") as tmp, open(tmp, "wb") as fh:
         np.savez(fh, **arrays)
     rec["rows_per_s_test"] = data.splits["test"].size / rec["test_s"]
-    # top-k selection: cdgtmll.metrics_core.topk_rows (used by predict_topk) against the
+    # top-k selection: cdgtmll.metrics.definitions.topk_rows (used by predict_topk) against the
     # reference metrics_core._topk_rows, on real score blocks: 512 rows, k = TOPK (predict)
     # and 4096 rows float32, k = 5 (what the trainer's sparse validation pass selects)
-    from cdgtmll.metrics_core import _topk_rows, topk_rows
+    from cdgtmll.metrics.definitions import _topk_rows, topk_rows
 
     X_va, _ = data.part("val")
     for tag, rows, k, dtype in (("predict", 512, run.TOPK, np.float64), ("valpass", 4096, 5, np.float32)):
@@ -212,10 +214,10 @@ def _pipeline_loop(method: str, p: dict, X, Y, fit, fused: bool = False, per_bat
     batch instead, as the trainer did before ``train_target_columns``."""
     import torch
 
-    from cdgtmll import run
-    from cdgtmll.methods import RunContext
+    from cdgtmll import train as run
+    from cdgtmll.methods.base import RunContext
     from cdgtmll.nn import sparse as sparse_mod
-    from cdgtmll.nn import trainer
+    from cdgtmll.nn import divergence, trainer
 
     spec = _spec(p, method)
     m = run.build_method(spec["registered_method"], spec["hparams"], spec["training"])
@@ -240,7 +242,7 @@ def _pipeline_loop(method: str, p: dict, X, Y, fit, fused: bool = False, per_bat
         probe = torch.arange(min(64, Y.shape[0]))
         if not torch.equal(Y_t[probe], trainer.sparse_train_targets(m, model, Y, "cpu", once=False)[probe]):
             raise AssertionError("targets re-laid once differ from train_targets per batch")
-    watch = trainer.FiniteWatch(torch.device("cpu"), immediate=True)
+    watch = divergence.FiniteWatch(torch.device("cpu"), immediate=True)
     state = {"step": 0}
 
     def go(idx):

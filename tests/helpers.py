@@ -134,7 +134,7 @@ def yeast_arrays(n_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
 
 def yeast_fitdata(n_train: int, n_val: int):
     """FitData of Yeast rows ``[0, n_train)`` (train) and ``[n_train, n_train + n_val)`` (validation)."""
-    from cdgtmll.methods import FitData
+    from cdgtmll.methods.base import FitData
 
     X, Y = yeast_arrays(n_train + n_val)
     return FitData(X[:n_train], Y[:n_train], X[n_train:], Y[n_train:], [f"Class{k + 1}" for k in range(14)])

@@ -12,14 +12,10 @@ import torch
 import torch.nn.functional as F
 
 from cdgtmll.labels import ascending_order, prevalence, tail_labels
-from cdgtmll.methods import FitData, RunContext, build
-from cdgtmll.methods.cdgtmll import (
-    CDGTMLL,
-    PLAYER_ACC_FILE,
-    bernoulli_jsd,
-    bernoulli_kl,
-    make_partition,
-)
+from cdgtmll.methods.base import FitData, RunContext, build
+from cdgtmll.methods.cdgtmll.model import CDGTMLL, PLAYER_ACC_FILE
+from cdgtmll.methods.cdgtmll.terms import bernoulli_jsd, bernoulli_kl
+from cdgtmll.methods.cdgtmll.partition import make_partition
 from helpers import yeast_arrays
 
 torch.set_num_threads(1)
@@ -55,7 +51,8 @@ def make_model(data: FitData, seed: int = 0, **hp):
 def make_triple_model(data: FitData, seed: int = 0, **hp):
     """A hand-made partition where one label has three players and one has two
     (exercises the general index_add fusion / peer path)."""
-    from cdgtmll.methods.cdgtmll import CDGTMLLNet, Partition
+    from cdgtmll.methods.cdgtmll.model import CDGTMLLNet
+    from cdgtmll.methods.cdgtmll.partition import Partition
     from cdgtmll.nn.backbone import MLPBackbone
 
     L = data.n_labels
@@ -240,7 +237,7 @@ def test_jsd_properties_and_kl_formula():
     assert np.allclose(jab.double().numpy(), 0.5 * kl(an, m) + 0.5 * kl(bn, m), atol=1e-5)
     assert np.allclose(bernoulli_kl(logit(a), b).double().numpy(), kl(an, bn), rtol=1e-4, atol=1e-5)
     # the training path's fused value+gradient matches autograd on the element-wise forms
-    from cdgtmll.methods.cdgtmll import _OverlapCuriosity
+    from cdgtmll.methods.cdgtmll.terms import _OverlapCuriosity
 
     A, Bq = a.view(50, 20), b.view(50, 20)
     y = (torch.rand(50, 20, generator=g) < 0.3).float()

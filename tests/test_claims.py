@@ -12,11 +12,15 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from cdgtmll.claims import check as C
+from cdgtmll.claims import verdict as C
+from cdgtmll.claims import compare
+from cdgtmll.claims import paper
+from cdgtmll.claims import report
+from cdgtmll.claims import check
 
 TEX = Path(os.environ.get("CDGTMLL_PAPER_TEX",
                           Path(__file__).resolve().parents[2] / "shared" / "paper" / "cd-gtmll.tex"))
-METRICS = C.RUN_METRICS
+METRICS = compare.RUN_METRICS
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +32,7 @@ def tex() -> Path:
 
 @pytest.fixture(scope="module")
 def claims() -> pd.DataFrame:
-    return C.read_claims()
+    return paper.read_claims()
 
 
 def _runs(records: list[dict]) -> pd.DataFrame:
@@ -53,16 +57,16 @@ def _claim(**kw) -> dict:
 
 
 def _check(claim: dict, runs: pd.DataFrame, **kw) -> dict:
-    return C.check_claims(pd.DataFrame([claim]), runs, **kw).iloc[0].to_dict()
+    return compare.check_claims(pd.DataFrame([claim]), runs, **kw).iloc[0].to_dict()
 
 
 # ------------------------------------------------------------------ claims table vs the paper source
 
 def test_table_cells_equal_the_latex_source(tex, claims):
-    cells = C.extract_table_cells(tex)
+    cells = paper.extract_table_cells(tex)
     by_table = pd.Series([c["table"] for c in cells]).value_counts().to_dict()
     assert by_table == {"tab:main_standard": 15 * 8, "tab:main_rare": 12 * 8, "tab:xmc": 7 * 9}
-    expected = C.table_claims(tex)
+    expected = paper.table_claims(tex)
     got = claims[claims["claim_id"].str.match(r"T[123]:")]
     key = ["claim_id", "line", "dataset", "setting", "metric", "method", "kind", "mode"]
     exp = expected[key + ["paper_value", "quote"]].sort_values("claim_id").reset_index(drop=True)
@@ -254,7 +258,7 @@ def test_not_checked_statuses():
 def test_packaged_claims_on_a_yeast_only_run_never_pass_other_datasets(claims):
     runs = _runs([{"method": m, "seed": s, "variant": v, "rare_f1": 0.3 + 0.01 * s}
                   for m in ("BCE", "CD-GTMLL") for s in range(3) for v in ("clean", "R0.40-s0")])
-    res = C.check_claims(claims, runs)
+    res = compare.check_claims(claims, runs)
     other = res[res["dataset"] != "yeast"]
     # not run there: not checked -- or a paper inconsistency, which needs no run (PE's mAP/P@k vs BCE's)
     assert (other["status"].str.startswith("not checked") | (other["status"] == "paper inconsistency")).all()
@@ -268,13 +272,13 @@ def test_packaged_claims_on_a_yeast_only_run_never_pass_other_datasets(claims):
 # ------------------------------------------------------------------ names, figure inputs, CLI
 
 def test_names_and_settings():
-    assert C.canonical_method("CD-GTMLL@alpha=0.30") == C.canonical_method("CD-GTMLL@alpha=0.3")
-    assert C.canonical_method("CD-GTMLL@n_players=3") == "CD-GTMLL@n_players=3"
-    assert C.canonical_method("EUT") == "ETU"
-    assert C.variant_setting("R0.40-s1") == ("R@0.40", 1)
-    assert C.variant_setting("N0.10-s0") == ("noise@0.10", 0)
-    assert C.variant_setting("clean") == ("clean", -1)
-    assert C.canonical_setting("N@0.3") == "noise@0.30" and C.setting_matches("R@*", "R@0.50")
+    assert compare.canonical_method("CD-GTMLL@alpha=0.30") == compare.canonical_method("CD-GTMLL@alpha=0.3")
+    assert compare.canonical_method("CD-GTMLL@n_players=3") == "CD-GTMLL@n_players=3"
+    assert compare.canonical_method("EUT") == "ETU"
+    assert compare.variant_setting("R0.40-s1") == ("R@0.40", 1)
+    assert compare.variant_setting("N0.10-s0") == ("noise@0.10", 0)
+    assert compare.variant_setting("clean") == ("clean", -1)
+    assert compare.canonical_setting("N@0.3") == "noise@0.30" and compare.setting_matches("R@*", "R@0.50")
 
 
 def test_pr_figure_claims(tmp_path):
@@ -286,7 +290,7 @@ def test_pr_figure_claims(tmp_path):
     pd.DataFrame(rows).to_csv(path, index=False)
     (tmp_path / "pr_tail.sources.json").write_text(json.dumps(
         {"runs": {"BCE": [{"path": "results/runs/voc2007/R0.50-s0/BCE/seed0/predictions.npz", "sha256": "0"}]}}))
-    pr = C.load_pr(path)
+    pr = compare.load_pr(path)
     assert pr.datasets == {"voc2007"} and pr.settings == {"R@0.50"}
     runs = _runs([{"method": "BCE", "seed": 0}])
     base = _claim(dataset="voc2007", setting="R@*", metric="pr_precision@recall=0.70", comparator="≈")
@@ -307,7 +311,7 @@ def test_spec_figure_claims(tmp_path):
             for e in (0, 15, 60) for p, s in ((1, 0.34), (2, 0.36 + jit if e == 60 else 0.33), (3, 0.28))]
     path = tmp_path / "spec.csv"
     pd.DataFrame(rows).to_csv(path, index=False)
-    spec = C.load_spec(path)
+    spec = compare.load_spec(path)
     runs = _runs([{"method": "BCE", "seed": 0}])
     c = _claim(dataset="voc2007", setting="R@*", metric="spec_share@player=2,epoch=60", paper_value=36.0,
                comparator="≈")
@@ -323,13 +327,13 @@ def test_spec_figure_claims(tmp_path):
 
 
 def test_spec_claims_from_study_figures_summary(tmp_path):
-    # the long form written by `cdgtmll.study_figures specialization`
+    # the long form written by `cdgtmll.figures.studies.build specialization`
     rows = [{"dataset": "voc2007", "variant": "R0.50-s0", "method": "CD-GTMLL", "epoch": e, "player": p,
              "share_mean": mu, "share_std": 0.02, "n_seeds": 3, "n_labels": 20.0, "labels": "all"}
             for e in (0, 10, 60) for p, mu in ((1, 0.33), (2, 0.36 if e == 60 else 0.34), (3, 0.31))]
     path = tmp_path / "spec_ratio.csv"
     pd.DataFrame(rows).to_csv(path, index=False)
-    spec = C.load_spec(path)
+    spec = compare.load_spec(path)
     runs = _runs([{"method": "BCE", "seed": 0}])
     c = _claim(dataset="voc2007", setting="R@*", metric="spec_share@player=2,epoch=0-15", paper_value=33.0,
                comparator="≈")
@@ -348,9 +352,9 @@ def test_cli_writes_csv_and_md(tmp_path, r_runs):
     runs_path = tmp_path / "all_runs.csv"
     r_runs.to_csv(runs_path, index=False)
     out = tmp_path / "claims" / "claims_check"
-    assert C.main(["--runs", str(runs_path), "--out", str(out)]) == 0
+    assert check.main(["--runs", str(runs_path), "--out", str(out)]) == 0
     res = pd.read_csv(f"{out}.csv")
-    assert len(res) == len(C.read_claims())
+    assert len(res) == len(paper.read_claims())
     md = Path(f"{out}.md").read_text(encoding="utf-8")
     assert md.startswith("# Paper claims vs. reproduced runs")
     n_ds = int((res["status"] == C.NC_DATASET).sum())
@@ -370,7 +374,7 @@ def test_paper_inconsistency_where_the_paper_separates_pe_from_bce(claims):
     status, never 'inconsistent' (a failure to reproduce) -- whether or not the dataset was run."""
     runs = _runs([{"method": m, "seed": s, "dataset": "voc2007", "mAP": 0.80 + 0.01 * s}
                   for m in ("BCE", "PE") for s in range(3)])
-    res = C.check_claims(claims, runs).set_index("claim_id")
+    res = compare.check_claims(claims, runs).set_index("claim_id")
     pe = res.loc["T1:voc2007:mAP:PE"]
     assert pe["status"] == PAPER and pe["compared_with"] == "BCE"
     assert "prints 90.50 for PE and 88.90 for BCE (T1:voc2007:mAP:BCE)" in pe["detail"]
@@ -386,7 +390,7 @@ def test_paper_inconsistency_where_the_paper_separates_pe_from_bce(claims):
     etu = res[res.index.str.match(r"T3:.*:ETU$")]
     assert len(etu) == 9 and (etu["status"] == C.NC_DATASET).all()
     assert (res["status"] == PAPER).sum() == 11
-    md = C.render_markdown(res.reset_index(), "runs.csv", "claims.csv", len(runs), ["voc2007"], [])
+    md = report.render_markdown(res.reset_index(), "runs.csv", "claims.csv", len(runs), ["voc2007"], [])
     assert f"| {PAPER} | 11 |" in md
     assert C.PAPER_INCONSISTENT == PAPER and PAPER in C.STATUS_ORDER
 
@@ -404,11 +408,11 @@ def test_paper_inconsistency_follows_the_runs_construction():
     runs = _runs(recs)
     runs["equal_by_construction"] = ["BCE:p@1,p@3,p@5" if m == "ETU" else ("BCE:mAP,p@1,p@3,p@5" if m == "PE" else "")
                                      for m in runs["method"]]
-    res = C.check_claims(claims, runs).set_index("claim_id")
+    res = compare.check_claims(claims, runs).set_index("claim_id")
     assert res.loc["T3:eurlex-4k:p@1:ETU", "status"] == PAPER
     assert res.loc["T3:eurlex-4k:p@3:PE", "status"] == C.INCONSISTENT  # printed equal to BCE's: a normal claim
     runs["equal_by_construction"] = ["BCE:mAP,p@1,p@3,p@5" if m == "PE" else "" for m in runs["method"]]
-    res = C.check_claims(claims, runs).set_index("claim_id")
+    res = compare.check_claims(claims, runs).set_index("claim_id")
     assert res.loc["T3:eurlex-4k:p@1:ETU", "status"] == C.INCONSISTENT  # macro-recall ETU: a reproduction result
 
 
@@ -422,9 +426,9 @@ def test_cli_writes_the_same_check_as_one_html_page(tmp_path, r_runs):
     runs_path = tmp_path / "all_runs.csv"
     r_runs.to_csv(runs_path, index=False)
     out = tmp_path / "claims" / "claims_check"
-    assert C.main(["--runs", str(runs_path), "--out", str(out)]) == 0
+    assert check.main(["--runs", str(runs_path), "--out", str(out)]) == 0
     first = Path(f"{out}.html").read_bytes()
-    assert C.main(["--runs", str(runs_path), "--out", str(out)]) == 0
+    assert check.main(["--runs", str(runs_path), "--out", str(out)]) == 0
     assert Path(f"{out}.html").read_bytes() == first
 
     class Rows(HTMLParser):

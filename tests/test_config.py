@@ -7,7 +7,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cdgtmll import config as cdg
+from cdgtmll.config import plan as cdg
+from cdgtmll.config import loader
+from cdgtmll.config import schema
+from cdgtmll import io
+from cdgtmll.variants import naming
+from cdgtmll.config import plugins
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -19,12 +24,12 @@ def default_cfg():
 
 @pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "mulan.yaml"])
 def test_shipped_configs_validate(name):
-    cfg = cdg.load(ROOT / "config" / name)
+    cfg = loader.load(ROOT / "config" / name)
     assert cfg["experiments"]["datasets"]
 
 
 def test_paper_profile_has_all_seven_datasets():
-    cfg = cdg.load(ROOT / "config/paper.yaml")
+    cfg = loader.load(ROOT / "config/paper.yaml")
     assert set(cfg["experiments"]["datasets"]) == {
         "voc2007", "coco2014", "yeast", "mediamill", "eurlex-4k", "wiki10-31k", "amazoncat-13k"}
     # App. E.2 protocol values
@@ -37,14 +42,14 @@ def test_paper_profile_has_all_seven_datasets():
 def test_defaults_filled(default_cfg):
     cfg = copy.deepcopy(default_cfg)
     del cfg["data"]["val_fraction"]
-    cdg.validate(cfg)
+    loader.validate(cfg)
     assert cfg["data"]["val_fraction"] == 0.1
     assert cfg["thresholds"]["global"] == 0.5
 
 
 def _err(cfg):
-    with pytest.raises(cdg.ConfigError) as ei:
-        cdg.validate(cfg)
+    with pytest.raises(schema.ConfigError) as ei:
+        loader.validate(cfg)
     return str(ei.value)
 
 
@@ -88,26 +93,26 @@ def test_unknown_method_hyperparameter_named(default_cfg):
 
 
 def test_run_spec_hash_stable_and_sensitive(default_cfg):
-    cfg = cdg.validate(copy.deepcopy(default_cfg))
+    cfg = loader.validate(copy.deepcopy(default_cfg))
     a = cdg.run_spec(cfg, "yeast", "clean", "BR-LogReg")
-    b = cdg.run_spec(cdg.validate(copy.deepcopy(default_cfg)), "yeast", "clean", "BR-LogReg")
-    assert cdg.config_hash(a) == cdg.config_hash(b)
+    b = cdg.run_spec(loader.validate(copy.deepcopy(default_cfg)), "yeast", "clean", "BR-LogReg")
+    assert io.config_hash(a) == io.config_hash(b)
     cfg2 = copy.deepcopy(cfg)
     cfg2["methods"]["BR-LogReg"]["C"] = 2.0
-    assert cdg.config_hash(cdg.run_spec(cfg2, "yeast", "clean", "BR-LogReg")) != cdg.config_hash(a)
+    assert io.config_hash(cdg.run_spec(cfg2, "yeast", "clean", "BR-LogReg")) != io.config_hash(a)
     # a setting of another dataset does not change this job's spec
     cfg3 = copy.deepcopy(cfg)
     cfg3["training"]["mediamill"] = {"epochs": 7}
-    assert cdg.config_hash(cdg.run_spec(cfg3, "yeast", "clean", "BR-LogReg")) == cdg.config_hash(a)
+    assert io.config_hash(cdg.run_spec(cfg3, "yeast", "clean", "BR-LogReg")) == io.config_hash(a)
 
 
 def test_code_default_change_changes_run_spec(default_cfg, monkeypatch):
     """A hyper-parameter the config does not set still enters the run spec with the value
     the code uses, so changing a code default re-runs the job (here CD-GTMLL's payoff
     weights, which changed default in issue 11)."""
-    from cdgtmll.methods.cdgtmll import CDGTMLL
+    from cdgtmll.methods.cdgtmll.model import CDGTMLL
 
-    cfg = cdg.validate(copy.deepcopy(default_cfg))
+    cfg = loader.validate(copy.deepcopy(default_cfg))
     cfg["methods"]["CD-GTMLL"].pop("payoff_weights", None)
     a = cdg.run_spec(cfg, "yeast", "clean", "CD-GTMLL")
     assert a["resolved_hparams"]["payoff_weights"] == "uniform"
@@ -118,15 +123,16 @@ def test_code_default_change_changes_run_spec(default_cfg, monkeypatch):
     monkeypatch.setattr(CDGTMLL.__init__, "__defaults__", tuple(defaults))
     b = cdg.run_spec(cfg, "yeast", "clean", "CD-GTMLL")
     assert b["resolved_hparams"]["payoff_weights"] == "rarity"
-    assert cdg.config_hash(a) != cdg.config_hash(b)
+    assert io.config_hash(a) != io.config_hash(b)
 
 
 def test_coco_dbl_uses_official_coco_settings():
     """Issue 11 item 4: the official configs/coco/LT_resnet50_pfc_DB.py uses map_param
     gamma (mu) = 0.2 and logit_reg neg_scale (lambda) = 2.0; VOC keeps 0.3 / 5."""
-    from cdgtmll.methods import FitData, RunContext, base
+    from cdgtmll.methods.base import FitData, RunContext
+    from cdgtmll.methods import base
 
-    cfg = cdg.load(ROOT / "config/paper.yaml")
+    cfg = loader.load(ROOT / "config/paper.yaml")
     coco = cdg.run_spec(cfg, "coco2014", "clean", "DBL")
     voc = cdg.run_spec(cfg, "voc2007", "clean", "DBL")
     assert (coco["hparams"]["smooth_mu"], coco["hparams"]["lam"]) == (0.2, 2.0)
@@ -142,17 +148,17 @@ def test_coco_dbl_uses_official_coco_settings():
 
 
 def test_variant_ids_roundtrip(default_cfg):
-    cfg = cdg.validate(copy.deepcopy(default_cfg))
+    cfg = loader.validate(copy.deepcopy(default_cfg))
     vs = cdg.variants(cfg, "yeast")
     rv = cfg["r_variants"]
     assert vs[0] == "clean" and len(vs) == 1 + len(rv["severities"]["yeast"]) * len(rv["sampling_seeds"])
     for v in vs[1:]:
-        sev, seed = cdg.parse_variant(v)
-        assert cdg.variant_id(sev, seed) == v
+        sev, seed = naming.parse_variant(v)
+        assert naming.variant_id(sev, seed) == v
 
 
 def test_aliases_and_at_variants_resolve(default_cfg):
-    cfg = cdg.validate(copy.deepcopy(default_cfg))
+    cfg = loader.validate(copy.deepcopy(default_cfg))
     assert cdg.resolve_method(cfg, "No-Curiosity") == ("CD-GTMLL", {"alpha": 0.0})
     assert cdg.resolve_method(cfg, "CD-GTMLL@alpha=0.2,n_players=4") == ("CD-GTMLL", {"alpha": 0.2, "n_players": 4})
     hp = cdg.method_hparams(cfg, "yeast", "Single-Predictor")
@@ -162,7 +168,7 @@ def test_aliases_and_at_variants_resolve(default_cfg):
     jobs = cdg.study_jobs(cfg)
     assert ("yeast", "N0.20-s0", "MLC-NC") in jobs["noise"] and ("yeast", "clean", "MLC-NC") in jobs["noise"]
     assert [m for _, _, m in jobs["players"]] == [f"CD-GTMLL@n_players={n}" for n in range(1, 9)]
-    assert cdg.variant_setting("N0.20-s0") == "N@0.20" and cdg.variant_setting("R0.40-s2") == "R@0.40"
+    assert naming.variant_setting("N0.20-s0") == "N@0.20" and naming.variant_setting("R0.40-s2") == "R@0.40"
 
 
 def test_bad_alias_and_variant_named(default_cfg):
@@ -191,7 +197,7 @@ def test_plugins_register_methods(default_cfg, tmp_path, monkeypatch):
     cfg = copy.deepcopy(default_cfg)
     cfg["plugins"] = ["my_methods"]
     cfg["experiments"]["methods"] = ["BCE", "Prior"]
-    cdg.validate(cfg)
+    loader.validate(cfg)
     assert cdg.run_spec(cfg, "yeast", "clean", "Prior")["plugins"] == ["my_methods"]
     cfg = copy.deepcopy(default_cfg)
     cfg["plugins"] = ["no_such_module_xyz"]
@@ -208,17 +214,17 @@ def test_plugin_folders_and_not_found_message(tmp_path, monkeypatch):
     elsewhere.mkdir()
     (proj / "Snakefile").write_text("")
     monkeypatch.chdir(elsewhere)
-    assert cdg.plugin_dirs(proj / "config" / "sub" / "x.yaml") == [elsewhere.resolve(), proj.resolve()]
-    assert cdg.plugin_dirs("no/snakefile/above.yaml") == [elsewhere.resolve()]
+    assert plugins.plugin_dirs(proj / "config" / "sub" / "x.yaml") == [elsewhere.resolve(), proj.resolve()]
+    assert plugins.plugin_dirs("no/snakefile/above.yaml") == [elsewhere.resolve()]
     monkeypatch.setattr(sys, "path", list(sys.path))  # import_plugins prepends the folders
-    with pytest.raises(cdg.ConfigError) as ei:
-        cdg.import_plugins(["ok_mod_none"], source="x.yaml", search=[elsewhere, proj])
+    with pytest.raises(schema.ConfigError) as ei:
+        plugins.import_plugins(["ok_mod_none"], source="x.yaml", search=[elsewhere, proj])
     assert str(ei.value).startswith(
         f"x.yaml: config error at 'plugins[0]': cannot import 'ok_mod_none': no module 'ok_mod_none' found "
         f"(looked in {elsewhere}, {proj}, PYTHONPATH and the installed packages)")
     (tmp_path / "bad.yaml").write_text("plugins: [ok, 'not a module']\n")
-    with pytest.raises(cdg.ConfigError, match=r"config error at 'plugins\[1\]': expected a dotted module name"):
-        cdg.read_plugins(tmp_path / "bad.yaml")
+    with pytest.raises(schema.ConfigError, match=r"config error at 'plugins\[1\]': expected a dotted module name"):
+        plugins.read_plugins(tmp_path / "bad.yaml")
 
 
 def test_method_hyperparameter_out_of_range_named(default_cfg):
@@ -242,11 +248,11 @@ def test_custom_dataset_without_severities_named(default_cfg):
     cfg["data"]["custom"] = {"toy": {"format": "mulan-arff", "train": "toy-train.arff", "test": "toy-test.arff",
                                      "n_labels": 3}}
     cfg["experiments"]["datasets"] = ["yeast", "toy"]
-    with pytest.raises(cdg.ConfigError, match=r"r_variants\.severities\.toy.*no R-variant severities"):
-        cdg.validate(copy.deepcopy(cfg))
+    with pytest.raises(schema.ConfigError, match=r"r_variants\.severities\.toy.*no R-variant severities"):
+        loader.validate(copy.deepcopy(cfg))
     ok = copy.deepcopy(cfg)
     ok["r_variants"]["severities"]["toy"] = []  # explicitly clean only
-    cdg.validate(ok)
+    loader.validate(ok)
     off = copy.deepcopy(cfg)
     off["experiments"]["r_variants"] = False
-    cdg.validate(off)
+    loader.validate(off)

@@ -296,7 +296,7 @@ def _experiments_show_diff_apply_and_plots(repo: Path, env: dict, tmp_path: Path
 def test_summary_rows_one_file_per_dataset_setting_method(tmp_path):
     import pandas as pd
 
-    from cdgtmll.tables import write_summary_dir
+    from cdgtmll.tables.collect import write_summary_dir
 
     def row(mode, setting, method, **m):
         base = {"mAP": 0.5, "micro_f1": 0.6, "macro_f1": 0.3, "rare_f1": 0.1, "p@1": 0.9, "p@3": 0.7, "p@5": 0.6}
@@ -318,7 +318,7 @@ def test_summary_rows_one_file_per_dataset_setting_method(tmp_path):
 
 
 def test_audit_checks_files_against_dvc_lock(tmp_path, monkeypatch):
-    from cdgtmll.audit import AuditReport, DvcLineage, md5_file
+    from cdgtmll.lineage.audit import AuditReport, DvcLineage, md5_file
 
     (tmp_path / "results/tables").mkdir(parents=True)
     table = tmp_path / "results/tables/t.md"

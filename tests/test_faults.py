@@ -91,7 +91,8 @@ def test_label_count_mismatch_names_the_missing_labels(mirror):
     (("experiments", "datasets"), ["yaest"], "experiments.datasets[0]"),
 ])
 def test_config_errors_name_the_key(key, value, named):
-    from cdgtmll import config as cdg
+    from cdgtmll.config import schema as cdg
+    from cdgtmll.config import loader
 
     cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     node = cfg
@@ -99,7 +100,7 @@ def test_config_errors_name_the_key(key, value, named):
         node = node[k]
     node[key[-1]] = value
     with pytest.raises(cdg.ConfigError, match=re.escape(f"config error at '{named}'")):
-        cdg.validate(copy.deepcopy(cfg))
+        loader.validate(copy.deepcopy(cfg))
 
 
 def test_yaml_syntax_error_names_file_and_line(tmp_path):
@@ -117,7 +118,8 @@ def test_yaml_syntax_error_names_file_and_line(tmp_path):
 
 def _tiny_run(tmp_path: Path, name: str):
     """One BCE seed through run.py + evaluate.py on a Yeast slice; returns (clean, rundir)."""
-    from cdgtmll import evaluate, run
+    from cdgtmll.metrics import evaluate_run as evaluate
+    from cdgtmll import train as run
     from cdgtmll.data.processed import ProcessedData
     from cdgtmll.labels import tail_labels
 
@@ -146,8 +148,8 @@ def test_same_seed_same_config_same_data_identical_metrics(tmp_path):
 
 
 def test_tampered_predictions_fail_the_audit(tmp_path):
-    from cdgtmll import tables
-    from cdgtmll.audit import audit
+    from cdgtmll.tables import build as tables
+    from cdgtmll.lineage.audit import audit
 
     _, rundir = _tiny_run(tmp_path, "t")
     out = tmp_path / "tables"

@@ -1,4 +1,4 @@
-"""Camera-ready style of the figures (:mod:`cdgtmll.plotstyle`): a fixed colour-blind-safe
+"""Camera-ready style of the figures (:mod:`cdgtmll.figures.style`): a fixed colour-blind-safe
 style per method, display names in titles, legends >= 9 pt, 300-dpi PNGs, error bars at
 swept values, bands beneath lines. Every figure is drawn from synthetic run directories in
 the pipeline's exact layout (and, for the PR curve, Yeast's real labels) and inspected
@@ -18,8 +18,9 @@ from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
-from cdgtmll import plotstyle as ps
-from cdgtmll import study_figures as sf
+from cdgtmll.figures import style as ps
+from cdgtmll.figures.studies import comparison as sf
+from cdgtmll.figures.studies import players
 from cdgtmll.io import write_json
 from test_study_figures import TOY_ACC, TOY_LABEL, TOY_PLAYER, run, write_metrics, write_player_acc, write_train_log
 
@@ -77,7 +78,7 @@ def test_builtin_order_lists_every_registered_method():
                          capture_output=True, text=True, check=True).stdout
     builtin = [m for m in out.splitlines() if m]
     missing = sorted(set(builtin) - set(ps.BUILTIN_ORDER))
-    assert not missing, f"append {missing} to cdgtmll.plotstyle.BUILTIN_ORDER (fixes their colour in every figure)"
+    assert not missing, f"append {missing} to cdgtmll.figures.style.BUILTIN_ORDER (fixes their colour in every figure)"
     assert sorted(ps.BUILTIN_ORDER) == sorted(builtin)
     assert ps.BUILTIN_ORDER[0] == ps.PROPOSED
 
@@ -211,9 +212,9 @@ def test_player_figures_put_bands_below_lines(tmp_path: Path, saved):
         write_metrics(d, {}, train_counts=[50, 3, 20, 1, 40, 7])
         write_train_log(d, [-3.0, -2.0, -2.5, -1.0], beta=[0.1, 0.3, 0.3, 0.3])
         dirs.append(d)
-    sf.specialization_figure(dirs, tmp_path / "spec")
-    sf.ranks_figures(dirs, tmp_path / "ranks", tail_fraction=0.34)
-    sf.potential_figure(dirs, tmp_path / "pot")
+    players.specialization_figure(dirs, tmp_path / "spec")
+    players.ranks_figures(dirs, tmp_path / "ranks", tail_fraction=0.34)
+    players.potential_figure(dirs, tmp_path / "pot")
     figs = list(dict.fromkeys(f for f, _, _ in saved))
     assert len(figs) == 4
     for fig, has_legend in zip(figs, (True, False, True, True)):  # the heatmap has a colour bar instead
@@ -227,7 +228,7 @@ def test_player_figures_put_bands_below_lines(tmp_path: Path, saved):
 def test_pr_figure_title_style_and_interpolation(mirror, tmp_path: Path, saved):
     from cdgtmll.data.mulan import read_mulan_arff
     from cdgtmll.data.processed import ProcessedData
-    from cdgtmll.figures import RECALL_GRID, pr_figure, tail_pr_curve
+    from cdgtmll.figures.pr_curve import RECALL_GRID, pr_figure, tail_pr_curve
 
     # interpolated precision ignores scikit-learn's appended (recall 0, precision 1) point:
     # top score negative -> best precision over the real operating points is 2/3
@@ -268,9 +269,11 @@ def test_pr_figure_highlight_greys_the_other_methods(mirror, tmp_path: Path, sav
     (mean only) beneath them and one legend entry; the CSV keeps every method. The default
     config highlights the paper's PR comparison; `all` colours everything; an unknown method
     names the key."""
-    from cdgtmll import config as cfg
+    from cdgtmll.config import loader as cfg
+    from cdgtmll.config import plan
+    from cdgtmll.config import schema
     from cdgtmll.data.processed import ProcessedData
-    from cdgtmll.figures import CONTEXT_GREY, RECALL_GRID, pr_figure
+    from cdgtmll.figures.pr_curve import CONTEXT_GREY, RECALL_GRID, pr_figure
 
     rng = np.random.default_rng(1)
     Y = (rng.random((300, 6)) < np.linspace(0.05, 0.5, 6)).astype(np.uint8)
@@ -282,7 +285,7 @@ def test_pr_figure_highlight_greys_the_other_methods(mirror, tmp_path: Path, sav
         d.mkdir(parents=True)
         np.savez(d / "predictions.npz", test=rng.random((80, 6)).astype(np.float32))
         runs[m] = [d / "predictions.npz"]
-    pr_figure(runs, clean, 0.2, 0, tmp_path / "pr", highlight=list(cfg.PR_HIGHLIGHT_PAPER))
+    pr_figure(runs, clean, 0.2, 0, tmp_path / "pr", highlight=list(plan.PR_HIGHLIGHT_PAPER))
     fig = saved[0][0]
     ax = fig.axes[0]
     st = ps.FigureStyle()
@@ -296,10 +299,10 @@ def test_pr_figure_highlight_greys_the_other_methods(mirror, tmp_path: Path, sav
     assert len(pd.read_csv(tmp_path / "pr.csv")) == 5 * len(RECALL_GRID)  # every method
 
     base = cfg.load(REPO / "config/config.yaml")
-    assert cfg.pr_highlight(base) == ["CD-GTMLL", "MLC-NC", "ASL", "BCE"]
-    assert cfg.pr_highlight(cfg.load(REPO / "config/config.yaml", {"figures": {"pr_curve": {"highlight": "all"}}})) \
+    assert plan.pr_highlight(base) == ["CD-GTMLL", "MLC-NC", "ASL", "BCE"]
+    assert plan.pr_highlight(cfg.load(REPO / "config/config.yaml", {"figures": {"pr_curve": {"highlight": "all"}}})) \
         is None
-    with pytest.raises(cfg.ConfigError, match=r"figures\.pr_curve\.highlight\[1\].*unknown method 'Nope'"):
+    with pytest.raises(schema.ConfigError, match=r"figures\.pr_curve\.highlight\[1\].*unknown method 'Nope'"):
         cfg.load(REPO / "config/config.yaml", {"figures": {"pr_curve": {"highlight": ["BCE", "Nope"]}}})
 
 

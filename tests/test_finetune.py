@@ -1,6 +1,6 @@
-"""End-to-end ResNet-50 fine-tuning on images (cdgtmll.nn.image_input, the trainer's image
+"""End-to-end ResNet-50 fine-tuning on images (cdgtmll.images.trainer_input, the trainer's image
 path, NeuralMethod on image rows), occlusion variants (cdgtmll.variants.occlusion) and the
-scheduling rules for image datasets (cdgtmll.config).
+scheduling rules for image datasets (cdgtmll.config.loader).
 
 The images are generated here: a 48 x 48 JPEG per row whose label l, when present,
 paints quadrant l bright in one colour channel over dark noise, so the labels are
@@ -18,15 +18,19 @@ import torch
 from PIL import Image
 from sklearn.metrics import average_precision_score
 
-from cdgtmll import config as cfgmod
+from cdgtmll.config import plan as cfgmod
+from cdgtmll.config import loader
+from cdgtmll.variants import naming
 from cdgtmll.variants import occlusion
-from cdgtmll.data.features import extract_features
+from cdgtmll.images.features import extract_features
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.labels import tail_labels
-from cdgtmll.methods import FitData, RunContext, base
-from cdgtmll.nn import image_input as ii
+from cdgtmll.methods.base import FitData, RunContext
+from cdgtmll.methods import base
+from cdgtmll.images import trainer_input as ii
+from cdgtmll.images import backbone
 from cdgtmll.nn.trainer import TrainingInterrupted
-from cdgtmll.run import run_seed
+from cdgtmll.train import run_seed
 
 N, L = 120, 4
 PREVALENCE = np.array([0.5, 0.4, 0.3, 0.15])
@@ -193,9 +197,9 @@ def test_workers_do_not_change_a_run(data, tmp_path, monkeypatch):
 # ------------------------------------------------------------------------ AMP
 def test_amp_resolution():
     cpu = torch.device("cpu")
-    assert all(ii.resolve_amp(m, cpu) is None for m in ii.AMP_MODES)
+    assert all(backbone.resolve_amp(m, cpu) is None for m in backbone.AMP_MODES)
     with pytest.raises(ValueError, match="image_backbone.amp"):
-        ii.resolve_amp("fp8", cpu)
+        backbone.resolve_amp("fp8", cpu)
     net = torch.nn.Sequential(torch.nn.Linear(2, 2))
     net.out_dim = 2
     bb = ii.FineTuneBackbone(net, {}, torch.float16)
@@ -248,7 +252,7 @@ def test_occlusion_variant_and_frozen_features(data, tmp_path):
 
 # ------------------------------------------------------------------------ scheduling
 def test_config_schedules_image_datasets(tmp_path):
-    base_cfg = cfgmod.load("config/config.yaml", {
+    base_cfg = loader.load("config/config.yaml", {
         "experiments": {"datasets": ["voc2007"], "methods": ["BCE", "BR-LogReg", "MLBOTE", "CD-GTMLL"]},
         "training": {"voc2007": {"backbone": "resnet50"}},
         "studies": {"occlusion": {"dataset": "voc2007", "levels": [0.1, 0.3], "methods": ["CD-GTMLL"]}},
@@ -264,8 +268,8 @@ def test_config_schedules_image_datasets(tmp_path):
         base_cfg, "yeast", "clean", "BCE")
     occ_jobs = cfgmod.study_jobs(base_cfg)["occlusion"]
     assert [v for _, v, _ in occ_jobs] == ["clean", "O0.10-s0", "O0.30-s0"]
-    assert cfgmod.variant_setting("O0.30-s0") == "O@0.30" and cfgmod.parse_occlusion("O0.30-s2") == (0.3, 2)
-    frozen = cfgmod.load("config/config.yaml", {
+    assert naming.variant_setting("O0.30-s0") == "O@0.30" and naming.parse_occlusion("O0.30-s2") == (0.3, 2)
+    frozen = loader.load("config/config.yaml", {
         "experiments": {"datasets": ["voc2007"], "methods": ["BR-LogReg"]},
         "training": {"voc2007": {"backbone": "resnet50"}}, "image_backbone": {"mode": "frozen"}})
     assert cfgmod.not_runnable(frozen, "voc2007", "BR-LogReg") is None

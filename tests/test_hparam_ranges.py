@@ -3,7 +3,7 @@
 Each method class declares a JSON-schema fragment per hyper-parameter
 (``Method.hparam_space``; the loss-head methods' loss keywords come from the loss class's
 ``hparam_space``); ``methods.base.build`` checks the given values before the constructor
-runs, so ``cdgtmll.config.validate`` (and every job) rejects a bad value naming the key
+runs, so ``cdgtmll.config.loader.validate`` (and every job) rejects a bad value naming the key
 down to the parameter, e.g. ``config error at 'methods.BR-LogReg.C': expected a number > 0,
 got -1``.
 """
@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cdgtmll import config as cdg
-from cdgtmll.losses import LOSSES, build_loss
+from cdgtmll.config import schema as cdg
+from cdgtmll.config import loader
+from cdgtmll.nn.losses import LOSSES, build_loss
 from cdgtmll.methods import base
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,7 +66,7 @@ def test_every_hyperparameter_has_a_declared_space(name):
 
 @pytest.mark.parametrize("loss", sorted(LOSSES))
 def test_every_loss_hyperparameter_has_a_declared_space(loss):
-    from cdgtmll.losses import loss_hparam_space
+    from cdgtmll.nn.losses import loss_hparam_space
 
     assert set(loss_hparam_space(loss)) == set(_loss_keywords(loss))
 
@@ -87,7 +88,7 @@ def test_trainer_space_is_the_config_schemas_training_block():
     schema's ``training`` block (lr_head and grad_clip may also be None in a method)."""
     from cdgtmll.methods.neural import NeuralMethod
 
-    props = cdg._schema()["$defs"]["training"]["properties"]
+    props = cdg.schema_document()["$defs"]["training"]["properties"]
     space = base.hparam_space_of(NeuralMethod)
     for key in TRAINER_KEYS:
         frag, ref = dict(space[key]), {k: v for k, v in props[key].items() if k != "description"}
@@ -188,7 +189,7 @@ def _set(cfg: dict, path: tuple, value) -> None:
 
 def _error(cfg: dict) -> str:
     with pytest.raises(cdg.ConfigError) as ei:
-        cdg.validate(cfg)
+        loader.validate(cfg)
     return str(ei.value)
 
 
@@ -211,7 +212,7 @@ def test_at_override_rejected_naming_the_list_entry(shipped):
 
 def test_shipped_configs_still_valid():
     for name in ("config.yaml", "paper.yaml", "quick.yaml", "mulan.yaml"):
-        cdg.load(ROOT / "config" / name)
+        loader.load(ROOT / "config" / name)
 
 
 # ------------------------- (c) one range for lr_backbone, wherever it is set
@@ -223,7 +224,7 @@ def test_lr_backbone_same_verdict_in_training_and_methods(shipped, value):
         cfg = copy.deepcopy(shipped)
         _set(cfg, path, value)
         try:
-            cdg.validate(cfg)
+            loader.validate(cfg)
             return True
         except cdg.ConfigError:
             return False

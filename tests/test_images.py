@@ -1,6 +1,6 @@
 """Image datasets: VOC2007 and COCO2014 loaders, archive safety, ResNet-50 backbone,
-frozen features, transforms and occlusion (cdgtmll.data.images / coco / features,
-cdgtmll.nn.image_backbone)."""
+frozen features, transforms and occlusion (cdgtmll.images.datasets / coco / features,
+cdgtmll.images.backbone)."""
 
 from __future__ import annotations
 
@@ -13,15 +13,16 @@ import pytest
 import torch
 
 from cdgtmll.data import acquire
-from cdgtmll.data import images as im
+from cdgtmll.images import datasets as im
+from cdgtmll.images import ops
 from cdgtmll.data.acquire import fetch
 from cdgtmll.data.coco import COCO_CATEGORIES, load_coco2014, read_instances
-from cdgtmll.data.features import main as features_main
+from cdgtmll.images.features import main as features_main
 from cdgtmll.data.prepare import prepare
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.data.registry import get_spec
 from cdgtmll.data.voc import VOC_CLASSES, read_voc_labels
-from cdgtmll.nn import image_backbone as ib
+from cdgtmll.images import backbone as ib
 from fixtures_images import (
     fetched_in_place,
     jpeg_bytes,
@@ -58,7 +59,7 @@ def test_voc_full_official_labels_with_generated_jpegs(voc_main, tmp_path):
     mir = tmp_path / "mirror"
     ids = make_voc_devkit(mir / "voc2007", voc_main)
     spec = get_spec("voc2007")
-    assert spec.loader == "cdgtmll.data.images.load_voc2007" and len(spec.files) == 42
+    assert spec.loader == "cdgtmll.images.datasets.load_voc2007" and len(spec.files) == 42
     fetched = _fetch_all(spec, tmp_path / "raw", mir)
     assert all(r.verified for r in fetched.values())
     tt = im.load_voc2007(spec, fetched)
@@ -84,7 +85,7 @@ def test_voc_full_official_labels_with_generated_jpegs(voc_main, tmp_path):
     # a missing JPEG is named, with where we looked
     victim = mir / "voc2007" / "JPEGImages" / f"{ids['test'][7]}.jpg"
     victim.unlink()
-    with pytest.raises(im.ImageNotFoundError) as ei:
+    with pytest.raises(ops.ImageNotFoundError) as ei:
         im.load_voc2007(spec, fetched)
     assert str(victim) in str(ei.value) and "1 of 9963 missing" in str(ei.value)
     assert "VOCtest_06-Nov-2007.tar" in str(ei.value)  # the archive was looked for too
@@ -239,7 +240,7 @@ def test_coco_images_from_official_zips_and_missing(tmp_path):
     (root / tt.meta["image_paths"][4]).unlink()
     (mir / "coco2014" / "val2014.zip").unlink()
     (root / "val2014.zip").unlink()
-    with pytest.raises(im.ImageNotFoundError, match=r"image file missing: .*COCO_val2014_000000000073.jpg"):
+    with pytest.raises(ops.ImageNotFoundError, match=r"image file missing: .*COCO_val2014_000000000073.jpg"):
         load_coco2014(spec, fetched)
 
 
@@ -307,40 +308,40 @@ def test_transforms_and_occlusion(tmp_path):
     from PIL import Image
 
     img = Image.new("RGB", (80, 60), (255, 255, 255))
-    tr = im.train_transform(48)
+    tr = ops.train_transform(48)
     assert tr(img).shape == (3, 48, 48)
-    ev = im.eval_transform(48)
+    ev = ops.eval_transform(48)
     a, b = ev(img), ev(img)
     assert a.shape == (3, 48, 48) and torch.equal(a, b)
     # uint8 output + to_normalized (the fine-tuning pipeline) = ToTensor -> Normalize, exactly
     noisy = Image.fromarray(np.random.default_rng(0).integers(0, 255, (60, 80, 3), dtype=np.uint8))
-    u8 = im.eval_transform(48, normalize=False)(noisy)
-    assert u8.dtype == torch.uint8 and torch.equal(im.to_normalized(u8), ev(noisy))
+    u8 = ops.eval_transform(48, normalize=False)(noisy)
+    assert u8.dtype == torch.uint8 and torch.equal(ops.to_normalized(u8), ev(noisy))
     torch.manual_seed(1)
     ref = tr(noisy)
     torch.manual_seed(1)
-    assert torch.equal(im.to_normalized(im.train_transform(48, normalize=False)(noisy)), ref)
+    assert torch.equal(ops.to_normalized(ops.train_transform(48, normalize=False)(noisy)), ref)
     white = torch.ones(3, 50, 40)
     gamma = 0.1
     k = round((gamma * 50 * 40) ** 0.5)
     assert k == 14
     positions = set()
     for seed in range(6):
-        out = im.occlude(white, gamma, torch.Generator().manual_seed(seed))
+        out = ops.occlude(white, gamma, torch.Generator().manual_seed(seed))
         zero = (out == 0).all(dim=0)
         assert int(zero.sum()) == k * k and int((out == 0).sum()) == 3 * k * k
         rows, cols = torch.nonzero(zero, as_tuple=True)
         assert int(rows.max() - rows.min()) + 1 == k and int(cols.max() - cols.min()) + 1 == k
         positions.add((int(rows.min()), int(cols.min())))
-        again = im.occlude(white, gamma, torch.Generator().manual_seed(seed))
+        again = ops.occlude(white, gamma, torch.Generator().manual_seed(seed))
         assert torch.equal(out, again)
     assert len(positions) > 1 and torch.equal(white, torch.ones(3, 50, 40))  # input untouched
-    assert torch.equal(im.occlude(white, 0.0, torch.Generator()), white)
-    assert int((im.occlude(white, 1.0, torch.Generator()) == 0).sum()) == 3 * 40 * 40  # k clipped to min(H, W)
+    assert torch.equal(ops.occlude(white, 0.0, torch.Generator()), white)
+    assert int((ops.occlude(white, 1.0, torch.Generator()) == 0).sum()) == 3 * 40 * 40  # k clipped to min(H, W)
     with pytest.raises(ValueError, match="gamma"):
-        im.occlude(white, 1.5)
+        ops.occlude(white, 1.5)
     # the fixed per-row patch of an occlusion variant: same row -> same patch, rows differ
-    from cdgtmll.nn.image_input import occlude_image
+    from cdgtmll.images.trainer_input import occlude_image
     from torchvision.transforms.functional import pil_to_tensor
 
     a0 = pil_to_tensor(occlude_image(img, 0.25, seed=1, row=0))
@@ -354,5 +355,5 @@ def test_transforms_and_occlusion(tmp_path):
     bad = tmp_path / "bad.jpg"
     bad.write_bytes(b"\xff\xd8 not a jpeg")
     with pytest.raises(ValueError, match=str(bad)):
-        im.load_image(bad)
+        ops.load_image(bad)
     assert jpeg_bytes()[:2] == b"\xff\xd8"

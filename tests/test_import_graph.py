@@ -74,8 +74,8 @@ def test_the_graph_sees_lazy_and_registry_imports():
     g = import_graph()
     assert len(g) > 50
     assert "cdgtmll.nn.trainer" in g["cdgtmll.methods.neural"]
-    # function-level import: cdgtmll.run imports the image input only for image rows
-    assert "cdgtmll.nn.image_input" in g["cdgtmll.run"]
+    # function-level import: cdgtmll.train imports the image input only for image rows
+    assert "cdgtmll.images.trainer_input" in g["cdgtmll.train"]
     # the registry imports its methods with importlib.import_module("...")
     assert "cdgtmll.methods.data_side" in g["cdgtmll.methods"]
 

@@ -1,4 +1,4 @@
-"""Tests of the loss registry (src/cdgtmll/losses.py): hand-computed values,
+"""Tests of the loss registry (src/cdgtmll/nn/losses.py): hand-computed values,
 reductions to BCE, gradients, edge cases (extreme logits, n_k = 0)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from cdgtmll.losses import LOSSES, build_loss, reduce
+from cdgtmll.nn.losses import LOSSES, build_loss, reduce
 
 COUNTS = np.array([10, 100, 1000])
 N_TRAIN = 2000

@@ -9,24 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from cdgtmll.methods import FitData, RunContext, available, build
-from cdgtmll.losses import AsymmetricLoss, BCELoss
-from cdgtmll.methods.arch_attention import (
-    NEGATIVE,
-    POSITIVE,
-    UNKNOWN,
-    CTranMethod,
-    MLDecoderMethod,
-    sample_label_states,
-)
-from cdgtmll.methods.arch_label_graph import (
-    ClassifierChainMethod,
-    MLGCNMethod,
-    chain_orders,
-    gen_adj,
-    mlgcn_correlation,
-    mlgcn_gen_A,
-)
+from cdgtmll.methods.base import FitData, RunContext, available, build
+from cdgtmll.nn.losses import AsymmetricLoss, BCELoss
+from cdgtmll.methods.architectures.attention import NEGATIVE, POSITIVE, UNKNOWN, CTranMethod, MLDecoderMethod, sample_label_states
+from cdgtmll.methods.architectures.label_graph import ClassifierChainMethod, MLGCNMethod, chain_orders, gen_adj, mlgcn_correlation, mlgcn_gen_A
 from helpers import yeast_fitdata
 
 torch.set_num_threads(1)

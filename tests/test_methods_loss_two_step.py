@@ -13,8 +13,9 @@ import pytest
 import torch
 from scipy.optimize import minimize_scalar
 
-from cdgtmll import metrics
-from cdgtmll.methods import FitData, RunContext, available, build
+from cdgtmll.metrics import thresholds as metrics
+from cdgtmll.metrics import evaluation
+from cdgtmll.methods.base import FitData, RunContext, available, build
 from cdgtmll.methods.two_step import (
     EXP_LINEAR_ABOVE,
     SURROGATES,
@@ -227,7 +228,8 @@ def test_plugin_rows_score_each_f1_column_with_its_own_rule(name, tmp_path):
     threshold per label for macro-F1. A run through run.py + evaluate.py scores the row's
     Micro-F1 at the validation-tuned shared threshold and Macro-/Rare-F1 at the per-label
     thresholds (default target 'macro'), and records the rule of each column."""
-    from cdgtmll import evaluate, run
+    from cdgtmll.metrics import evaluate_run as evaluate
+    from cdgtmll import train as run
     from cdgtmll.data.processed import ProcessedData
     from cdgtmll.labels import tail_labels
     from helpers import yeast_arrays
@@ -246,8 +248,8 @@ def test_plugin_rows_score_each_f1_column_with_its_own_rule(name, tmp_path):
     Y_val, Y_test = Y[splits["val"]], Y[splits["test"]]
     shared = metrics.tune_global_threshold(Y_val, S_val)
     per_label = metrics.tune_thresholds(Y_val, S_val)
-    at_shared = metrics.evaluate(Y_test, S_test, tail, shared)
-    at_per_label = metrics.evaluate(Y_test, S_test, tail, per_label)
+    at_shared = evaluation.evaluate(Y_test, S_test, tail, shared)
+    at_per_label = evaluation.evaluate(Y_test, S_test, tail, per_label)
     block = res["method"]
     assert block["micro_f1"] == at_shared["micro_f1"]
     assert block["macro_f1"] == at_per_label["macro_f1"]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from cdgtmll.methods import FitData, RunContext, available, build
+from cdgtmll.methods.base import FitData, RunContext, available, build
 from cdgtmll.methods.mlcnc import (
     ClassAwareSampler,
     MLCNCMethod,

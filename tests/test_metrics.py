@@ -10,8 +10,10 @@ import pytest
 import scipy.sparse as sp
 from sklearn.metrics import average_precision_score, f1_score
 
-from cdgtmll import metrics as M
-from cdgtmll import metrics_core
+from cdgtmll.metrics import definitions as M
+from cdgtmll.metrics import evaluation
+from cdgtmll.metrics import thresholds
+from cdgtmll.metrics import definitions as metrics_core
 
 CASES = [(0, 50, 7), (1, 200, 30), (2, 31, 3), (3, 500, 64), (4, 1, 5)]
 
@@ -94,7 +96,7 @@ def test_map_leaves_out_labels_without_positives():
     kept = [j for j in range(10) if j not in (3, 7)]
     ref = np.mean([sk_ap(Y[:, j], S[:, j]) for j in kept])
     assert M.mean_average_precision(Y, S) == pytest.approx(ref, abs=1e-12)
-    out = M.evaluate(Y, S, tail=[3, 7], thresholds=0.5)
+    out = evaluation.evaluate(Y, S, tail=[3, 7], thresholds=0.5)
     assert out["n_labels_in_map"] == 8
     assert out["mAP"] == pytest.approx(ref, abs=1e-12)
 
@@ -256,7 +258,7 @@ def brute_tune(y, s):
 def test_tune_thresholds_exact(seed, n, L, decimals):
     Y, S = random_case(seed, n, L, p=0.2, decimals=decimals)
     Y[:, 0] = 0  # a label without validation positives keeps 0.5
-    tau = M.tune_thresholds(Y, S)
+    tau = thresholds.tune_thresholds(Y, S)
     assert tau.shape == (L,) and tau[0] == 0.5
     f_tuned = f1_score(Y, M.binarize(S, tau), average=None, zero_division=0)
     f_half = f1_score(Y, M.binarize(S, 0.5), average=None, zero_division=0)
@@ -272,16 +274,16 @@ def test_tune_thresholds_exact(seed, n, L, decimals):
 
 def test_tune_thresholds_sparse_and_blocks(monkeypatch):
     Y, S = random_case(4, 90, 17, decimals=1)
-    tau = M.tune_thresholds(Y, S)
-    np.testing.assert_array_equal(M.tune_thresholds(sp.csr_matrix(Y), S), tau)
+    tau = thresholds.tune_thresholds(Y, S)
+    np.testing.assert_array_equal(thresholds.tune_thresholds(sp.csr_matrix(Y), S), tau)
     monkeypatch.setattr(metrics_core, "_BLOCK_ELEMS", 90 * 2)
-    np.testing.assert_array_equal(M.tune_thresholds(Y, S), tau)
+    np.testing.assert_array_equal(thresholds.tune_thresholds(Y, S), tau)
 
 
 def test_tune_thresholds_grid():
     Y, S = random_case(6, 100, 8, p=0.25)
     grid = np.linspace(0.05, 0.95, 19)
-    tau = M.tune_thresholds(Y, S, grid=grid)
+    tau = thresholds.tune_thresholds(Y, S, grid=grid)
     for j in range(8):
         fs = [f1_score(Y[:, j], (S[:, j] >= g).astype(int), zero_division=0) for g in grid]
         best = max(fs)
@@ -291,16 +293,16 @@ def test_tune_thresholds_grid():
 
 def test_tune_global_threshold_exact():
     Y, S = random_case(2, 50, 6, p=0.2, decimals=2)
-    t = M.tune_global_threshold(Y, S)
+    t = thresholds.tune_global_threshold(Y, S)
     best_f, best_t = -1.0, None
     for c in sorted(np.unique(S), reverse=True):
         f = f1_score(Y, (S >= c).astype(int), average="micro", zero_division=0)
         if f > best_f + 1e-15:
             best_f, best_t = f, c
     assert t == best_t
-    grid_t = M.tune_global_threshold(Y, S, grid=np.unique(S))
+    grid_t = thresholds.tune_global_threshold(Y, S, grid=np.unique(S))
     assert grid_t == pytest.approx(best_t)
-    assert M.tune_global_threshold(np.zeros_like(Y), S) == 0.5
+    assert thresholds.tune_global_threshold(np.zeros_like(Y), S) == 0.5
 
 
 # --------------------------------------------------------------------------- reports
@@ -311,17 +313,17 @@ def test_evaluate_and_evaluate_all():
     Yt, St = random_case(2, 150, 12, p=0.2, decimals=2)
     Yt[:, 5] = 0
     tail = np.array([2, 5, 8])
-    res = M.evaluate_all(Yt, St, Yv, Sv, tail)
+    res = evaluation.evaluate_all(Yt, St, Yv, Sv, tail)
     assert set(res) == {"global@0.5", "adaptive", "adaptive_thresholds", "f1_no_positive_labels"}
     keys = {"mAP", "micro_f1", "macro_f1", "rare_f1", "p@1", "p@3", "p@5", "n_labels_in_map",
             "n_labels_in_macro_f1", "n_labels_in_rare_f1", "n_left_out_with_false_positives", "decision_rules"}
     tau = np.asarray(res["adaptive_thresholds"])
-    np.testing.assert_array_equal(tau, M.tune_thresholds(Yv, Sv))
+    np.testing.assert_array_equal(tau, thresholds.tune_thresholds(Yv, Sv))
     kept = np.array([j for j in range(12) if j != 5])  # label 5 has no test positive
-    for block, thr, rule in (("global@0.5", 0.5, M.rule_global(0.5)), ("adaptive", tau, M.RULE_ADAPTIVE)):
+    for block, thr, rule in (("global@0.5", 0.5, thresholds.rule_global(0.5)), ("adaptive", tau, thresholds.RULE_ADAPTIVE)):
         out = res[block]
         assert set(out) == keys
-        assert out == M.evaluate(Yt, St, tail, thr, decision_rule=rule)
+        assert out == evaluation.evaluate(Yt, St, tail, thr, decision_rule=rule)
         assert out["decision_rules"] == {"micro_f1": rule, "macro_f1": rule, "rare_f1": rule}
         for k in ("mAP", "micro_f1", "macro_f1", "rare_f1", "p@1", "p@3", "p@5"):
             assert type(out[k]) is float and 0.0 <= out[k] <= 1.0
@@ -333,7 +335,7 @@ def test_evaluate_and_evaluate_all():
         assert out["n_labels_in_map"] == out["n_labels_in_macro_f1"] == 11 and out["n_labels_in_rare_f1"] == 2
         assert out["n_left_out_with_false_positives"] == int(Yhat[:, 5].any())
         # rule 'zero': every label counts, as scikit-learn's zero_division=0 over all columns
-        zero = M.evaluate(Yt, St, tail, thr, no_positive_labels="zero")
+        zero = evaluation.evaluate(Yt, St, tail, thr, no_positive_labels="zero")
         assert zero["macro_f1"] == pytest.approx(f1_score(Yt, Yhat, average="macro", zero_division=0))
         assert zero["rare_f1"] == pytest.approx(f1_score(Yt, Yhat, labels=tail, average="macro", zero_division=0))
         assert zero["micro_f1"] == out["micro_f1"] and zero["mAP"] == out["mAP"]
@@ -342,15 +344,15 @@ def test_evaluate_and_evaluate_all():
     assert rec["rule"] == "exclude" and rec["left_out"] == {"macro_f1": 1, "rare_f1": 1}
     assert rec["of"] == {"macro_f1": 12, "rare_f1": 3} and rec["left_out_labels"] == [5]
     json.dumps(res)  # JSON-able
-    res3 = M.evaluate_all(Yt, St, Yv, Sv, tail, global_threshold=0.3)
+    res3 = evaluation.evaluate_all(Yt, St, Yv, Sv, tail, global_threshold=0.3)
     assert set(res3) == {"global@0.3", "adaptive", "adaptive_thresholds", "f1_no_positive_labels"}
-    assert res3["global@0.3"] == M.evaluate(Yt, St, tail, 0.3, decision_rule=M.rule_global(0.3))
+    assert res3["global@0.3"] == evaluation.evaluate(Yt, St, tail, 0.3, decision_rule=thresholds.rule_global(0.3))
     assert res3["adaptive"] == res["adaptive"]
-    resz = M.evaluate_all(Yt, St, Yv, Sv, tail, no_positive_labels="zero")
+    resz = evaluation.evaluate_all(Yt, St, Yv, Sv, tail, no_positive_labels="zero")
     assert resz["f1_no_positive_labels"]["left_out"] == {"macro_f1": 0, "rare_f1": 0}
     assert resz["f1_no_positive_labels"]["labels_without_positives"] == {"all": 1, "tail": 1}
     with pytest.raises(ValueError, match="no_positive_labels"):
-        M.evaluate_all(Yt, St, Yv, Sv, tail, no_positive_labels="drop")
+        evaluation.evaluate_all(Yt, St, Yv, Sv, tail, no_positive_labels="drop")
 
 
 @pytest.mark.parametrize("seed,n,L", [(0, 60, 20), (1, 25, 9), (2, 200, 40), (3, 8, 12)])
@@ -367,8 +369,8 @@ def test_f1_no_positive_rules_match_sklearn(seed, n, L, tau):
     tail = np.arange(0, L, 3)
     Yhat = M.binarize(S, tau)
     keep = Y.sum(axis=0) > 0
-    ex = M.evaluate(Y, S, tail, tau)
-    zero = M.evaluate(Y, S, tail, tau, no_positive_labels="zero")
+    ex = evaluation.evaluate(Y, S, tail, tau)
+    zero = evaluation.evaluate(Y, S, tail, tau, no_positive_labels="zero")
     assert ex["n_labels_in_macro_f1"] == ex["n_labels_in_map"] == int(keep.sum())
     # labels= selects columns of a multilabel indicator (a single sliced column would be read as binary)
     assert ex["macro_f1"] == pytest.approx(
@@ -387,7 +389,7 @@ def test_f1_no_positive_rules_match_sklearn(seed, n, L, tau):
     assert ex["n_left_out_with_false_positives"] == int(((~keep) & (Yhat.sum(axis=0) > 0)).sum()) >= 1
     # the low-level pieces: rare_f1 / macro_f1 with and without the positive counts
     f = M.f1_scores(Y, Yhat)
-    P = M.positives_per_label(Y)
+    P = evaluation.positives_per_label(Y)
     assert M.macro_f1(f.per_label) == pytest.approx(f.macro)
     assert M.macro_f1(f.per_label, P) == pytest.approx(ex["macro_f1"])
     assert M.rare_f1(f.per_label, tail, P) == pytest.approx(ex["rare_f1"], nan_ok=True)
@@ -404,15 +406,15 @@ def test_oracle_rare_f1_not_pinned_by_tail_labels_without_test_positives():
     tail = np.arange(30, 40)
     Y[:, 30:37] = 0  # 7 of 10 tail labels without a test positive
     S = Y.astype(np.float64)  # oracle scores
-    res = M.evaluate(Y, S, tail, 0.5)
+    res = evaluation.evaluate(Y, S, tail, 0.5)
     assert res["mAP"] == 1.0 and res["n_labels_in_map"] == 33
     assert res["rare_f1"] == 1.0 and res["macro_f1"] == 1.0
     assert res["n_labels_in_rare_f1"] == 3 and res["n_labels_in_macro_f1"] == 33
-    zero = M.evaluate(Y, S, tail, 0.5, no_positive_labels="zero")
+    zero = evaluation.evaluate(Y, S, tail, 0.5, no_positive_labels="zero")
     assert zero["rare_f1"] == pytest.approx(3 / 10) and zero["macro_f1"] == pytest.approx(33 / 40)
     # every tail label without positives: undefined (nan), not 0
     Y[:, 30:40] = 0
-    assert math.isnan(M.evaluate(Y, Y.astype(float), tail, 0.5)["rare_f1"])
+    assert math.isnan(evaluation.evaluate(Y, Y.astype(float), tail, 0.5)["rare_f1"])
 
 
 def test_evaluate_per_column_decision_rules():
@@ -421,17 +423,17 @@ def test_evaluate_per_column_decision_rules():
     Yv, Sv = random_case(5, 150, 10, p=0.25)
     Yt, St = random_case(6, 160, 10, p=0.25)
     tail = np.array([1, 6])
-    shared = np.full(10, M.tune_global_threshold(Yv, Sv))
-    per = M.tune_thresholds(Yv, Sv)
-    rules = {"micro_f1": M.RULE_PLUGIN_MICRO, "macro_f1": M.RULE_PLUGIN_MACRO, "rare_f1": M.RULE_PLUGIN_MACRO}
-    out = M.evaluate(Yt, St, tail, {"micro_f1": shared, "macro_f1": per, "rare_f1": per}, decision_rule=rules)
-    assert out["micro_f1"] == M.evaluate(Yt, St, tail, shared)["micro_f1"]
-    assert out["macro_f1"] == M.evaluate(Yt, St, tail, per)["macro_f1"]
-    assert out["rare_f1"] == M.evaluate(Yt, St, tail, per)["rare_f1"]
-    assert out["micro_f1"] != M.evaluate(Yt, St, tail, per)["micro_f1"]  # the rules differ here
+    shared = np.full(10, thresholds.tune_global_threshold(Yv, Sv))
+    per = thresholds.tune_thresholds(Yv, Sv)
+    rules = {"micro_f1": thresholds.RULE_PLUGIN_MICRO, "macro_f1": thresholds.RULE_PLUGIN_MACRO, "rare_f1": thresholds.RULE_PLUGIN_MACRO}
+    out = evaluation.evaluate(Yt, St, tail, {"micro_f1": shared, "macro_f1": per, "rare_f1": per}, decision_rule=rules)
+    assert out["micro_f1"] == evaluation.evaluate(Yt, St, tail, shared)["micro_f1"]
+    assert out["macro_f1"] == evaluation.evaluate(Yt, St, tail, per)["macro_f1"]
+    assert out["rare_f1"] == evaluation.evaluate(Yt, St, tail, per)["rare_f1"]
+    assert out["micro_f1"] != evaluation.evaluate(Yt, St, tail, per)["micro_f1"]  # the rules differ here
     assert out["decision_rules"] == rules
     with pytest.raises(ValueError, match="keys"):
-        M.evaluate(Yt, St, tail, {"micro_f1": shared})
+        evaluation.evaluate(Yt, St, tail, {"micro_f1": shared})
 
 
 def test_per_label_report():
@@ -439,7 +441,7 @@ def test_per_label_report():
     Yt[:, 1] = 0
     counts = np.arange(7) * 10
     tau = np.full(7, 0.4)
-    rows = M.per_label_report(Yt, St, tau, counts, label_names=list("abcdefg"), tail=[1, 3])
+    rows = evaluation.per_label_report(Yt, St, tau, counts, label_names=list("abcdefg"), tail=[1, 3])
     Yhat = M.binarize(St, tau)
     f = f1_score(Yt, Yhat, average=None, zero_division=0)
     assert [r["label"] for r in rows] == list(range(7))
@@ -459,6 +461,6 @@ def test_per_label_report():
 def test_ranking_metrics_identical_in_both_blocks():
     """mAP and P@k are identical in both evaluate_all blocks."""
     Y, S = random_case(12, 80, 9)
-    res = M.evaluate_all(Y, S, Y, S, [0])
+    res = evaluation.evaluate_all(Y, S, Y, S, [0])
     for k in ("mAP", "n_labels_in_map", "p@1", "p@3", "p@5"):
         assert res["adaptive"][k] == res["global@0.5"][k]

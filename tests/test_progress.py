@@ -1,4 +1,4 @@
-"""Progress output of a training job (cdgtmll.progress, cdgtmll.run, the trainer): one
+"""Progress output of a training job (cdgtmll.nn.progress, cdgtmll.train, the trainer): one
 line per epoch in the job's log, one line per seed in the log and on the terminal, and
 the same numbers with progress on as with it off.
 
@@ -17,12 +17,14 @@ import numpy as np
 import pytest
 import torch
 
-from cdgtmll import config as C
+from cdgtmll.config import loader as C
+from cdgtmll.config import plan
 from cdgtmll.data.processed import ProcessedData
-from cdgtmll.methods import RunContext, base
+from cdgtmll.methods.base import RunContext
+from cdgtmll.methods import base
 from cdgtmll.nn.trainer import TrainingInterrupted
-from cdgtmll.progress import RunProgress, fmt_seconds
-from cdgtmll.run import main as run_main
+from cdgtmll.nn.progress import RunProgress, fmt_seconds
+from cdgtmll.train import main as run_main
 from helpers import yeast_arrays, yeast_fitdata
 
 torch.set_num_threads(1)
@@ -49,7 +51,7 @@ def yeast_npz(tmp_path_factory) -> Path:
 
 def spec(method: str) -> dict:
     cfg = C.load(ROOT / "config/config.yaml", {"training": {"default": {"epochs": EPOCHS}}, "experiments": {"seeds": SEEDS}})
-    s = C.run_spec(cfg, "yeast", "clean", method)
+    s = plan.run_spec(cfg, "yeast", "clean", method)
     s["device"] = "cpu"
     return s
 
@@ -86,7 +88,7 @@ def test_epoch_and_seed_lines_and_identical_metrics(yeast_npz, tmp_path, capsys)
     assert "job ETA" in out.splitlines()[0] and "job done in" in out.splitlines()[1]
     assert [line for line in err.splitlines() if line.startswith("[run]")] == out.splitlines()  # and the log too
     # val mAP of the seed line = Eq. (E.8) on the stored validation predictions
-    from cdgtmll.metrics_core import mean_average_precision
+    from cdgtmll.metrics.definitions import mean_average_precision
 
     Yv = yeast_arrays(600)[1][400:500]
     for m in seeds:
@@ -145,7 +147,7 @@ def test_train_rule_streams(yeast_npz, tmp_path, monkeypatch):
     terminal): the terminal gets the per-seed lines only, the log every line; with stdout
     and stderr on one file (a terminal, ``> log 2>&1``) each line appears once."""
     rule = (ROOT / "workflow/rules/train.smk").read_text()
-    assert "python -m cdgtmll.run" in rule and "--progress 2> {log}" in rule
+    assert "python -m cdgtmll.train" in rule and "--progress 2> {log}" in rule
     with open(tmp_path / "terminal", "w") as term, open(tmp_path / "job.log", "w") as log:
         monkeypatch.setattr(sys, "stdout", term)
         monkeypatch.setattr(sys, "stderr", log)

@@ -36,7 +36,7 @@ def _quick_results(repo: Path) -> None:
     """results/ as config/quick.yaml's `tables` and `claims_check` rules leave them, from
     format-exact metrics.json files (Yeast clean and R@0.40/0.50, three seeds, the profile's
     three rows; BR-LogReg scored by its own thresholds in global mode)."""
-    from cdgtmll import tables
+    from cdgtmll.tables import build as tables
     from cdgtmll.claims import check
 
     rng = np.random.default_rng(7)

@@ -11,7 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cdgtmll import study_figures as sf
+from cdgtmll.figures.studies import players as sf
+from cdgtmll.figures.studies import comparison
+from cdgtmll.figures.studies import build as build_mod
 from cdgtmll.io import sha256_file, write_json
 from cdgtmll.labels import tail_labels
 
@@ -79,7 +81,7 @@ def test_ablation_gaps_equal_differences_of_means(tmp_path: Path):
             dirs.append(write_metrics(run(root, "voc2007", "clean", m, k),
                                       {"rare_f1": v, "mAP": v + 0.2, "micro_f1": v + 0.1}, {"rare_f1": v - 0.1}))
     out = tmp_path / "fig" / "ablation"
-    sf.ablation_figure(dirs, out, full="CD-GTMLL", order=["No-Curiosity", "Single-Predictor", "CD-GTMLL"])
+    comparison.ablation_figure(dirs, out, full="CD-GTMLL", order=["No-Curiosity", "Single-Predictor", "CD-GTMLL"])
     df = pd.read_csv(f"{out}.csv")
     assert len(df) == 9
     assert list(dict.fromkeys(df["method"])) == ["No-Curiosity", "Single-Predictor", "CD-GTMLL"]
@@ -96,14 +98,14 @@ def test_ablation_gaps_equal_differences_of_means(tmp_path: Path):
     assert sum(len(v) for v in src["runs"].values()) == 8
     assert "voc2007/clean/No-Curiosity" in src["runs"]
     # adaptive mode reads the other block
-    sf.ablation_figure(dirs, tmp_path / "abl_ad", mode="adaptive", metrics=["rare_f1"])
+    comparison.ablation_figure(dirs, tmp_path / "abl_ad", mode="adaptive", metrics=["rare_f1"])
     ad = pd.read_csv(tmp_path / "abl_ad.csv").set_index("method")
     assert ad.loc["CD-GTMLL", "mean"] == pytest.approx(0.52)
     # errors: full model or an --order method without runs
     with pytest.raises(ValueError, match="full model"):
-        sf.ablation_figure(dirs, tmp_path / "x", full="Nope")
+        comparison.ablation_figure(dirs, tmp_path / "x", full="Nope")
     with pytest.raises(ValueError, match="--order"):
-        sf.ablation_figure(dirs, tmp_path / "x", order=["Ghost"])
+        comparison.ablation_figure(dirs, tmp_path / "x", order=["Ghost"])
 
 
 # ---------------------------------------------------------------------- robustness
@@ -119,7 +121,7 @@ def test_robustness_pairs_by_training_seed(tmp_path: Path):
     # an occlusion run in the list is ignored by --kind noise
     dirs.append(write_metrics(run(root, "yeast", "O0.10-s0", "CD-GTMLL", 0), {"rare_f1": 0.0}))
     out = tmp_path / "rob"
-    sf.robustness_figure(dirs, out, kind="noise")
+    comparison.robustness_figure(dirs, out, kind="noise")
     df = pd.read_csv(f"{out}.csv").set_index("level")
     # paired differences: 0.02, 0.03, 0.01 -> mean 0.02, std 0.01 (unpaired pairings would differ)
     assert df.loc[0.1, "degradation_mean"] == pytest.approx(0.02)
@@ -132,11 +134,11 @@ def test_robustness_pairs_by_training_seed(tmp_path: Path):
     # a corrupted run whose training seed has no clean partner is an error
     extra = write_metrics(run(root, "yeast", "N0.10-s0", "CD-GTMLL", 7), {"rare_f1": 0.1})
     with pytest.raises(ValueError, match="seed7"):
-        sf.robustness_figure([*dirs, extra], tmp_path / "x", kind="noise")
-    assert sf.corruption_level("N0.10-s0", "noise") == 0.10
-    assert sf.corruption_level("O0.20-s1", "occlusion") == 0.20
-    assert sf.corruption_level("O0.20-s1", "noise") is None
-    assert sf.corruption_level("R0.40-s0", "noise") is None
+        comparison.robustness_figure([*dirs, extra], tmp_path / "x", kind="noise")
+    assert comparison.corruption_level("N0.10-s0", "noise") == 0.10
+    assert comparison.corruption_level("O0.20-s1", "occlusion") == 0.20
+    assert comparison.corruption_level("O0.20-s1", "noise") is None
+    assert comparison.corruption_level("R0.40-s0", "noise") is None
 
 
 def test_robustness_occlusion_not_applicable_writes_note(tmp_path: Path):
@@ -145,7 +147,7 @@ def test_robustness_occlusion_not_applicable_writes_note(tmp_path: Path):
             for k in (0, 1)]
     dirs.append(write_metrics(run(root, "yeast", "N0.10-s0", "BCE", 0), {"rare_f1": 0.2}))
     out = tmp_path / "occ"
-    assert sf.main(["robustness", "--kind", "occlusion", "--runs", *map(str, dirs), "--out", str(out)]) == 0
+    assert build_mod.main(["robustness", "--kind", "occlusion", "--runs", *map(str, dirs), "--out", str(out)]) == 0
     df = pd.read_csv(f"{out}.csv")
     assert df["note"].tolist() == ["no images: occlusion not applicable to yeast"]
     src = assert_outputs(out)
@@ -153,7 +155,7 @@ def test_robustness_occlusion_not_applicable_writes_note(tmp_path: Path):
     # an image dataset without occlusion runs is a missing-runs error, not a note
     img = [write_metrics(run(root, "voc2007", "clean", "BCE", 0), {"rare_f1": 0.3})]
     with pytest.raises(ValueError, match="image dataset"):
-        sf.robustness_figure(img, tmp_path / "x", kind="occlusion")
+        comparison.robustness_figure(img, tmp_path / "x", kind="occlusion")
 
 
 # --------------------------------------------------------------------------- sweep
@@ -170,7 +172,7 @@ def test_sweep_parses_values_and_checks_hparams(tmp_path: Path):
     base = write_metrics(run(root, "voc2007", "clean", "CD-GTMLL", 0), {"rare_f1": 0.38, "mAP": 0.9})
     write_json(base / "method_outputs.json", {"hparams": {"alpha": 0.4}})
     out = tmp_path / "alpha"
-    sf.sweep_figure([*dirs, base], out, "alpha", metrics=["rare_f1", "mAP"])
+    comparison.sweep_figure([*dirs, base], out, "alpha", metrics=["rare_f1", "mAP"])
     df = pd.read_csv(f"{out}.csv")
     r = df[df.metric == "rare_f1"].set_index("value")
     assert r.index.tolist() == [0.2, 0.4, 0.6]
@@ -179,15 +181,15 @@ def test_sweep_parses_values_and_checks_hparams(tmp_path: Path):
     assert set(r["base_method"]) == {"CD-GTMLL"}
     src = assert_outputs(out)
     assert any(e["path"].endswith("method_outputs.json") for v in src["runs"].values() for e in v)
-    assert sf.parse_sweep_method("CD-GTMLL@n_players=4") == ("CD-GTMLL", "n_players", "4")
-    assert sf.parse_sweep_method("CD-GTMLL") is None
+    assert comparison.parse_sweep_method("CD-GTMLL@n_players=4") == ("CD-GTMLL", "n_players", "4")
+    assert comparison.parse_sweep_method("CD-GTMLL") is None
     # a mis-wired alias (name says 0.2, hparams say 0.5) is an error
     bad = write_metrics(run(root, "voc2007", "clean", "CD-GTMLL@alpha=0.9", 0), {"rare_f1": 0.1})
     write_json(bad / "method_outputs.json", {"hparams": {"alpha": 0.5}})
     with pytest.raises(ValueError, match="records alpha=0.5"):
-        sf.sweep_figure([bad], tmp_path / "x", "alpha")
+        comparison.sweep_figure([bad], tmp_path / "x", "alpha")
     with pytest.raises(ValueError, match="sweeps 'alpha'"):
-        sf.sweep_figure(dirs, tmp_path / "x", "n_players")
+        comparison.sweep_figure(dirs, tmp_path / "x", "n_players")
 
 
 # ---------------------------------------------------- specialization / ranks (toys)
@@ -250,7 +252,7 @@ def test_ranks_and_specialization_files_on_toy_runs(tmp_path: Path):
         write_metrics(d, {}, train_counts=counts)
         dirs.append(d)
     out = tmp_path / "ranks"
-    assert sf.main(["ranks", "--runs", *map(str, dirs), "--out", str(out), "--tail-fraction", "0.34"]) == 0
+    assert build_mod.main(["ranks", "--runs", *map(str, dirs), "--out", str(out), "--tail-fraction", "0.34"]) == 0
     hm = pd.read_csv(f"{out}_heatmap.csv").set_index(["label_group", "player"])
     assert hm.loc[("rare", 1), "mean_rank_mean"] == pytest.approx(1.25)
     assert hm.loc[("rare", 3), "mean_rank_mean"] == pytest.approx(3.0)
@@ -297,7 +299,7 @@ def test_monotonicity_detector_finds_injected_decrease(tmp_path: Path):
     d0 = write_train_log(run(root, "yeast", "clean", "CD-GTMLL", 0), phi, beta)
     d1 = write_train_log(run(root, "yeast", "clean", "CD-GTMLL", 1), phi_bad, beta)
     out = tmp_path / "pot"
-    assert sf.main(["potential", "--runs", str(d0), str(d1), "--out", str(out)]) == 0
+    assert build_mod.main(["potential", "--runs", str(d0), str(d1), "--out", str(out)]) == 0
     summ = pd.read_csv(f"{out}.monotonicity.csv", dtype={"seed": str, "decrease_epochs": str}).set_index("seed")
     assert bool(summ.loc["0", "monotone"]) and not bool(summ.loc["1", "monotone"])
     assert str(summ.loc["1", "decrease_epochs"]) == "8" and summ.loc["1", "n_decreases"] == 1
@@ -314,7 +316,7 @@ def test_monotonicity_detector_finds_injected_decrease(tmp_path: Path):
 def real_runs(mirror, tmp_path_factory):
     """Two seeds of CD-GTMLL (3 epochs) on a 300-row slice of Yeast, in the run layout."""
     from cdgtmll.data.mulan import read_mulan_arff
-    from cdgtmll.methods import FitData, RunContext, build
+    from cdgtmll.methods.base import FitData, RunContext, build
 
     path = mirror / "yeast" / "yeast-train.arff"
     if not path.is_file():

@@ -7,9 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cdgtmll import tables
+from cdgtmll.tables import build as tables
+from cdgtmll.tables import collect
+from cdgtmll.tables import layout
 
-METRICS = tables.METRICS
+METRICS = collect.METRICS
 
 
 def _write_run(root, dataset, variant, method, seed, values, own=None):
@@ -92,9 +94,10 @@ def test_footnotes_equal_by_construction_rules_and_left_out_labels(tmp_path):
     """Issue 11: PE's mAP/P@k equal BCE's by construction (footnoted; ETU's only with
     utility 'precision'); the plug-in rows' F1 rule per column; the number of labels without
     test positives that Macro-/Rare-F1 left out, per dataset."""
-    from cdgtmll import metrics as M
+    from cdgtmll.metrics import thresholds as M
+    from cdgtmll.metrics import definitions
 
-    # what evaluate.py writes (cdgtmll.metrics.RULE_*, f1_exclusion; checked at the end)
+    # what evaluate.py writes (cdgtmll.metrics.evaluation.RULE_*, f1_exclusion; checked at the end)
     micro = "plug-in micro: one threshold shared by all labels, tuned on validation for micro-F1"
     macro = "plug-in macro: per-label thresholds tuned on validation for per-label F1"
     plugin = {"micro_f1": micro, "macro_f1": macro, "rare_f1": macro}
@@ -152,7 +155,7 @@ def test_footnotes_equal_by_construction_rules_and_left_out_labels(tmp_path):
     # the strings above are the ones evaluation records
     assert (micro, macro) == (M.RULE_PLUGIN_MICRO, M.RULE_PLUGIN_MACRO)
     assert rules["global@0.5"]["micro_f1"] == M.rule_global(0.5) and rules["adaptive"]["rare_f1"] == M.RULE_ADAPTIVE
-    rec = M.f1_exclusion(np.array([3, 0, 5, 0, 2, 9, 1, 0, 4, 6]), np.array([1, 3, 6, 9]))
+    rec = definitions.f1_exclusion(np.array([3, 0, 5, 0, 2, 9, 1, 0, 4, 6]), np.array([1, 3, 6, 9]))
     assert {k: rec[k] for k in exclusion["voc2007"]} == exclusion["voc2007"]
 
 
@@ -297,7 +300,7 @@ def test_html_pages_keep_marks_blocks_and_footnotes(runs):
             "--profile-file", "config/quick.yaml"]
     tables.main([*args, "--out", str(out)])
     tables.main([*args, "--out", str(again)])
-    for stem in tables.table_stems():
+    for stem in layout.table_stems():
         for suffix in ("", "_adaptive"):
             page = out / f"{stem}{suffix}.html"
             assert page.read_bytes() == (again / page.name).read_bytes(), page.name
@@ -381,7 +384,7 @@ def test_configured_dataset_tables_have_every_configured_dataset_as_columns(tmp_
 
 def test_audit_follows_the_new_tables(tmp_path, monkeypatch):
     """`cdgtmll audit` traces a cell of the new tables (any of their files) to its metrics files."""
-    from cdgtmll import audit
+    from cdgtmll.lineage import audit
 
     monkeypatch.chdir(tmp_path)
     paths, _ = _p_at_k_runs(tmp_path / "runs", ["eurlex-4k"], ["BCE", "CD-GTMLL"], seeds=(0, 1))

@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from cdgtmll.methods import FitData, RunContext, available, build
+from cdgtmll.methods.base import FitData, RunContext, available, build
 from cdgtmll.methods.neural import BCEMethod, LossHeadMethod
-from cdgtmll.nn.trainer import CHECKPOINT, TRAIN_LOG, TrainingInterrupted, read_log, validation_metrics
+from cdgtmll.nn.checkpoint import CHECKPOINT, TRAIN_LOG, read_log
+from cdgtmll.nn.trainer import TrainingInterrupted
+from cdgtmll.nn.val_metrics import validation_metrics
 from helpers import YEAST_TRAIN, yeast_arrays
 
 torch.set_num_threads(1)
@@ -126,7 +128,7 @@ def test_schedule_overrides_and_log(tmp_path):
 def test_validation_metrics_match_sklearn():
     from sklearn.metrics import average_precision_score, f1_score
 
-    from cdgtmll.nn.trainer import average_precision_per_label
+    from cdgtmll.nn.val_metrics import average_precision_per_label
 
     rng = np.random.default_rng(0)
     Y = (rng.random((80, 7)) < 0.3).astype(np.uint8)

@@ -243,7 +243,7 @@ def test_prepare_through_registry_entry(tmp_path, monkeypatch):
 def test_topk_rows_equals_reference_with_ties():
     """metrics_core.topk_rows (argpartition + tie fallback) = metrics_core._topk_rows exactly:
     ties across the cut, ties inside it, -inf, NaN, float32, k = 1 .. L."""
-    from cdgtmll.metrics_core import _topk_rows, topk_rows
+    from cdgtmll.metrics.definitions import _topk_rows, topk_rows
 
     rng = np.random.default_rng(0)
     for trial in range(40):
@@ -271,8 +271,8 @@ def test_topk_rows_equals_reference_with_ties():
 
 
 def test_topk_pak_equals_dense_pak():
-    from cdgtmll.evaluate import precision_at_k_topk, topk_from_scores
-    from cdgtmll.metrics import precision_at_k
+    from cdgtmll.metrics.evaluate_run import precision_at_k_topk, topk_from_scores
+    from cdgtmll.metrics.definitions import precision_at_k
 
     rng = np.random.default_rng(0)
     for n, L, K in ((300, 50, 5), (257, 120, 100), (64, 7, 7)):
@@ -302,9 +302,10 @@ def _sparse_problem(n=240, D=300, L=10, seed=0):
 
 
 def _fit(name, X, Y, workdir, backbone="tfidf-linear", seed=0, **hp):
-    from cdgtmll.methods import FitData, RunContext, base
+    from cdgtmll.methods.base import FitData, RunContext
+    from cdgtmll.methods import base
 
-    import cdgtmll.methods.cdgtmll  # noqa: F401  (registers CD-GTMLL)
+    import cdgtmll.methods.cdgtmll.model  # noqa: F401  (registers CD-GTMLL)
 
     m = base.build(name, {"epochs": 2, "batch_size": 64, "hidden_dim": 32, **hp})
     n = X.shape[0]
@@ -350,10 +351,11 @@ def test_cdgtmll_and_mlp_paths(tmp_path):
 def test_run_and_evaluate_topk_format(tmp_path, monkeypatch):
     """run.py writes top-K predictions for large L (threshold lowered here) and evaluate.py
     scores them: P@k equal to the dense P@k of the same model, mAP/F1 null with a note."""
-    from cdgtmll import evaluate, run
+    from cdgtmll.metrics import evaluate_run as evaluate
+    from cdgtmll import train as run
     from cdgtmll.data.processed import ProcessedData
     from cdgtmll.labels import tail_labels
-    from cdgtmll.metrics import precision_at_k
+    from cdgtmll.metrics.definitions import precision_at_k
 
     X, Y = _sparse_problem(n=200, L=12, seed=2)
     splits = {"train": np.arange(0, 140), "val": np.arange(140, 170), "test": np.arange(170, 200)}
@@ -375,7 +377,7 @@ def test_run_and_evaluate_topk_format(tmp_path, monkeypatch):
     res = evaluate.evaluate_run(data, pred, tail, 0.5)
     # the same model's dense scores, recomputed: P@k must agree exactly
     m = run.build_method("BCE", spec["hparams"], spec["training"])
-    from cdgtmll.methods import FitData, RunContext
+    from cdgtmll.methods.base import FitData, RunContext
 
     run.set_seed(0)
     m.fit(FitData(X[splits["train"]], Y[splits["train"]], X[splits["val"]], Y[splits["val"]], data.label_names,
@@ -395,7 +397,7 @@ def test_cdgtmll_sparse_targets_relaid_once_with_identical_results(tmp_path, mon
     """A sparse Y is re-laid once on the CSR matrix (``train_target_columns``): no batch goes
     through ``train_targets``, and the model is bit-identical to the per-batch re-lay and to a
     dense Y."""
-    from cdgtmll.methods.cdgtmll import CDGTMLL
+    from cdgtmll.methods.cdgtmll.model import CDGTMLL
 
     X, Y = _sparse_problem(n=160, L=8, seed=1)
     calls = []

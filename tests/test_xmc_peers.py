@@ -16,13 +16,14 @@ import pytest
 import scipy.sparse as sp
 from scipy.special import expit
 
-from cdgtmll import config as cfgmod
-from cdgtmll.config import config_hash
+from cdgtmll.config import plan as cfgmod
+from cdgtmll.config import loader
+from cdgtmll.io import config_hash
 from cdgtmll.external.client import WorkerClient, WorkerError
 from cdgtmll.external.envs import BUILD_ENV, ROOT_ENV, ExternalEnv, checkout_root
 from cdgtmll.external.worker_protocol import topk_dense, topk_rows
-from cdgtmll.methods import FitData, NotRunnable, RunContext, build
-from cdgtmll.metrics import precision_at_k
+from cdgtmll.methods.base import FitData, NotRunnable, RunContext, build
+from cdgtmll.metrics.definitions import precision_at_k
 from external_envs import require_env
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -229,7 +230,7 @@ def test_unbuildable_environment_is_a_not_run_reason_in_the_tables(tmp_path, mon
     env = ExternalEnv.of("pecos")
     assert not env.ready() and not env.dir.exists() and env.failed_marker.is_file()
     log_mtime = env.build_log.stat().st_mtime_ns
-    cfg = cfgmod.load(ROOT / "config" / "mulan.yaml")
+    cfg = loader.load(ROOT / "config" / "mulan.yaml")
     assert cfgmod.not_runnable(cfg, "bibtex", "XR-Linear") == reason
     assert env.build_log.stat().st_mtime_ns == log_mtime  # same lock: not rebuilt
     with pytest.raises(NotRunnable, match="XR-Linear: not run: environment .venv/xmc/pecos could not be built"):
@@ -261,7 +262,7 @@ def test_lock_change_changes_the_run_spec(tmp_path, monkeypatch):
     that method's jobs and no other."""
     root = _scratch_checkout(tmp_path)
     monkeypatch.setenv(ROOT_ENV, str(root))
-    cfg = cfgmod.load(ROOT / "config" / "mulan.yaml")
+    cfg = loader.load(ROOT / "config" / "mulan.yaml")
     spec = {m: cfgmod.run_spec(cfg, "bibtex", "clean", m) for m in ("XR-Linear", "napkinXC-PLT", "BCE")}
     rh = spec["XR-Linear"]["resolved_hparams"]
     assert rh["env"] == ".venv/xmc/pecos" and rh["library"] == "libpecos==1.2.8"

@@ -34,7 +34,7 @@ def _default_config(given: Path | None) -> Path | None:
 def _load_plugins(path: Path | None) -> dict[str, list[str]]:
     """Import the plugins of the config at ``path`` the way the pipeline does; module ->
     method names it registered."""
-    from cdgtmll.config import import_plugins, plugin_dirs, read_plugins
+    from cdgtmll.config.plugins import import_plugins, plugin_dirs, read_plugins
 
     if path is None:
         return {}
@@ -42,7 +42,8 @@ def _load_plugins(path: Path | None) -> dict[str, list[str]]:
 
 
 def _check_config(path: Path) -> int:
-    from cdgtmll.config import ConfigError, load
+    from cdgtmll.config.schema import ConfigError
+    from cdgtmll.config.loader import load
 
     try:
         added = _load_plugins(path)  # before load(): it imports them too, but without these folders
@@ -59,7 +60,7 @@ def _check_config(path: Path) -> int:
 
 
 def _methods(config: Path | None) -> int:
-    from cdgtmll.config import ConfigError
+    from cdgtmll.config.schema import ConfigError
     from cdgtmll.methods import base
 
     try:
@@ -78,7 +79,7 @@ def _custom_specs(config: Path | None) -> list:
     """The ``data.custom`` datasets of a config (checked by the registry's own parser)."""
     import yaml
 
-    from cdgtmll.config import ConfigError
+    from cdgtmll.config.schema import ConfigError
     from cdgtmll.data.registry import spec_from_config
 
     if config is None:
@@ -109,7 +110,7 @@ def _image_archives(spec) -> tuple:
 def _datasets(config: Path | None) -> int:
     """Each dataset, then each raw file: its sha256 (or why it is unknown) and where it comes
     from (official URL first, or how to get it by hand), then any packaged copy."""
-    from cdgtmll.config import ConfigError
+    from cdgtmll.config.schema import ConfigError
     from cdgtmll.data import registry
 
     try:
@@ -151,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "check-config":
         return _check_config(args.path)
     if args.cmd == "audit":
-        from cdgtmll.audit import audit
+        from cdgtmll.lineage.audit import audit
 
         try:
             rep = audit(args.path, tuple(args.cell) if args.cell else None)

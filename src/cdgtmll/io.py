@@ -248,3 +248,13 @@ def _json_default(o: Any) -> Any:
     if isinstance(o, Path):
         return str(o)
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def config_hash(obj: Any) -> str:
+    """sha256 of the canonical JSON form (key order and whitespace do not matter)."""
+    return hashlib.sha256(canonical_json(obj).encode()).hexdigest()

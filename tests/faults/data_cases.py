@@ -236,7 +236,7 @@ def test_snakemake_reruns_prepare_when_a_source_file_changes(tmp_path):
 # --------------------------------------------------------------------------- 2. audit re-hashes raw
 def _audited_run(tmp_path: Path, data_path: Path, data_sources: list) -> Path:
     """A figure whose lineage is one run trained on ``data_path``; returns the figure."""
-    from cdgtmll.config import config_hash
+    from cdgtmll.io import config_hash
     from cdgtmll.io import sha256_file, write_json
 
     run = tmp_path / "runs" / "toy" / "clean" / "M" / "seed0"
@@ -257,7 +257,7 @@ def _audited_run(tmp_path: Path, data_path: Path, data_sources: list) -> Path:
 
 @pytest.mark.filterwarnings("ignore::cdgtmll.data.acquire.UnverifiedWarning")
 def test_audit_rehashes_raw_files(tmp_path, no_env_mirror):
-    from cdgtmll.audit import audit
+    from cdgtmll.lineage.audit import audit
 
     mirror = _toy_mirror(tmp_path)
     raw = tmp_path / "raw"
@@ -280,7 +280,7 @@ def test_audit_rehashes_raw_files(tmp_path, no_env_mirror):
 
 @pytest.mark.filterwarnings("ignore::cdgtmll.data.acquire.UnverifiedWarning")
 def test_audit_finds_raw_files_of_data_prepared_before_paths_were_recorded(tmp_path, monkeypatch, no_env_mirror):
-    from cdgtmll.audit import audit
+    from cdgtmll.lineage.audit import audit
 
     monkeypatch.chdir(tmp_path)
     mirror = _toy_mirror(tmp_path)
@@ -295,8 +295,8 @@ def test_audit_finds_raw_files_of_data_prepared_before_paths_were_recorded(tmp_p
 
 
 def test_audit_checks_the_image_listing_behind_frozen_features(tmp_path):
-    from cdgtmll.audit import audit
-    from cdgtmll.data.images import listing_sha256
+    from cdgtmll.lineage.audit import audit
+    from cdgtmll.images.datasets import listing_sha256
 
     root = tmp_path / "JPEGImages"
     root.mkdir()

@@ -1,7 +1,7 @@
 """Fault catalogue (issue 12): a label with no training positives is reported, not hidden.
 
-A Yeast copy with one label's training positives removed runs through ``cdgtmll.run``,
-``cdgtmll.evaluate`` and the tables: the run log and the evaluation log warn, ``provenance.json``
+A Yeast copy with one label's training positives removed runs through ``cdgtmll.train``,
+``cdgtmll.metrics.evaluate_run`` and the tables: the run log and the evaluation log warn, ``provenance.json``
 and ``metrics.json`` record the label and the rule (counted), and the table footnote says so.
 """
 
@@ -18,7 +18,10 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
 def test_label_without_training_positives_is_reported(tmp_path, capsys):
-    from cdgtmll import evaluate, run, tables
+    from cdgtmll.metrics import evaluate_run as evaluate
+    from cdgtmll import train as run
+    from cdgtmll.tables import collect as tables
+    from cdgtmll.tables import footnotes
     from cdgtmll.data.processed import ProcessedData
     from cdgtmll.labels import tail_labels
 
@@ -57,5 +60,5 @@ def test_label_without_training_positives_is_reported(tmp_path, capsys):
     assert set(df["untrained_labels"]) == {"Class4"}
     summary = tables.summarise(df)
     table = {"columns": [("yeast-zeroed", "Yeast-zeroed", "clean", "macro_f1", "Macro-F1")]}
-    notes = tables._untrained_notes(table, summary, "global")
+    notes = footnotes._untrained_notes(table, summary, "global")
     assert len(notes) == 1 and "yeast-zeroed clean: Class4" in notes[0] and "counted in every metric" in notes[0]

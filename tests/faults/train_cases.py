@@ -33,9 +33,12 @@ import torch
 
 import cdgtmll
 from cdgtmll import io as cio
-from cdgtmll import provenance
-from cdgtmll.methods import FitData, RunContext, base
-from cdgtmll.nn import trainer
+from cdgtmll.lineage import provenance
+from cdgtmll.methods.base import FitData, RunContext
+from cdgtmll.methods import base
+from cdgtmll.nn import divergence as trainer
+from cdgtmll.nn import trainer as trainer_mod
+from cdgtmll.nn import checkpoint
 from helpers import YEAST_TRAIN, yeast_fitdata
 
 torch.set_num_threads(1)
@@ -86,7 +89,7 @@ def test_huge_learning_rate_stops_at_first_nonfinite_gradient(tmp_path):
     # it stops within the first epoch, at the first step whose loss or gradient norm is not finite
     assert e.epoch == 1 and 1 <= e.step <= 8 and e.steps_per_epoch == 8 and e.total_steps == 40
     assert not (math.isfinite(e.loss) and math.isfinite(e.grad_norm))
-    f = trainer.cosine_factor(e.global_step - 1, e.total_steps)  # the rates of that step
+    f = trainer_mod.cosine_factor(e.global_step - 1, e.total_steps)  # the rates of that step
     assert e.lrs == pytest.approx({"backbone": 1e6 * f, "head": 1e6 * f})
     assert f"epoch 1, step {e.step} of 8" in msg and "Learning rates at that step: backbone=" in msg
     assert "Lower the learning rate(s)" in msg
@@ -144,7 +147,7 @@ def test_divergence_in_epoch_two_keeps_the_last_good_checkpoint(tmp_path):
     state = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
     assert state["epoch"] == 1
     assert all(torch.isfinite(v).all() for v in state["model"].values() if v.is_floating_point())
-    assert len(trainer.read_log(tmp_path / "train_log.csv")) == 1
+    assert len(checkpoint.read_log(tmp_path / "train_log.csv")) == 1
     assert np.load(tmp_path / "player_val_acc.npz")["accuracy"].shape[0] == 1
     assert temps(tmp_path) == []
 
@@ -184,7 +187,7 @@ def test_deferred_mode_in_training_finds_the_same_step(tmp_path, monkeypatch):
 
 
 def test_score_check_says_nonfinite_with_counts():
-    from cdgtmll.run import _check_scores
+    from cdgtmll.train import _check_scores
 
     s = np.full((4, 3), 0.5)
     s[0, 0], s[1, 1], s[1, 2] = np.nan, np.inf, np.nan
@@ -370,7 +373,7 @@ import sys, time
 sys.path.insert(0, {src!r}); sys.path.insert(0, {tests!r})
 import torch
 torch.set_num_threads(1)
-import cdgtmll.provenance as prov
+import cdgtmll.lineage.provenance as prov
 prov._CODE_SHA256 = sys.argv[2]  # the parent's: files edited meanwhile must not change the fingerprint
 from helpers import yeast_fitdata
 from cdgtmll.methods import RunContext, base
@@ -409,15 +412,15 @@ def test_kill9_during_training_then_resume_gives_identical_metrics(tmp_path):
     _sigkill(proc)
     assert tmp.exists() and temps(wd) == [tmp.name]
     assert torch.load(wd / "checkpoint.pt", weights_only=False)["epoch"] == 2
-    killed_rows = trainer.read_log(wd / "train_log.csv")
+    killed_rows = checkpoint.read_log(wd / "train_log.csv")
     assert len(killed_rows) == 2
 
     resumed = base.get("CD-GTMLL")(**hp).fit(data, RunContext(seed=3, workdir=wd))
     assert temps(wd) == []
-    rows = trainer.read_log(wd / "train_log.csv")
+    rows = checkpoint.read_log(wd / "train_log.csv")
     assert rows[:2] == killed_rows  # really resumed (epochs 1-2, timings included, from the checkpoint)
     strip = lambda rs: [{k: v for k, v in r.items() if k not in ("epoch_time", "val_time")} for r in rs]  # noqa: E731
-    assert strip(rows) == strip(trainer.read_log(tmp_path / "full" / "train_log.csv"))
+    assert strip(rows) == strip(checkpoint.read_log(tmp_path / "full" / "train_log.csv"))
     assert np.array_equal(resumed.predict_proba(data.X_val), full.predict_proba(data.X_val))
     a, b = np.load(tmp_path / "full" / "player_val_acc.npz"), np.load(wd / "player_val_acc.npz")
     assert np.array_equal(a["accuracy"], b["accuracy"])

@@ -2,8 +2,7 @@
 import json
 from pathlib import Path
 
-from cdgtmll.config import (
-    CLEAN,
+from cdgtmll.config.plan import (
     finetunes_images,
     is_image_dataset,
     not_runnable,
@@ -11,9 +10,9 @@ from cdgtmll.config import (
     pr_highlight,
     run_spec,
     study_jobs,
-    variant_id,
     variants,
 )
+from cdgtmll.variants.naming import CLEAN, variant_id
 
 DATASETS = config["experiments"]["datasets"]
 METHODS = config["experiments"]["methods"]

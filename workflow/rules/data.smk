@@ -67,7 +67,7 @@ rule extract_features:
         gpu=GPU_JOBS,
         cpus_per_task=1 + IMG["workers"],  # the DataLoader workers get their own cores on a cluster
     shell:
-        "python -m cdgtmll.data.features --in {input} --out {output} {params.args} > {log} 2>&1"
+        "python -m cdgtmll.images.features --in {input} --out {output} {params.args} > {log} 2>&1"
 
 
 rule extract_features_occluded:
@@ -93,7 +93,7 @@ rule extract_features_occluded:
         gpu=GPU_JOBS,
         cpus_per_task=1 + IMG["workers"],  # the DataLoader workers get their own cores on a cluster
     shell:
-        "python -m cdgtmll.data.features --in {input} --out {output} {params.args} > {log} 2>&1"
+        "python -m cdgtmll.images.features --in {input} --out {output} {params.args} > {log} 2>&1"
 
 
 rule data_all:

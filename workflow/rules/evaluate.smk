@@ -24,7 +24,7 @@ rule evaluate:
         mem_mb=4000,
         runtime=10,
     shell:
-        "python -m cdgtmll.evaluate --clean {input.clean} --rundir {params.rundir} --seeds {params.seeds} "
+        "python -m cdgtmll.metrics.evaluate_run --clean {input.clean} --rundir {params.rundir} --seeds {params.seeds} "
         "--tail-fraction {params.q} --tie-seed {params.tie_seed} --threshold {params.threshold} "
         "--f1-no-positive-labels {params.f1_rule} > {log} 2>&1"
 

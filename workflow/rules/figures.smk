@@ -1,6 +1,6 @@
 # The paper's figures from the studies' runs (Sec. 5.3-5.4). Each writes PDF, PNG (300 dpi),
 # the CSV behind it and a .sources.json for `cdgtmll audit`.
-from cdgtmll.plotstyle import style_cli_args
+from cdgtmll.figures.style import style_cli_args
 
 # The same --style-order/--dataset-name for every figure (figure_pr in report.smk too): the
 # config's aliases get the same colour in every figure, custom datasets their display name.
@@ -46,7 +46,7 @@ rule figure_ablation:
         mem_mb=2000,
         runtime=10,
     shell:
-        "python -m cdgtmll.study_figures ablation --runs {params.runs} --full '{params.full}' "
+        "python -m cdgtmll.figures.studies.build ablation --runs {params.runs} --full '{params.full}' "
         "--order {params.order} --out figures/ablation {params.style} > {log} 2>&1"
 
 
@@ -72,7 +72,7 @@ rule figure_robustness:
         mem_mb=2000,
         runtime=10,
     shell:
-        "python -m cdgtmll.study_figures robustness --kind {wildcards.kind} --runs {params.runs} "
+        "python -m cdgtmll.figures.studies.build robustness --kind {wildcards.kind} --runs {params.runs} "
         "--out figures/robustness_{wildcards.kind} {params.style} > {log} 2>&1"
 
 
@@ -100,7 +100,7 @@ rule figure_sensitivity:
         mem_mb=2000,
         runtime=10,
     shell:
-        "python -m cdgtmll.study_figures sweep --param {params.param} --metrics {params.metrics} "
+        "python -m cdgtmll.figures.studies.build sweep --param {params.param} --metrics {params.metrics} "
         "--runs {params.runs} --out figures/sensitivity_{wildcards.study} {params.style} > {log} 2>&1"
 
 
@@ -135,9 +135,9 @@ rule figure_diagnostics:
         mem_mb=2000,
         runtime=10,
     shell:
-        "(python -m cdgtmll.study_figures specialization --runs {params.runs} --out figures/specialization "
+        "(python -m cdgtmll.figures.studies.build specialization --runs {params.runs} --out figures/specialization "
         "{params.style} && "
-        "python -m cdgtmll.study_figures ranks --runs {params.runs} --tail-fraction {params.q} "
+        "python -m cdgtmll.figures.studies.build ranks --runs {params.runs} --tail-fraction {params.q} "
         "--tie-seed {params.tie_seed} --out figures/player_ranks {params.style} && "
-        "python -m cdgtmll.study_figures potential --runs {params.runs} --out figures/potential "
+        "python -m cdgtmll.figures.studies.build potential --runs {params.runs} --out figures/potential "
         "{params.style}) > {log} 2>&1"

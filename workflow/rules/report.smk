@@ -68,7 +68,7 @@ rule tables:
         mem_mb=2000,
         runtime=10,
     shell:
-        "python -m cdgtmll.tables --metrics {input} --methods {params.methods} "
+        "python -m cdgtmll.tables.build --metrics {input} --methods {params.methods} "
         "--threshold {params.threshold} {params.not_run} --datasets {params.datasets} {params.severities} "
         "--profile {params.profile} --profile-file {params.profile_file} "
         "--out results/tables --summary-json {output.summary} --summary-dir results/metrics > {log} 2>&1"
@@ -101,7 +101,7 @@ rule figure_pr:
         mem_mb=2000,
         runtime=10,
     shell:
-        "python -m cdgtmll.figures pr --predictions {input.predictions} --clean {input.clean} "
+        "python -m cdgtmll.figures.pr_curve pr --predictions {input.predictions} --clean {input.clean} "
         "--q {params.q} --tie-seed {params.tie_seed} --out {params.out} {params.style} {params.highlight} > {log} 2>&1"
 
 

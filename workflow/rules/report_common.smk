@@ -6,9 +6,9 @@ import shlex
 
 from snakemake.io import regex_from_filepattern
 
-from cdgtmll.config import variant_setting
+from cdgtmll.variants.naming import variant_setting
 from cdgtmll.data.registry import get_spec
-from cdgtmll.tables_layout import table_stems
+from cdgtmll.tables.layout import table_stems
 
 
 def reported(path, category, caption, **kwargs):

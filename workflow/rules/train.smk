@@ -1,7 +1,7 @@
 # Training: one job per (dataset, variant, method) trains every seed (process start-up
 # dominates small runs). The run spec is a param, so a change of any setting that
 # affects the job re-runs exactly the affected jobs.
-# Progress (cdgtmll.progress): stderr -> the job's log (everything: one line per epoch,
+# Progress (cdgtmll.nn.progress): stderr -> the job's log (everything: one line per epoch,
 # warnings, tracebacks); stdout -> Snakemake's terminal, or the job's Slurm log under the
 # Slurm profile: one "[run] <dataset>/<variant>/<method> seed <s> (<i> of <n>) done: ..."
 # line per seed (also in the log), so parallel jobs add a few labelled lines, never epochs.
@@ -30,5 +30,5 @@ rule train:
         gpu=GPU_JOBS,
         cpus_per_task=train_cpus,
     shell:
-        "CDGTMLL_THREADS={threads} python -m cdgtmll.run --data {input.data} --clean {input.clean} "
+        "CDGTMLL_THREADS={threads} python -m cdgtmll.train --data {input.data} --clean {input.clean} "
         "--spec '{params.spec}' --outdir {params.outdir} --progress 2> {log}"

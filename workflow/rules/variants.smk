@@ -1,5 +1,5 @@
 # R-variants (App. E.3): down-sample tail positives of the training split only.
-from cdgtmll.config import parse_noise, parse_occlusion, parse_variant
+from cdgtmll.variants.naming import parse_noise, parse_occlusion, parse_variant
 
 
 rule r_variant:

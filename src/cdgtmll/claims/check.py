@@ -33,7 +33,7 @@ consistent); directional claims by the side the estimate falls on, with the test
 
 ``paper inconsistency`` — a property of the paper, not of the reproduction: the paper
 prints a row's mAP or P@k *different* from another row's although, as the rows are built,
-the two are equal by construction (:func:`cdgtmll.tables.equal_by_construction`: PE's mAP
+the two are equal by construction (:func:`cdgtmll.tables.collect.equal_by_construction`: PE's mAP
 and P@k are BCE's; ETU's P@k only with ``utility: precision``). Such a claim cannot be
 reproduced by any correct run, so it is not reported as ``inconsistent``; the reproduced
 values are still filled in, and ``detail`` gives both printed numbers and what the

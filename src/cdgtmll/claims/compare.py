@@ -242,7 +242,7 @@ def load_pr(path: str | Path, dataset: str | None = None) -> FigureInput:
 
 def load_spec(path: str | Path) -> FigureInput:
     """Player-specialisation shares (fractions), either per seed -- columns ``dataset, epoch,
-    player, share`` and optional ``seed`` -- or as summarised by ``cdgtmll.study_figures
+    player, share`` and optional ``seed`` -- or as summarised by ``cdgtmll.figures.studies.build
     specialization`` -- ``dataset, variant, method, epoch, player, share_mean, share_std,
     n_seeds[, labels]``. Optional ``variant`` / ``method`` / ``labels`` columns are filtered on."""
     df = pd.read_csv(path)
@@ -436,8 +436,8 @@ def check_claims(claims: pd.DataFrame, runs: pd.DataFrame, pr: FigureInput | Non
 def construction(runs: pd.DataFrame, dataset: str, method: str) -> tuple[str, tuple[str, ...]] | None:
     """``(reference method, metrics)`` equal by construction for ``method`` on ``dataset``:
     from the runs' ``equal_by_construction`` column where the method was run there, else from
-    :func:`cdgtmll.tables.equal_by_construction` with default hyper-parameters."""
-    from cdgtmll.tables import equal_by_construction
+    :func:`cdgtmll.tables.collect.equal_by_construction` with default hyper-parameters."""
+    from cdgtmll.tables.collect import equal_by_construction
 
     if "equal_by_construction" in runs.columns:
         sel = runs.loc[(runs["dataset"] == dataset) & (runs["method"] == method), "equal_by_construction"]

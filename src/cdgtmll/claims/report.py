@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from cdgtmll.claims.verdict import CONSISTENT, INCONSISTENT, KINDS, PAPER_INCONSISTENT, STATUS_ORDER
-from cdgtmll.report_html import esc, frame_table, page
+from cdgtmll.tables.html import esc, frame_table, page
 
 
 def _missing(x) -> bool:

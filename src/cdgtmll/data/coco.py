@@ -31,7 +31,7 @@ column and character position) and indexed with pycocotools' ``COCO`` when it is
 installed (``annotation_index`` in meta says which), else with plain Python.
 
 Images: ``train2014/<file_name>`` and ``val2014/<file_name>`` under an image root
-found as in :mod:`cdgtmll.data.images` (raw folder, extracted copy in
+found as in :mod:`cdgtmll.images.datasets` (raw folder, extracted copy in
 ``<mirror>/coco2014/``, or the official ``train2014.zip`` / ``val2014.zip``, extracted
 into ``<raw>/coco2014/``).
 """
@@ -48,7 +48,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from cdgtmll.data.images import X_KIND, ArchiveSource, ImageTrainTest, locate_images, mirror_roots, row_ids
+from cdgtmll.images.datasets import X_KIND, ArchiveSource, ImageTrainTest, locate_images, mirror_roots, row_ids
 from cdgtmll.data.registry import RemoteFile
 
 ANNOTATIONS_ZIP = "annotations_trainval2014.zip"

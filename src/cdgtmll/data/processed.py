@@ -22,7 +22,7 @@ key                content
 Image datasets store paths instead of pixels: ``X`` is a float32 ``[n, 1]`` column of
 row ids into ``meta['image_paths']`` (relative to ``meta['image_root']``,
 ``meta['x_kind'] == 'image-row-id'``), so that any row subset still maps to its files
-(see ``cdgtmll.data.images``); ``python -m cdgtmll.data.features`` turns such a file into
+(see ``cdgtmll.images.datasets``); ``python -m cdgtmll.images.features`` turns such a file into
 one whose ``X`` holds frozen backbone features.
 """
 

@@ -347,17 +347,17 @@ _VOC = DatasetSpec(
     format="voc-devkit",
     n_labels=20,
     # only the label files: the image tars (role images-*) are fetched by the loader when
-    # no extracted JPEGImages/ is found (cdgtmll.data.images), so that an extracted devkit
+    # no extracted JPEGImages/ is found (cdgtmll.images.datasets), so that an extracted devkit
     # in the mirror suffices and prepare never requires the 900 MB of tars
     files=tuple(f for f in voc_files() if f.role.startswith("labels-")),
     n_train=5011,
     n_test=4952,
-    loader="cdgtmll.data.images.load_voc2007",
+    loader="cdgtmll.images.datasets.load_voc2007",
     notes="Everingham et al. (2010). 9,963 images: trainval 5,011 / test 4,952. Image-level labels "
     "from ImageSets/Main/<class>_<split>.txt (1 present, -1 absent, 0 difficult; difficult = negative by "
     "default). Images JPEGImages/<id>.jpg from an extracted devkit (<raw>/voc2007/ or <mirror>/voc2007/) "
     "or the official tars VOCtrainval_06-Nov-2007.tar / VOCtest_06-Nov-2007.tar (sha256 unknown: not "
-    "published). Processed X = image row ids, meta image_paths (cdgtmll.data.images).",
+    "published). Processed X = image row ids, meta image_paths (cdgtmll.images.datasets).",
 )
 
 _COCO = DatasetSpec(

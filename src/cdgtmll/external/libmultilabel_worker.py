@@ -1,7 +1,7 @@
 """LibMultiLabel linear one-vs-rest worker: ``libmultilabel.linear`` in ``.venv/xmc/libmultilabel``
 (requirements-libmultilabel.lock).
 
-Run by :class:`cdgtmll.methods.xmc_peers.LibMultiLabel1vsRestMethod` with that environment's
+Run by :class:`cdgtmll.methods.xmc.peers.LibMultiLabel1vsRestMethod` with that environment's
 Python; the request loop is :mod:`worker_protocol` (imports numpy, scipy and libmultilabel).
 
 The calls are those of LibMultiLabel's linear quick start (docs "Linear Model for

@@ -1,6 +1,6 @@
 """napkinXC PLT worker: ``napkinxc.models.PLT`` in ``.venv/xmc/napkinxc`` (requirements-napkinxc.lock).
 
-Run by :class:`cdgtmll.methods.xmc_peers.NapkinXCPLTMethod` with that environment's Python;
+Run by :class:`cdgtmll.methods.xmc.peers.NapkinXCPLTMethod` with that environment's Python;
 the request loop is :mod:`worker_protocol` (imports numpy, scipy and napkinxc only).
 
 The calls are those of napkinXC's minimal example (mwydmuch/napkinXC docs/quick_start.rst,

@@ -1,6 +1,6 @@
 """XR-Linear worker: PECOS ``XLinearModel`` in ``.venv/xmc/pecos`` (requirements-pecos.lock).
 
-Run by :class:`cdgtmll.methods.xmc.XRLinearMethod` with that environment's Python; the
+Run by :class:`cdgtmll.methods.xmc.baselines.XRLinearMethod` with that environment's Python; the
 request loop is :mod:`worker_protocol` (imports numpy, scipy and pecos only).
 
 The calls are those of PECOS's XR-Linear quick start (amzn/pecos README.md, "Quick Tour":

@@ -4,7 +4,7 @@ A method is trained by :meth:`Method.fit` on :class:`FitData` (train and validat
 rows of one dataset variant, plus label statistics computed on the training rows)
 and scored by :meth:`Method.predict_proba`, which returns probabilities in [0, 1]
 of shape ``[n, L]``. Thresholding and metrics happen outside the method, in
-:mod:`cdgtmll.evaluate`, identically for every method, so that only the method
+:mod:`cdgtmll.metrics.evaluate_run`, identically for every method, so that only the method
 differs between rows of a table.
 
 Hyper-parameters come from config (``methods.<name>`` in config.yaml) as keyword
@@ -23,18 +23,16 @@ import inspect
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable
 
 import jsonschema
 import numpy as np
-import yaml
 
 from cdgtmll.labels import label_counts, tail_labels
 
 if TYPE_CHECKING:
-    from cdgtmll.progress import RunProgress
+    from cdgtmll.nn.progress import RunProgress
 
 
 @dataclass
@@ -50,7 +48,7 @@ class FitData:
     #: for an R-variant this is the tail of the original training split.
     tail: np.ndarray | None = None
     #: image datasets fine-tuned end to end: where the images of the row ids in ``X_*``
-    #: are (:class:`cdgtmll.nn.image_input.ImageSource`); None for feature matrices.
+    #: are (:class:`cdgtmll.images.trainer_input.ImageSource`); None for feature matrices.
     images: Any = None
 
     def __post_init__(self) -> None:
@@ -80,7 +78,7 @@ class RunContext:
     device: str = "cpu"
     epochs: int | None = None  # overrides a method's default when set (e.g. tiny CI configs)
     batch_size: int | None = None
-    progress: "bool | RunProgress" = False  # cdgtmll.progress.RunProgress: per-epoch log lines
+    progress: "bool | RunProgress" = False  # cdgtmll.nn.progress.RunProgress: per-epoch log lines
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -367,8 +365,9 @@ def describe_space(frag: dict) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _training_properties() -> dict[str, dict]:
-    text = resources.files("cdgtmll").joinpath("schemas/config.schema.yaml").read_text(encoding="utf-8")
-    return yaml.safe_load(text)["$defs"]["training"]["properties"]
+    from cdgtmll.config.schema import schema_document
+
+    return schema_document()["$defs"]["training"]["properties"]
 
 
 def training_hparam_space(names: Iterable[str], nullable: Iterable[str] = ()) -> dict[str, dict]:

@@ -92,7 +92,7 @@ Losses (reductions are the official ones, so that the official weights keep thei
 
 Reductions: the three terms are means (over ``B K`` entries, over positive pairs, over
 valid classes + valid samples), as in the official code, not the project's "sum over
-labels, mean over batch" convention for element-wise losses (``cdgtmll.losses``): the
+labels, mean over batch" convention for element-wise losses (``cdgtmll.nn.losses``): the
 Two-Way loss is not element-wise, and keeping the official reductions keeps the official
 weights 0.1 / 1 / 0.5 meaningful. AdamW is insensitive to a constant scale of the
 objective (up to its ``eps``), so the shared learning rates still apply.
@@ -115,7 +115,7 @@ Differences from the original
 -----------------------------
 * Input: tabular feature vectors on the shared 2 x 512 MLP backbone (App. E.2) instead
   of a ResNet-50 feature map (7 x 7 x 2048). The attention memory is ``n_tokens = 8``
-  chunk tokens of ``h(x)`` (:class:`cdgtmll.methods.architectures.FeatureTokens`, each
+  chunk tokens of ``h(x)`` (:class:`cdgtmll.methods.architectures.common.FeatureTokens`, each
   chunk's own affine map, then ReLU) instead of the 49 spatial tokens.
 * Size: ``d_model = 128, n_heads = 4`` (official 768 / 8), to stay cheap next to the MLP
   backbone. The ETF needs ``d >= K``: the effective width is ``max(d_model, K)`` rounded
@@ -143,7 +143,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cdgtmll.methods.architectures import FeatureTokens
+from cdgtmll.methods.architectures.common import FeatureTokens
 from cdgtmll.methods.base import FitData, RunContext, register
 from cdgtmll.methods.neural import NeuralMethod
 from cdgtmll.nn.backbone import MLPBackbone

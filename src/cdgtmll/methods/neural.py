@@ -15,13 +15,13 @@ dataset's training protocol says ``backbone: tfidf-linear`` (read from
 (:func:`cdgtmll.nn.sparse.use_sparse_backbone`); sparse X is then never densified.
 On an image dataset fine-tuned end to end (``FitData.images`` set; the protocol says
 ``backbone: resnet50`` and ``image_backbone.mode: finetune``) the backbone is the
-ResNet-50 (:func:`cdgtmll.nn.image_input.build_finetune_backbone`, d' = 2048, App. E.2)
-and the row-id columns become :class:`~cdgtmll.nn.image_input.ImageInput` batches of
+ResNet-50 (:func:`cdgtmll.images.trainer_input.build_finetune_backbone`, d' = 2048, App. E.2)
+and the row-id columns become :class:`~cdgtmll.images.trainer_input.ImageInput` batches of
 augmented images; heads, losses and the trainer are unchanged. ``hidden_dim`` is then
 unused. The backbone's record (weights file and sha256, AMP dtype) is
 ``self.backbone_info`` and goes into each run's provenance.
 
-Adding a loss-based baseline is one line once its loss is in :mod:`cdgtmll.losses`::
+Adding a loss-based baseline is one line once its loss is in :mod:`cdgtmll.nn.losses`::
 
     register_loss_method("ASL", "asl", defaults={"gamma_neg": 4.0, "gamma_pos": 0.0})
 
@@ -39,10 +39,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from cdgtmll.losses import LOSSES, build_loss, loss_hparam_space
+from cdgtmll.nn.losses import LOSSES, build_loss, loss_hparam_space
 from cdgtmll.methods.base import FitData, Method, RunContext, hparam_names, register, training_hparam_space
 from cdgtmll.nn.backbone import MLPBackbone
-from cdgtmll.nn.image_input import ImageInput, build_finetune_backbone
+from cdgtmll.images.trainer_input import ImageInput, build_finetune_backbone
 from cdgtmll.nn.sparse import SparseLinearBackbone, use_sparse_backbone
 from cdgtmll.nn.trainer import TrainConfig, TrainTask, predict_in_chunks, resolve_device, train
 
@@ -125,7 +125,7 @@ class NeuralMethod(Method, TrainTask):
         return True
 
     def _weights_sha256(self) -> str:
-        from cdgtmll.nn.image_backbone import RANDOM_INIT, find_weights, weights_sha256
+        from cdgtmll.images.backbone import RANDOM_INIT, find_weights, weights_sha256
 
         if not self._image_cfg.get("pretrained", True):
             return RANDOM_INIT
@@ -230,7 +230,7 @@ class LossHeadMethod(LinearHeadTask, NeuralMethod):
     @classmethod
     def open_hparam_space(cls) -> dict[str, dict]:
         """The free keywords are the loss's hyper-parameters: its declared space
-        (:func:`cdgtmll.losses.loss_hparam_space`)."""
+        (:func:`cdgtmll.nn.losses.loss_hparam_space`)."""
         return loss_hparam_space(cls.loss_name) if cls.loss_name in LOSSES else {}
 
     def __init__(self, **hparams: Any) -> None:
@@ -267,7 +267,7 @@ def register_loss_method(
     method_name: str, loss_name: str, defaults: dict[str, Any] | None = None, description: str | None = None
 ) -> type[LossHeadMethod]:
     """Register ``method_name`` as backbone + linear head trained with loss ``loss_name``
-    (from :mod:`cdgtmll.losses`), with default loss hyper-parameters ``defaults``."""
+    (from :mod:`cdgtmll.nn.losses`), with default loss hyper-parameters ``defaults``."""
     cls_name = re.sub(r"\W", "_", method_name) + "Method"
     cls = type(
         cls_name,
@@ -276,7 +276,7 @@ def register_loss_method(
             "loss_name": loss_name,
             "loss_defaults": dict(defaults or {}),
             "description": description
-            or f"MLP backbone (2x512, ReLU) + linear head, loss '{loss_name}' (cdgtmll.losses)",
+            or f"MLP backbone (2x512, ReLU) + linear head, loss '{loss_name}' (cdgtmll.nn.losses)",
             "__module__": __name__,
             "__doc__": f"Backbone + linear head trained with the '{loss_name}' loss.",
         },

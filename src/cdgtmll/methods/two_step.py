@@ -15,10 +15,10 @@ same trainer hyper-parameters):
    rules are tuned, on the same validation scores:
 
    * **macro** rule: one threshold per label,
-     :func:`cdgtmll.metrics.tune_thresholds` (exact search, per-label F1) -- the
+     :func:`cdgtmll.metrics.thresholds.tune_thresholds` (exact search, per-label F1) -- the
      plug-in rule for Macro-F1 and Rare-F1 (both are means of per-label F1);
    * **micro** rule: one threshold shared by all labels,
-     :func:`cdgtmll.metrics.tune_global_threshold` (exact search, pooled micro-F1) --
+     :func:`cdgtmll.metrics.thresholds.tune_global_threshold` (exact search, pooled micro-F1) --
      the plug-in rule for Micro-F1.
 
    Both papers show this is the right form of the optimum: macro-averaged
@@ -28,19 +28,19 @@ same trainer hyper-parameters):
    column is scored with the rule for its own metric: both threshold sets
    (:meth:`decision_thresholds_by_rule`) are saved in ``predictions.npz``
    (``method_thresholds_micro``, ``method_thresholds_macro``; also in
-   :meth:`extra_outputs`), and evaluation (:mod:`cdgtmll.evaluate`) computes the
+   :meth:`extra_outputs`), and evaluation (:mod:`cdgtmll.metrics.evaluate_run`) computes the
    row's ``method`` block as Micro-F1 at the shared threshold, Macro-F1 and Rare-F1 at
    the per-label thresholds, recording the rule per column.
    ``target`` ('macro' default, or 'micro') only selects which of the two sets
    :meth:`decision_thresholds` returns (the row's single decision rule outside the
    per-metric evaluation; saved as ``method_thresholds``); it does not change the
-   scores or the tables. Decision rule: ``p >= tau`` (as :func:`cdgtmll.metrics.binarize`).
+   scores or the tables. Decision rule: ``p >= tau`` (as :func:`cdgtmll.metrics.definitions.binarize`).
 
 PE -- plug-in estimator
 -----------------------
 Koyejo, Natarajan, Ravikumar, Dhillon, "Consistent Multilabel Classification",
 NeurIPS 2015: step 1 is regularised **logistic** regression (``BCE``, the project's
-:class:`cdgtmll.losses.BCELoss`, link :math:`\sigma(z)`); step 2 as above. Step 1 is
+:class:`cdgtmll.nn.losses.BCELoss`, link :math:`\sigma(z)`); step 2 as above. Step 1 is
 *exactly* the BCE row (same model, loss, seed handling, hence the same
 probabilities on the same seed); PE differs from BCE only by its decision rule, so its
 threshold-free metrics (mAP, P@k) equal BCE's by construction (the tables footnote this,
@@ -66,7 +66,7 @@ on held-out data. The row's difference from PE is the surrogate, a hyper-paramet
 
 For a target :math:`y \in [0, 1]` both losses are the convex combination
 :math:`y\,\ell(+1, z) + (1-y)\,\ell(-1, z)` (the conditional risk; for binary targets
-this is :math:`\ell(y', z)` exactly). Reduction: :func:`cdgtmll.losses.reduce` (sum
+this is :math:`\ell(y', z)` exactly). Reduction: :func:`cdgtmll.nn.losses.reduce` (sum
 over labels, mean over the batch), as for every loss of the project.
 
 Differences from the papers
@@ -90,7 +90,7 @@ Differences from the papers
   :math:`\eta \in [10^{-13}, 1 - 10^{-13}]`) is unaffected.
 * Thresholds are searched over the distinct validation scores (exact) with ties
   broken towards the largest threshold; a label without validation positives keeps
-  0.5 (macro); see :mod:`cdgtmll.metrics`.
+  0.5 (macro); see :mod:`cdgtmll.metrics.evaluation`.
 """
 
 from __future__ import annotations
@@ -102,8 +102,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from cdgtmll import metrics
-from cdgtmll.losses import _check, build_loss, reduce
+from cdgtmll.metrics import definitions as metrics
+from cdgtmll.metrics import thresholds
+from cdgtmll.nn.losses import _check, build_loss, reduce
 from cdgtmll.methods.base import FitData, RunContext, register
 from cdgtmll.methods.neural import LinearHeadTask, NeuralMethod
 
@@ -125,7 +126,7 @@ class SquaredProperLoss(nn.Module):
 
     Element-wise, for a target :math:`y \in [0,1]`:
     :math:`y(1-z)^2 + (1-y)(1+z)^2`. Signature and reduction as every loss of
-    :mod:`cdgtmll.losses` (``(logits, targets) -> scalar``, sum over labels, mean over
+    :mod:`cdgtmll.nn.losses` (``(logits, targets) -> scalar``, sum over labels, mean over
     the batch)."""
 
     name = "squared"
@@ -232,8 +233,8 @@ class PlugInMethod(LinearHeadTask, NeuralMethod):
         super().fit(data, ctx)
         S_val = self.predict_proba(data.X_val)
         Y_val = data.Y_val
-        per_label = np.asarray(metrics.tune_thresholds(Y_val, S_val), dtype=np.float64)
-        shared = float(metrics.tune_global_threshold(Y_val, S_val))
+        per_label = np.asarray(thresholds.tune_thresholds(Y_val, S_val), dtype=np.float64)
+        shared = float(thresholds.tune_global_threshold(Y_val, S_val))
         self.rule_thresholds = {"macro": per_label, "micro": np.full(data.n_labels, shared)}
         self.thresholds = self.rule_thresholds[self.target].copy()
         micro = metrics.f1_from_counts(*metrics.thresholded_counts(Y_val, S_val, self.rule_thresholds["micro"]))

@@ -1,26 +1,3 @@
-"""Shared neural components: the tabular backbone and the one training loop."""
-
-from cdgtmll.nn.backbone import MLPBackbone, Standardize
-from cdgtmll.nn.trainer import (
-    TrainConfig,
-    TrainingInterrupted,
-    TrainTask,
-    predict_in_chunks,
-    read_log,
-    resolve_device,
-    train,
-    validation_metrics,
-)
-
-__all__ = [
-    "MLPBackbone",
-    "Standardize",
-    "TrainConfig",
-    "TrainTask",
-    "TrainingInterrupted",
-    "predict_in_chunks",
-    "read_log",
-    "resolve_device",
-    "train",
-    "validation_metrics",
-]
+"""Shared neural components: the tabular backbone (:mod:`.backbone`), the sparse TF-IDF input
+(:mod:`.sparse`), the losses (:mod:`.losses`) and the one training loop (:mod:`.trainer`, with
+:mod:`.checkpoint`, :mod:`.divergence`, :mod:`.val_metrics` and :mod:`.progress`)."""

@@ -30,8 +30,8 @@ import torch
 
 from cdgtmll.io import atomic_path, atomic_write
 from cdgtmll.nn import sparse as sparse_mod
-from cdgtmll.nn.image_input import ImageInput
-from cdgtmll.provenance import code_sha256
+from cdgtmll.images.trainer_input import ImageInput
+from cdgtmll.lineage.provenance import code_sha256
 
 CHECKPOINT = "checkpoint.pt"
 TRAIN_LOG = "train_log.csv"

@@ -44,7 +44,7 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
-from cdgtmll.metrics_core import topk_rows
+from cdgtmll.metrics.definitions import topk_rows
 from cdgtmll.nn.val_metrics import validation_metrics
 
 TFIDF_LINEAR = "tfidf-linear"

@@ -48,21 +48,21 @@ everything else, identically for BCE, the other loss-based baselines and CD-GTML
   is ignored with a warning and overwritten); since every RNG is restored, an
   interrupted-and-resumed run is bit-identical on CPU to an uninterrupted one (all
   columns but the two timings). A completed run resumes to "nothing left to do";
-* progress (``ctx.progress``: a :class:`cdgtmll.progress.RunProgress`, or True for a
+* progress (``ctx.progress``: a :class:`cdgtmll.nn.progress.RunProgress`, or True for a
   plain one on stderr): after each epoch's checkpoint and log row, one line
   ``[epoch] <job> seed <s> epoch <e>/<E>: loss ..., val mAP ..., <seconds>, ETA ...``
-  (format: :mod:`cdgtmll.progress`). It only reads the finished row, so a run with
+  (format: :mod:`cdgtmll.nn.progress`). It only reads the finished row, so a run with
   progress on gives the same numbers as one without (tested).
 
-Image inputs (end-to-end fine-tuning; :mod:`cdgtmll.nn.image_input`): ``X_train`` /
-``X_val`` may be :class:`~cdgtmll.nn.image_input.ImageInput` objects instead of arrays.
+Image inputs (end-to-end fine-tuning; :mod:`cdgtmll.images.trainer_input`): ``X_train`` /
+``X_val`` may be :class:`~cdgtmll.images.trainer_input.ImageInput` objects instead of arrays.
 A batch is then decoded and augmented by a DataLoader over the same seeded ``randperm``
 (``ImageInput.iter_batches``), validation and prediction run over eval-transformed
 images in order, the fingerprint holds the image list's digest (row ids, relative paths,
 file sizes, transform, occlusion) instead of an array hash, and a model whose backbone
 autocasts to float16 trains with a ``torch.amp.GradScaler`` (its state is checkpointed;
 bfloat16 and float32 need none). ``task.epoch_end`` receives the validation
-``ImageInput`` (iterate it with :func:`cdgtmll.nn.image_input.iter_rows`).
+``ImageInput`` (iterate it with :func:`cdgtmll.images.trainer_input.iter_rows`).
 
 Sparse inputs (XMC; :mod:`cdgtmll.nn.sparse`): a CSR ``X_train`` stays sparse when the
 task asks for it (``task.wants_sparse_input(X_train)``, True for a neural method on the
@@ -115,9 +115,9 @@ from cdgtmll.nn.checkpoint import (  # noqa: F401 - re-exported: the trainer's p
     write_log,
 )
 from cdgtmll.nn.divergence import FiniteWatch, TrainingDiverged, divergence_notes, grad_norm, nonfinite_summary  # noqa: F401
-from cdgtmll.nn.image_input import ImageInput, iter_rows, needs_grad_scaler
+from cdgtmll.images.trainer_input import ImageInput, iter_rows, needs_grad_scaler
 from cdgtmll.nn.val_metrics import average_precision_per_label, validation_metrics  # noqa: F401 - re-exported
-from cdgtmll.progress import epoch_reporter
+from cdgtmll.nn.progress import epoch_reporter
 
 PREDICT_CHUNK = 8192
 

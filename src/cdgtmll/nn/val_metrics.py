@@ -4,7 +4,7 @@ for CSR ones. numpy only: imported by :mod:`cdgtmll.nn.trainer` and
 :mod:`cdgtmll.nn.sparse` (neither imports the other for it).
 
 These are the training-time numbers (``train_log.csv``); the reported metrics are
-:mod:`cdgtmll.metrics` on the stored predictions.
+:mod:`cdgtmll.metrics.evaluation` on the stored predictions.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from cdgtmll.config import noise_id
+from cdgtmll.variants.naming import noise_id
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.variants.common import variant_main
 from cdgtmll.labels import label_counts

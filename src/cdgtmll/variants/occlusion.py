@@ -3,10 +3,10 @@ Labels and Occlusions"): "paste a random k x k black patch covering gamma in {10
 30%} of the pixels ... All models are trained from scratch on the corrupted set and
 evaluated on the clean test split".
 
-The variant is a copy of an image dataset (``X`` = row ids, :mod:`cdgtmll.data.images`)
+The variant is a copy of an image dataset (``X`` = row ids, :mod:`cdgtmll.images.datasets`)
 whose meta says which training images are occluded and how:
 ``meta['occlusion'] = {gamma, seed, split: 'train'}``. Pixels are never written: the
-patch is pasted when an image is decoded (:func:`cdgtmll.nn.image_input.occlude_image`),
+patch is pasted when an image is decoded (:func:`cdgtmll.images.trainer_input.occlude_image`),
 by the fine-tuning input pipeline and by frozen-feature extraction alike. Row ``r``'s
 patch has side ``k = round(sqrt(gamma * H * W))`` (clipped to ``min(H, W)``) on the
 image at its own resolution, and a top-left corner drawn uniformly from
@@ -28,8 +28,8 @@ import argparse
 import math
 from typing import Any, Sequence
 
-from cdgtmll.config import occlusion_id
-from cdgtmll.data.images import X_KIND, is_image_rows
+from cdgtmll.variants.naming import occlusion_id
+from cdgtmll.images.datasets import X_KIND, is_image_rows
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.variants.common import variant_main
 
@@ -67,7 +67,7 @@ def apply_to_dataset(data: ProcessedData, gamma: float, seed: int) -> tuple[Proc
         "n_clean_images": int(data.splits["val"].size + data.splits["test"].size),
         "patch": "k x k black (0) square, k = round(sqrt(gamma * H * W)) clipped to min(H, W), on the decoded "
         "image at its own resolution before augmentation; top-left corner uniform, torch generator seeded "
-        "with numpy SeedSequence([seed, row id]) (cdgtmll.nn.image_input.occlude_image)",
+        "with numpy SeedSequence([seed, row id]) (cdgtmll.images.trainer_input.occlude_image)",
     }
     return out, book
 

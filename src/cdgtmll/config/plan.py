@@ -1,0 +1,181 @@
+"""Planning from a validated config: the jobs of each dataset (variants, run specs), the jobs of
+each study, and what cannot run here.
+
+The *run spec* of one (dataset, variant, method) job is the part of the config that determines
+its result; its sha256 is recorded in the run's provenance and is what Snakemake's params-based
+rerun trigger watches, so that a config change re-runs only the affected jobs."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from cdgtmll.config.schema import ConfigError
+from cdgtmll.io import canonical_json
+from cdgtmll.variants.naming import CLEAN, noise_id, occlusion_id, variant_id
+
+
+#: figures.pr_curve.highlight default: the methods the paper's PR paragraph compares
+#: (Sec. 5, Fig. pr_tail: "+5 pp over MLC-NC, +8 pp over ASL, +14 pp over BCE").
+PR_HIGHLIGHT_PAPER = ("CD-GTMLL", "MLC-NC", "ASL", "BCE")
+
+
+def pr_highlight(config: dict) -> list[str] | None:
+    """The methods the PR figure draws in colour (None: all of them)."""
+    h = config["figures"].get("pr_curve", {}).get("highlight")
+    if h == "all":
+        return None
+    return list(PR_HIGHLIGHT_PAPER if h is None else h)
+
+
+def pr_curve_enabled(config: dict) -> bool:
+    pr = config["figures"].get("pr_curve", {})
+    return bool(config["experiments"].get("r_variants", True) and "dataset" in pr and "severity" in pr
+                and pr["dataset"] in config["experiments"]["datasets"]
+                and pr["severity"] in config["r_variants"]["severities"].get(pr["dataset"], []))
+
+
+def variants(config: dict, dataset: str) -> list[str]:
+    out = [CLEAN]
+    if config["experiments"].get("r_variants", True):
+        rv = config["r_variants"]
+        for sev in rv["severities"].get(dataset, []):
+            out += [variant_id(sev, s) for s in rv["sampling_seeds"]]
+    return out
+
+
+def training_protocol(config: dict, dataset: str) -> dict:
+    proto = dict(config["training"]["default"])
+    proto.update(config["training"].get(dataset, {}))
+    return proto
+
+
+def split_method(name: str) -> tuple[str, dict]:
+    """``'CD-GTMLL@alpha=0.2,n_players=4'`` -> ``('CD-GTMLL', {'alpha': 0.2, 'n_players': 4})``.
+
+    The ``@key=value`` suffix names a variant of a method with some hyper-parameters
+    overridden (sensitivity sweeps); values are parsed as YAML scalars."""
+    if "@" not in name:
+        return name, {}
+    base_name, _, spec = name.partition("@")
+    over = {}
+    for item in spec.split(","):
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise ConfigError(f"method '{name}': expected '<method>@<key>=<value>[,<key>=<value>]'")
+        over[key] = yaml.safe_load(value)
+    return base_name, over
+
+
+def resolve_method(config: dict, name: str) -> tuple[str, dict]:
+    """(registered method, hyper-parameter overrides) for a method name, an alias from
+    ``aliases`` (ablations: No-Curiosity, Single-Predictor, ...) or a ``@key=value`` variant."""
+    base_name, over = split_method(name)
+    alias = config.get("aliases", {}).get(base_name)
+    if alias is not None:
+        return alias["method"], {**alias.get("hparams", {}), **over}
+    return base_name, over
+
+
+def method_hparams(config: dict, dataset: str, method: str) -> dict:
+    """methods.<registered> <- aliases/@-overrides <- methods.<name> <- dataset_overrides.<dataset>.<name>."""
+    registered, over = resolve_method(config, method)
+    hp = dict(config["methods"].get(registered, {}))
+    hp.update(over)
+    if method != registered:
+        hp.update(config["methods"].get(method, {}))
+    overrides = config.get("dataset_overrides", {}).get(dataset, {})
+    hp.update(overrides.get(registered, {}))
+    if method != registered:
+        hp.update(overrides.get(method, {}))
+    return hp
+
+
+def is_image_dataset(config: dict, dataset: str) -> bool:
+    """Whether ``dataset`` trains on images through a ResNet-50 (protocol backbone resnet50)."""
+    return training_protocol(config, dataset).get("backbone") == "resnet50"
+
+
+def finetunes_images(config: dict, dataset: str) -> bool:
+    """Whether ``dataset`` trains a ResNet-50 end to end on its images (protocol backbone
+    resnet50 and ``image_backbone.mode: finetune``) rather than on frozen features."""
+    return is_image_dataset(config, dataset) and config.get("image_backbone", {}).get("mode", "finetune") == "finetune"
+
+
+def not_runnable(config: dict, dataset: str, method: str) -> str | None:
+    """The method's own reason it cannot run on this dataset here (e.g. no pretrained
+    encoder, or it needs feature vectors while the dataset is fine-tuned on images)."""
+    from cdgtmll.methods import base
+
+    registered, _ = resolve_method(config, method)
+    m = base.build(registered, method_hparams(config, dataset, method))
+    reason = m.not_runnable_reason()
+    if reason is None and finetunes_images(config, dataset):
+        reason = base.image_input_reason(m)
+    return reason
+
+
+def _resolved_hparams(config: dict, dataset: str, method: str) -> dict:
+    """Every hyper-parameter the job's method uses, code defaults included
+    (:func:`cdgtmll.methods.base.resolved_hparams`): a changed default re-runs the job."""
+    from cdgtmll.methods import base
+
+    registered, _ = resolve_method(config, method)
+    hp = base.resolved_hparams(registered, method_hparams(config, dataset, method), training_protocol(config, dataset))
+    return json.loads(canonical_json(hp))
+
+
+def run_spec(config: dict, dataset: str, variant: str, method: str) -> dict:
+    """Everything that determines the result of one (dataset, variant, method) job."""
+    spec = {
+        "dataset": dataset,
+        "variant": variant,
+        "method": method,
+        "registered_method": resolve_method(config, method)[0],
+        "hparams": method_hparams(config, dataset, method),
+        "resolved_hparams": _resolved_hparams(config, dataset, method),
+        "training": training_protocol(config, dataset),
+        "seeds": list(config["experiments"]["seeds"]),
+        "device": config["experiments"].get("device", "auto"),
+        "data": {k: config["data"][k] for k in ("val_fraction", "split_seed")},
+        "r_variants": {k: config["r_variants"][k] for k in ("tail_fraction", "tie_seed")},
+        "plugins": list(config.get("plugins", [])),
+    }
+    if is_image_dataset(config, dataset):
+        spec["image_backbone"] = dict(config.get("image_backbone", {}))
+    return spec
+
+
+SWEEP_PARAMS = {"alpha": "alpha", "players": "n_players"}
+
+
+def study_methods(config: dict, study: str) -> list[str]:
+    """Methods a study runs; sweeps expand to ``<method>@<param>=<value>``."""
+    spec = config.get("studies", {}).get(study, {})
+    if study == "diagnostics":
+        return [spec.get("method", "CD-GTMLL")]
+    if study in SWEEP_PARAMS:
+        base_method = spec.get("method", "CD-GTMLL")
+        return [f"{base_method}@{SWEEP_PARAMS[study]}={v}" for v in spec.get("values", [])]
+    return list(spec.get("methods", []))
+
+
+def study_jobs(config: dict) -> dict[str, list[tuple[str, str, str]]]:
+    """(dataset, variant, method) jobs of each configured study."""
+    out: dict[str, list[tuple[str, str, str]]] = {}
+    for study, spec in config.get("studies", {}).items():
+        d = spec["dataset"]
+        ms = study_methods(config, study)
+        if study == "noise":
+            vs = [CLEAN] + [noise_id(r, s) for r in spec["rates"] for s in spec.get("sampling_seeds", [0])]
+        elif study == "occlusion":
+            # occluded training images exist only for image datasets; on tabular data only
+            # the clean runs are made and the figure states that occlusion does not apply
+            vs = [CLEAN]
+            if is_image_dataset(config, d):
+                vs += [occlusion_id(g, s) for g in spec["levels"] for s in spec.get("sampling_seeds", [0])]
+        else:
+            vs = [spec.get("variant", CLEAN)]
+        out[study] = [(d, v, m) for v in vs for m in ms]
+    return out

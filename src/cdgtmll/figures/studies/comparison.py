@@ -1,0 +1,454 @@
+"""Method-comparison study figures of Sec. 5.3: ``ablation`` (:func:`ablation_figure`),
+``robustness`` (:func:`robustness_figure`) and ``sweep`` (:func:`sweep_figure`), each
+with the pure computation of its rows (:func:`ablation_rows`, :func:`robustness_rows`,
+:func:`sweep_rows`). All read the metrics blocks of ``metrics.json``. The subcommands are
+documented in :mod:`cdgtmll.figures.studies.build`, which re-exports every public name of this module.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from cdgtmll.figures.style import NOTE_PT, ONE_COLUMN, PARAM_LABELS, FigureStyle, chars_per_line, figure_style, legend_below, method_handles, n_labels, seed_bars, titles, wrap
+from cdgtmll.figures.studies.runs import METHOD_OUTPUTS, RunDir, SourceLog, _grid, _pct, identical_predictions, mean_std, metric_value, parse_runs, predictions_sha256, read_metrics, save_figure
+
+METRIC_LABELS = {
+    "mAP": "mAP", "micro_f1": "Micro-F1", "macro_f1": "Macro-F1", "rare_f1": "Rare-F1",
+    "p@1": "P@1", "p@3": "P@3", "p@5": "P@5",
+}  # fmt: skip
+KIND_PREFIX = {"noise": "N", "occlusion": "O"}
+
+_CORRUPT_RE = re.compile(r"^([A-Z])(\d+(?:\.\d+)?)-s(\d+)$")
+_SWEEP_RE = re.compile(r"^(?P<base>.+?)@(?P<param>[A-Za-z_]\w*)=(?P<value>[^@]+)$")
+
+
+# ---------------------------------------------------------------------- computations
+
+
+def ablation_rows(values: list[dict[str, Any]], metrics: Sequence[str], full: str,
+                  order: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Aggregate per-run metric values into one row per (setting, method, metric).
+
+    ``values``: ``{"setting", "method", "seed", <metric>: value, ...}`` per run. The gap
+    to the full model is ``mean(method) - mean(full)`` (same setting and metric; ``None``
+    on the full model's own rows). Methods are ordered by ``order`` then by name.
+    """
+    rows = []
+    for setting in sorted({v["setting"] for v in values}):
+        vs = [v for v in values if v["setting"] == setting]
+        methods = _ordered({v["method"] for v in vs}, order)
+        if full not in methods:
+            raise ValueError(f"{setting}: full model '{full}' not among the runs ({methods})")
+        stats = {}
+        for m in methods:
+            seeds = sorted(v["seed"] for v in vs if v["method"] == m)
+            for met in metrics:
+                mu, sd, n = mean_std([v[met] for v in vs if v["method"] == m])
+                stats[m, met] = (mu, sd, n, seeds)
+        for m in methods:
+            for met in metrics:
+                mu, sd, n, seeds = stats[m, met]
+                rows.append({
+                    "setting": setting, "method": m, "metric": met, "mean": mu, "std": sd, "n_seeds": n,
+                    "seeds": ";".join(map(str, seeds)), "full_method": full,
+                    "gap_to_full": None if m == full else mu - stats[full, met][0],
+                })
+    return rows
+
+
+def _ordered(names: Iterable[str], order: Sequence[str]) -> list[str]:
+    names = set(names)
+    return [m for m in order if m in names] + sorted(names - set(order))
+
+
+def corruption_level(variant: str, kind: str) -> float | None:
+    """``N0.10-s0`` -> 0.10 for ``noise``, ``O0.10-s0`` -> 0.10 for ``occlusion``; None otherwise."""
+    m = _CORRUPT_RE.match(variant)
+    if not m or m.group(1) != KIND_PREFIX[kind]:
+        return None
+    return float(m.group(2))
+
+
+def corruption_sampling_seed(variant: str) -> int | None:
+    m = _CORRUPT_RE.match(variant)
+    return int(m.group(3)) if m else None
+
+
+def robustness_pairs(values: list[dict[str, Any]], clean_variant: str, kind: str) -> list[dict[str, Any]]:
+    """One row per (clean run, corrupted run) pair: ``{"dataset", "method", "level", "pair",
+    "clean", "corrupted", "degradation"}`` with ``degradation = clean - corrupted``.
+
+    ``values``: ``{"dataset", "variant", "method", "seed", "value"}`` per run (clean and
+    corrupted variants of ``kind``). Each corrupted run (any sampling seed) is paired with
+    the clean run of the same dataset, method and training seed; a missing partner raises.
+    """
+    clean = {(v["dataset"], v["method"], v["seed"]): v["value"] for v in values if v["variant"] == clean_variant}
+    pairs, unpaired = [], []
+    for v in values:
+        if v["variant"] == clean_variant:
+            continue
+        level = corruption_level(v["variant"], kind)
+        if level is None:
+            raise ValueError(f"variant '{v['variant']}' is neither '{clean_variant}' nor a {kind} variant")
+        key = (v["dataset"], v["method"], v["seed"])
+        if key not in clean:
+            unpaired.append(f"{v['dataset']}/{v['variant']}/{v['method']} seed{v['seed']}")
+            continue
+        pairs.append({"dataset": v["dataset"], "method": v["method"], "level": level,
+                      "pair": f"seed{v['seed']}/s{corruption_sampling_seed(v['variant'])}",
+                      "clean": clean[key], "corrupted": v["value"], "degradation": clean[key] - v["value"]})
+    if unpaired:
+        raise ValueError(f"no clean ('{clean_variant}') run with the same training seed for: {', '.join(unpaired)}")
+    return sorted(pairs, key=lambda p: (p["dataset"], p["method"], p["level"], p["pair"]))
+
+
+def robustness_rows(values: list[dict[str, Any]], clean_variant: str, kind: str) -> list[dict[str, Any]]:
+    """Degradation ``clean - corrupted`` per (dataset, method, level), paired by training seed
+    (:func:`robustness_pairs`): mean ± std over the pairs."""
+    groups: dict[tuple[str, str, float], list[dict[str, Any]]] = {}
+    for p in robustness_pairs(values, clean_variant, kind):
+        groups.setdefault((p["dataset"], p["method"], p["level"]), []).append(p)
+    rows = []
+    for (ds, method, level), ps in sorted(groups.items()):
+        mu, sd, n = mean_std([p["degradation"] for p in ps])
+        rows.append({
+            "dataset": ds, "method": method, "kind": kind, "level": level,
+            "degradation_mean": mu, "degradation_std": sd, "n_pairs": n,
+            "clean_mean": mean_std([p["clean"] for p in ps])[0],
+            "corrupted_mean": mean_std([p["corrupted"] for p in ps])[0],
+            "pairs": ";".join(p["pair"] for p in ps), "note": "",
+        })
+    return rows
+
+
+def parse_sweep_method(method: str) -> tuple[str, str, str] | None:
+    """``CD-GTMLL@alpha=0.2`` -> ("CD-GTMLL", "alpha", "0.2"); None without ``@param=``."""
+    m = _SWEEP_RE.match(method)
+    return (m["base"], m["param"], m["value"]) if m else None
+
+
+def sweep_rows(values: list[dict[str, Any]], param: str, metrics: Sequence[str]) -> list[dict[str, Any]]:
+    """``values``: ``{"setting", "base", "value", "method", "seed", <metric>: ...}`` per run;
+    one row per (setting, base, value, metric), sorted by value."""
+    rows = []
+    keys = sorted({(v["setting"], v["base"], v["value"]) for v in values})
+    for setting, base, value in keys:
+        vs = [v for v in values if (v["setting"], v["base"], v["value"]) == (setting, base, value)]
+        for met in metrics:
+            mu, sd, n = mean_std([v[met] for v in vs])
+            rows.append({
+                "setting": setting, "base_method": base, "param": param, "value": value, "metric": met,
+                "mean": mu, "std": sd, "n_seeds": n, "seeds": ";".join(str(v["seed"]) for v in sorted(vs, key=lambda v: v["seed"])),
+                "methods": ";".join(sorted({v["method"] for v in vs})),
+            })
+    return rows
+
+
+def collect_ablation(runs: list[RunDir], mode: str, metrics: Sequence[str], log: SourceLog) -> list[dict[str, Any]]:
+    out = []
+    for r in runs:
+        m = read_metrics(r, log)
+        out.append({"setting": r.setting, "method": r.method, "seed": r.seed, "pred_sha256": predictions_sha256(m),
+                    **{k: metric_value(m, mode, k, r.path) for k in metrics}})
+    return out
+
+
+# ------------------------------------------------------------------------ subcommands
+
+
+def ablation_figure(run_dirs: Sequence[str | Path], out: Path, full: str = "CD-GTMLL", order: Sequence[str] = (),
+                    mode: str = "global", metrics: Sequence[str] = ("mAP", "micro_f1", "rare_f1"),
+                    title: str = "", style: FigureStyle | None = None) -> list[dict[str, Any]]:
+    runs = parse_runs(run_dirs)
+    missing = [m for m in order if m not in {r.method for r in runs}]
+    if missing:
+        raise ValueError(f"--order names method(s) without runs: {missing}")
+    style = style or FigureStyle()
+    style.add_methods(r.method for r in runs)
+    log = SourceLog()
+    values = collect_ablation(runs, mode, metrics, log)
+    rows = ablation_rows(values, metrics, full, order)
+    settings = sorted({r["setting"] for r in rows})
+    with figure_style():
+        n_methods = max(len({r["method"] for r in rows if r["setting"] == s}) for s in settings)
+        pw = max(ONE_COLUMN, 0.24 * n_methods * len(metrics) + 0.9)
+        fig, axes = _grid(len(settings), w=pw, h=2.5)
+        for ax, setting in zip(axes, settings):
+            rs = [r for r in rows if r["setting"] == setting]
+            methods = list(dict.fromkeys(r["method"] for r in rs))
+            long = [{"method": v["method"], "metric": METRIC_LABELS.get(k, k), "value": _pct(v[k])}
+                    for v in values if v["setting"] == setting for k in metrics]
+            xlabels = [METRIC_LABELS.get(k, k) for k in metrics]
+            bars = seed_bars(ax, long, "metric", xlabels, methods, style)
+            for m, container in zip(methods, bars):
+                if m == full:
+                    continue
+                for bar, k in zip(container, metrics):
+                    r = next(r for r in rs if r["method"] == m and r["metric"] == k)
+                    tops = [_pct(r["mean"]) + _pct(r["std"]), _pct(r["mean"]),
+                            *(_pct(v[k]) for v in values if v["setting"] == setting and v["method"] == m)]
+                    top = max((t for t in tops if math.isfinite(t)), default=float("nan"))
+                    if math.isfinite(top):
+                        ax.annotate(_gap_text(r["gap_to_full"]), (bar.get_x() + bar.get_width() / 2, top),
+                                    xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
+                                    fontsize=NOTE_PT, rotation=90)
+            ax.set(xlabel="", ylabel="score (%)")
+            tops = [_pct(r["mean"]) + (_pct(r["std"]) if math.isfinite(_pct(r["std"])) else 0) for r in rs]
+            tops += [x["value"] for x in long]
+            finite = [t for t in tops if math.isfinite(t)]
+            if finite:
+                # room above the highest bar for a rotated gap label ("−12.3" at NOTE_PT plus its
+                # offset: about 5 * NOTE_PT points), in the axis' printed height, not a fraction
+                # of the data (a fraction clipped labels of bars near the top)
+                lo, hi = min(0.0, min(finite)), max(finite)
+                h_pt = ax.get_window_extent().height * 72 / fig.dpi
+                need = 5 * NOTE_PT
+                top = (hi * h_pt - need * lo) / (h_pt - need) if h_pt > 2 * need else hi * 1.3
+                ax.set_ylim(lo, max(top, hi * 1.05, lo + 1e-9))
+            ax.grid(axis="x", visible=False)
+        all_methods = list(dict.fromkeys(r["method"] for r in rows))  # --order, then by name
+        ns = {m: min(r["n_seeds"] for r in rows if r["method"] == m) for m in all_methods}
+        legend_below(fig, *method_handles(all_methods, style, n_labels(all_methods, ns)), ncol=min(3, len(all_methods)))
+        same = identical_predictions(values, "method")
+        _mark_identical(rows, same, "method", ("setting",))
+        titles(fig, axes, [style.setting(*s.split("/", 1)) for s in settings],
+               f"mean ± std over {_seeds_text(rows)} (dots: runs); above the bars: difference to {full} (pp); "
+               f"{_mode_text(mode, runs[0], log)}{_identical_text(same, ' = '.join)}", title, pw)
+        save_figure(fig, out, rows, log, mode=mode, full=full, identical_predictions=_identical_json(same))
+    return rows
+
+
+def _mode_text(mode: str, run: RunDir | None = None, log: SourceLog | None = None) -> str:
+    """How the scores were thresholded, for the figure note: ``global`` reads the single
+    ``global@<tau>`` block of ``run``'s metrics to name tau."""
+    if mode == "global" and run is not None and log is not None:
+        keys = [k for k in read_metrics(run, log) if k.startswith("global@")]
+        mode = keys[0] if len(keys) == 1 else mode
+    if mode == "adaptive":
+        return "per-label thresholds tuned on validation"
+    if mode.startswith("global@"):
+        return f"threshold {mode.split('@', 1)[1]} on every label"
+    return "global threshold" if mode == "global" else mode
+
+
+def _seeds_text(rows: list[dict[str, Any]], key: str = "n_seeds", what: str = "training seeds") -> str:
+    ns = sorted({int(r[key]) for r in rows if r.get(key)})
+    if not ns:
+        return what
+    return f"{ns[0]} {what}" if len(ns) == 1 else f"{ns[0]}-{ns[-1]} {what} (n per bar in the legend)"
+
+
+def _gap_text(gap: float) -> str:
+    t = f"{100 * gap:+.1f}"
+    return "0.0" if t in ("+0.0", "-0.0") else t.replace("-", "\u2212")  # a real minus sign
+
+
+def _dataset_kind(dataset: str) -> str | None:
+    try:
+        from cdgtmll.data.registry import get_spec
+
+        return get_spec(dataset).kind
+    except Exception:  # noqa: BLE001 - unknown (e.g. config-defined) datasets
+        return None
+
+
+def robustness_figure(run_dirs: Sequence[str | Path], out: Path, kind: str, clean_variant: str = "clean",
+                      mode: str = "global", metric: str = "rare_f1", title: str = "",
+                      style: FigureStyle | None = None) -> list[dict[str, Any]]:
+    runs = parse_runs(run_dirs)
+    style = style or FigureStyle()
+    other = {p for k, p in KIND_PREFIX.items() if k != kind}
+    used = []
+    for r in runs:
+        m = _CORRUPT_RE.match(r.variant)
+        if r.variant != clean_variant and m and m.group(1) in other:
+            continue  # the other corruption type: not this figure's runs
+        used.append(r)
+    style.add_methods(r.method for r in used)
+    datasets = sorted({r.dataset for r in used})
+    corrupted = {r.dataset for r in used if r.variant != clean_variant}
+    log = SourceLog()
+    notes = {}
+    for ds in datasets:
+        if ds in corrupted:
+            continue
+        if kind == "occlusion":
+            dkind = _dataset_kind(ds)
+            if dkind == "image":
+                raise ValueError(f"{ds}: image dataset but no occlusion (O*) runs were given")
+            notes[ds] = (f"no images: occlusion not applicable to {ds}" if dkind is not None
+                         else f"no occlusion runs: occlusion not applicable to {ds} (dataset kind unknown)")
+        else:
+            raise ValueError(f"{ds}: no {kind} runs (variants N<rate>-s<seed>) were given")
+    values = []
+    for r in used:
+        if r.dataset in notes:
+            continue
+        values.append({"dataset": r.dataset, "variant": r.variant, "method": r.method, "seed": r.seed,
+                       "value": metric_value(read_metrics(r, log), mode, metric, r.path)})
+    pairs = robustness_pairs(values, clean_variant, kind)
+    rows = robustness_rows(values, clean_variant, kind)
+    for ds, note in notes.items():
+        rows.append({"dataset": ds, "method": None, "kind": kind, "level": None, "degradation_mean": None,
+                     "degradation_std": None, "n_pairs": 0, "clean_mean": None, "corrupted_mean": None,
+                     "pairs": "", "note": note})
+    mlabel = METRIC_LABELS.get(metric, metric)
+    what = {"noise": "label noise", "occlusion": "occlusion"}[kind]
+    with figure_style():
+        if len(notes) == len(datasets):  # nothing to draw: a short figure that says why
+            pw = ONE_COLUMN
+            fig, axes = _grid(len(datasets), w=pw, h=0.8)
+        else:
+            n_bars = max(len({(r["method"], r["level"]) for r in rows if r["dataset"] == ds}) for ds in datasets)
+            pw = max(ONE_COLUMN, 0.24 * n_bars + 0.9)
+            fig, axes = _grid(len(datasets), w=pw, h=2.5)
+        for ax, ds in zip(axes, datasets):
+            name = style.dataset(ds)
+            if ds in notes:
+                why = ("it has no images" if notes[ds].startswith("no images") else
+                       "no occlusion runs were made (dataset kind unknown)")
+                ax.text(0.5, 0.5, wrap(f"Occlusion does not apply to {name}: {why}.", chars_per_line(pw, 9)),
+                        ha="center", va="center", transform=ax.transAxes, fontsize=9)
+                ax.set_axis_off()
+                continue
+            rs = [r for r in rows if r["dataset"] == ds]
+            levels = sorted({r["level"] for r in rs})
+            methods = sorted({r["method"] for r in rs}, key=style.index)
+            xlab = [f"{100 * lv:g}%" for lv in levels]
+            long = [{"level": f"{100 * p['level']:g}%", "method": p["method"], "value": _pct(p["degradation"])}
+                    for p in pairs if p["dataset"] == ds]
+            seed_bars(ax, long, "level", xlab, methods, style)
+            ax.axhline(0, color="0.15", linewidth=0.7, zorder=2.5)
+            ax.set(xlabel={"noise": "noise rate ρ (training positives flipped to 0)",
+                           "occlusion": "occluded share γ of each training image"}[kind],
+                   ylabel=f"{mlabel} drop (pp)")
+            ax.grid(axis="x", visible=False)
+        drawn = [r for r in rows if r["method"] is not None]
+        note = ""
+        if drawn:
+            all_methods = sorted({r["method"] for r in drawn}, key=style.index)
+            ns = {m: min(r["n_pairs"] for r in drawn if r["method"] == m) for m in all_methods}
+            legend_below(fig, *method_handles(all_methods, style, n_labels(all_methods, ns)),
+                         ncol=min(4, len(all_methods)))
+            note = (f"drop = {mlabel} clean − {'noisy' if kind == 'noise' else 'occluded'}, same training seed; "
+                    f"mean ± std over {_seeds_text(drawn, 'n_pairs', 'pairs')} (dots: pairs); "
+                    f"{_mode_text(mode, next(r for r in used if r.dataset not in notes), log)}")
+        titles(fig, axes, [f"{style.dataset(ds)}: {what}" for ds in datasets], note, title, pw)
+        save_figure(fig, out, rows, log, mode=mode, metric=metric, kind=kind, clean_variant=clean_variant,
+                    notes=notes or None)
+    return rows
+
+
+def _sweep_value(s: str, param: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise ValueError(f"sweep value '{s}' of '{param}' is not a number") from None
+    return v
+
+
+def sweep_figure(run_dirs: Sequence[str | Path], out: Path, param: str, metrics: Sequence[str] = ("rare_f1",),
+                 mode: str = "global", title: str = "", style: FigureStyle | None = None) -> list[dict[str, Any]]:
+    runs = parse_runs(run_dirs)
+    log = SourceLog()
+    values = []
+    for r in runs:
+        parsed = parse_sweep_method(r.method)
+        hp_value = None
+        if (r.path / METHOD_OUTPUTS).is_file():
+            hp = json.loads(log.read(r, METHOD_OUTPUTS).decode("utf-8")).get("hparams", {})
+            if param in hp and hp[param] is not None:
+                hp_value = float(hp[param])
+        if parsed is not None:
+            base, p, s = parsed
+            if p != param:
+                raise ValueError(f"{r.path}: method '{r.method}' sweeps '{p}', not '{param}'")
+            value = _sweep_value(s, param)
+            if hp_value is not None and not math.isclose(value, hp_value, rel_tol=1e-9, abs_tol=1e-12):
+                raise ValueError(f"{r.path}: method name says {param}={value} but {METHOD_OUTPUTS} "
+                                 f"records {param}={hp_value}")
+        else:
+            if hp_value is None:
+                raise ValueError(f"{r.path}: method '{r.method}' has no '@{param}=<value>' and no "
+                                 f"{METHOD_OUTPUTS} hparams['{param}']")
+            base, value = r.method, hp_value
+        m = read_metrics(r, log)
+        values.append({"setting": r.setting, "base": base, "value": value, "method": r.method, "seed": r.seed,
+                       "pred_sha256": predictions_sha256(m), **{k: metric_value(m, mode, k, r.path) for k in metrics}})
+    rows = sweep_rows(values, param, metrics)
+    style = style or FigureStyle()
+    style.add_methods(v["base"] for v in values)
+    settings = sorted({r["setting"] for r in rows})
+    plabel = PARAM_LABELS.get(param, param)
+    with figure_style():
+        pw = ONE_COLUMN
+        fig, axes = _grid(len(settings) * len(metrics), w=pw, h=2.4, rows=len(settings))
+        panel_titles = []
+        for i, setting in enumerate(settings):
+            ds, variant = setting.split("/", 1)
+            for j, met in enumerate(metrics):
+                ax = axes[i * len(metrics) + j]
+                bases = sorted({v["base"] for v in values if v["setting"] == setting}, key=style.index)
+                sweep_panel(ax, [v for v in values if v["setting"] == setting], met, bases, style)
+                xs = sorted({v["value"] for v in values if v["setting"] == setting})
+                ax.set_xticks(xs, [f"{x:g}" for x in xs])
+                ax.set(xlabel=plabel, ylabel=f"{METRIC_LABELS.get(met, met)} (%)")
+                panel_titles.append(style.setting(ds, variant))
+        bases = sorted({v["base"] for v in values}, key=style.index)
+        if len(bases) > 1:
+            legend_below(fig, *method_handles(bases, style, kind="line"), ncol=min(4, len(bases)))
+        same = identical_predictions(values, "value", ("setting", "base"))
+        _mark_identical(rows, same, "value", ("setting", "base_method"))
+        note = (f"mean ± std over {_seeds_text(rows)} at each value (dots: runs); {_mode_text(mode, runs[0], log)}"
+                f"{_identical_text(same, lambda g: f'{plabel.split()[-1]} = ' + ', '.join(f'{v:g}' for v in g))}")
+        if len(settings) == 1:  # one title for the row of metric panels
+            titles(fig, axes, [f"{panel_titles[0]} — {', '.join(bases)}"], note, title, pw)
+        else:
+            titles(fig, axes, panel_titles, note, title, pw)
+        save_figure(fig, out, rows, log, mode=mode, param=param, identical_predictions=_identical_json(same))
+    return rows
+
+
+def _identical_text(same: dict[tuple, list[list[Any]]], fmt_group: Any) -> str:
+    """Subtitle clause naming the runs with byte-identical predictions (empty when none)."""
+    where = len(same) > 1  # several settings (or sweep bases): say which
+    groups = [(f"{'/'.join(map(str, k))}: " if where else "") + fmt_group(g) for k, gs in same.items() for g in gs]
+    if not groups:
+        return ""
+    return "; byte-identical predictions for every seed: " + "; ".join(groups)
+
+
+def _mark_identical(rows: list[dict[str, Any]], same: dict[tuple, list[list[Any]]], key: str,
+                    within: Sequence[str]) -> None:
+    """CSV column ``same_predictions_as``: the other members of a row's identical group."""
+    for r in rows:
+        group = next((g for g in same.get(tuple(r[w] for w in within), []) if r[key] in g), [])
+        r["same_predictions_as"] = ";".join(f"{m:g}" if isinstance(m, float) else str(m)
+                                            for m in group if m != r[key])
+
+
+def _identical_json(same: dict[tuple, list[list[Any]]]) -> list[dict[str, Any]]:
+    return [{"within": list(k), "identical": g} for k, gs in same.items() for g in gs]
+
+
+def sweep_panel(ax: Any, values: list[dict[str, Any]], metric: str, bases: Sequence[str], style: FigureStyle) -> None:
+    """Mean ± std error bars (seaborn ``lineplot``, ``err_style="bars"``) at the swept
+    values only, joined by a thin line, with each run as a dot."""
+    import pandas as pd
+    import seaborn as sns
+
+    df = pd.DataFrame([{"base": v["base"], "value": v["value"], "y": _pct(v[metric])} for v in values])
+    k = len(bases)
+    span = (df["value"].max() - df["value"].min()) or 1.0
+    for b_i, base in enumerate(bases):
+        st = style.method(base)
+        d = df[df["base"] == base].copy()
+        d["value"] += (b_i - (k - 1) / 2) * 0.012 * span  # side by side when several methods
+        sns.lineplot(data=d, x="value", y="y", estimator="mean", errorbar="sd", err_style="bars",
+                     color=st.color, marker=st.marker, linestyle=st.linestyle, linewidth=1.0, markersize=5.5,
+                     err_kws={"capsize": 3, "linewidth": 1.0}, ax=ax, label=base, legend=False, zorder=st.zorder)
+        ax.scatter(d["value"], d["y"], s=7, color="0.15", alpha=0.6, linewidths=0, zorder=st.zorder + 0.5)

@@ -1,0 +1,389 @@
+"""Trace a table cell or a figure back to its inputs and re-verify every recorded hash.
+
+``cdgtmll audit results/tables/table1_standard.md --cell CD-GTMLL "Yeast Rare-F1"``
+``cdgtmll audit figures/pr_tail.pdf``
+
+The chain, for each run behind the artifact::
+
+    table/figure  --sources.json-->  metrics.json (sha256)
+    metrics.json  --inputs-->        predictions.npz, provenance.json, clean processed data (sha256)
+    provenance    --inputs-->        processed data / R-variant (sha256), run spec (config sha256),
+                                     seed, git commit + dirty flag, packages, device
+    processed     --meta-->          raw files: the copies in results/raw/<dataset>/ are
+                                     re-hashed against the sha256 recorded when they were
+                                     acquired (provenance ``data_sources``, i.e. the processed
+                                     data's ``source_files``); image datasets (row ids or
+                                     frozen features): the image listing (path + size of
+                                     every image), the image archives in the raw folder, and
+                                     the ResNet-50 weights file
+
+Every hash is recomputed from the file on disk. A missing or modified file makes the
+audit fail (exit 1) and names the file, the expected and the actual hash.
+
+DVC lineage: when a ``dvc.lock`` is found (the current folder or above), every file of the
+chain that lies in a DVC stage output (the artifact and its ``.sources.json`` included) is
+also checked against it: the audit names the stage and the md5 recorded for the file (a
+directory output's per-file md5 comes from its ``.dir`` listing in the DVC cache), and fails
+when the file on disk differs from dvc.lock or when dvc.lock cannot be checked (listing not
+in the cache: ``dvc fetch``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cdgtmll.io import config_hash
+from cdgtmll.io import read_json, sha256_file
+
+#: where the raw copies of data prepared before ``source_files`` recorded their ``path`` are
+#: (the default ``data.raw_dir``)
+DEFAULT_RAW_DIR = Path("results/raw")
+
+
+def md5_file(path: str | os.PathLike) -> str:
+    """md5 of a file's bytes: DVC 3's ``hash: md5``."""
+    h = hashlib.md5()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@dataclass
+class DvcLineage:
+    """The outputs recorded in a ``dvc.lock``: which stage produced a file, with which md5."""
+
+    root: Path
+    #: (stage, output path relative to root, dvc.lock entry), longest paths first
+    outs: list[tuple[str, str, dict]]
+    cache_dir: Path
+    _listings: dict[str, dict[str, str] | None] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def find(cls, start: Path | None = None) -> DvcLineage | None:
+        """The dvc.lock of the current folder or the nearest one above it; None without one."""
+        import yaml
+
+        here = Path(os.path.abspath(start or Path.cwd()))
+        for d in (here, *here.parents):
+            lock = d / "dvc.lock"
+            if lock.is_file():
+                data = yaml.safe_load(lock.read_text(encoding="utf-8")) or {}
+                outs = [(stage, os.path.normpath(o["path"]), o)
+                        for stage, rec in (data.get("stages") or {}).items() for o in rec.get("outs") or []]
+                outs.sort(key=lambda x: -len(x[1]))
+                return cls(d, outs, _dvc_cache_dir(d))
+        return None
+
+    def stage_cmd(self, stage: str) -> str:
+        import yaml
+
+        data = yaml.safe_load((self.root / "dvc.lock").read_text(encoding="utf-8")) or {}
+        return str((data.get("stages") or {}).get(stage, {}).get("cmd", ""))
+
+    def owner(self, path: Path) -> tuple[str, str, dict, str] | None:
+        """``(stage, output, entry, path inside the output)`` for a file under a DVC output."""
+        try:
+            rel = Path(os.path.abspath(path)).relative_to(self.root).as_posix()
+        except ValueError:  # outside the repository (e.g. the dataset mirror)
+            return None
+        for stage, out, entry in self.outs:
+            if rel == out or rel.startswith(out + "/"):
+                return stage, out, entry, rel[len(out) + 1:]
+        return None
+
+    def recorded_md5(self, entry: dict, inner: str) -> str | None:
+        """md5 that dvc.lock records for the file (``inner`` '' for a file output); None if the
+        directory listing is not in the local cache, KeyError if the listing lacks the file."""
+        md5 = str(entry.get("md5", ""))
+        if not inner:
+            return md5
+        if md5 not in self._listings:
+            listing = self.cache_dir / md5[:2] / md5[2:]
+            self._listings[md5] = ({e["relpath"]: e["md5"] for e in json.loads(listing.read_text())}
+                                   if listing.is_file() else None)
+        files = self._listings[md5]
+        if files is None:
+            return None
+        return files[inner]
+
+
+def _dvc_cache_dir(root: Path) -> Path:
+    """Where DVC keeps file and ``.dir`` objects (``cache.dir`` of the repository's config)."""
+    try:
+        from dvc.repo import Repo
+
+        with Repo(str(root)) as repo:
+            return Path(repo.cache.local.path)
+    except Exception:  # noqa: BLE001 (dvc not installed or not a DVC repository: the default)
+        return root / ".dvc" / "cache" / "files" / "md5"
+
+
+@dataclass
+class AuditReport:
+    lines: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    checked: int = 0
+    #: within one audit each file is hashed and each image listing computed once (a table's
+    #: runs share their data files)
+    _sha256: dict[Path, str] = field(default_factory=dict, repr=False)
+    _listings: dict[Path, tuple[str, str, list] | None] = field(default_factory=dict, repr=False)
+    #: the dvc.lock the files are checked against (None: no dvc.lock, DVC lineage not checked)
+    dvc: DvcLineage | None = None
+    dvc_checked: int = 0
+    _dvc_seen: dict[Path, str] = field(default_factory=dict, repr=False)
+
+    def say(self, text: str, indent: int = 0) -> None:
+        self.lines.append("  " * indent + text)
+
+    def dvc_check(self, path: Path, what: str, indent: int) -> str:
+        """Check a file against dvc.lock. Returns a note for the file's line ('' when the file
+        is not under a DVC output); a difference is a problem with its own line."""
+        if self.dvc is None:
+            return ""
+        key = Path(os.path.abspath(path))
+        if key in self._dvc_seen:
+            return self._dvc_seen[key]
+        note = ""
+        owner = self.dvc.owner(path)
+        if owner is not None:
+            stage, out, entry, inner = owner
+            where = f"dvc.lock stage '{stage}', out {out}" + (f" ({entry.get('md5')})" if inner else "")
+            try:
+                recorded = self.dvc.recorded_md5(entry, inner)
+            except KeyError:
+                recorded = ""
+            if recorded is None:
+                self.problems.append(f"UNVERIFIED {what}: {path}: {where}: its file listing is not in the DVC "
+                                     f"cache {self.dvc.cache_dir} (`dvc fetch`)")
+                self.say(f"UNVERIFIED {what}: {path}: {where} listing not in the DVC cache", indent)
+            elif not recorded:
+                self.problems.append(f"NOT IN DVC.LOCK {what}: {path} is in {where} but dvc.lock does not "
+                                     "list it (`dvc repro` / `dvc commit` records it)")
+                self.say(f"NOT IN DVC.LOCK {what}: {path} ({where})", indent)
+            else:
+                actual = md5_file(path)
+                self.dvc_checked += 1
+                if actual != recorded:
+                    self.problems.append(f"DIFFERS FROM DVC.LOCK {what}: {path} ({where}: md5 {recorded}, on disk "
+                                         f"{actual}); `dvc checkout` restores the recorded file, `dvc commit` "
+                                         "records this one")
+                    self.say(f"DIFFERS FROM DVC.LOCK {what}: {path}\n" + "  " * (indent + 2) +
+                             f"{where} md5 {recorded}\n" + "  " * (indent + 2) + f"on disk md5 {actual}", indent)
+                else:
+                    note = f" | dvc {stage} md5 {actual[:12]}…"
+        self._dvc_seen[key] = note
+        return note
+
+    def verify(self, path: str | Path, expected: str | None, what: str, indent: int) -> bool:
+        path = Path(path)
+        if not path.exists():
+            self.problems.append(f"MISSING {what}: {path}")
+            self.say(f"MISSING  {what}: {path}", indent)
+            return False
+        if expected is None:
+            self.say(f"(no recorded hash) {what}: {path}", indent)
+            self._say_dvc(path, what, indent)
+            return True
+        key = path.resolve()
+        if key not in self._sha256:
+            self._sha256[key] = sha256_file(path)
+        actual = self._sha256[key]
+        self.checked += 1
+        if actual != expected:
+            self.problems.append(f"MODIFIED {what}: {path} (recorded sha256 {expected}, on disk {actual})")
+            self.say(f"MODIFIED {what}: {path}\n" + "  " * (indent + 2) +
+                     f"recorded {expected}\n" + "  " * (indent + 2) + f"on disk  {actual}", indent)
+            self.dvc_check(path, what, indent)
+            return False
+        self.say(f"ok       {what}: {path} sha256 {actual[:16]}…", indent)
+        self._say_dvc(path, what, indent)
+        return True
+
+    def _say_dvc(self, path: Path, what: str, indent: int) -> None:
+        """dvc.lock check of a file whose line was just said: the note goes on that line."""
+        at = len(self.lines) - 1
+        note = self.dvc_check(path, what, indent)
+        if note:
+            self.lines[at] += note
+
+
+def _sources_file(artifact: Path) -> Path:
+    cand = artifact.with_suffix(".sources.json")
+    if not cand.exists():
+        raise FileNotFoundError(f"{artifact}: no lineage record {cand.name} beside it "
+                                "(tables and figures written by the pipeline have one)")
+    return cand
+
+
+def audit_run_metrics(rep: AuditReport, metrics_path: Path, expected: str | None, indent: int = 1) -> None:
+    if not rep.verify(metrics_path, expected, "metrics", indent):
+        return
+    m = read_json(metrics_path)
+    inputs = m.get("inputs", {})
+    for role in ("predictions", "provenance", "clean_data"):
+        if role in inputs:
+            rep.verify(inputs[role]["path"], inputs[role]["sha256"], role, indent + 1)
+        else:
+            rep.problems.append(f"{metrics_path}: field 'inputs.{role}' missing")
+    prov_path = Path(inputs.get("provenance", {}).get("path", metrics_path.parent / "provenance.json"))
+    if prov_path.exists():
+        audit_provenance(rep, prov_path, indent + 1)
+
+
+def audit_provenance(rep: AuditReport, prov_path: Path, indent: int) -> None:
+    prov = read_json(prov_path)
+    git = prov.get("git", {})
+    spec = prov.get("config", {})
+    rep.say(f"run      {spec.get('dataset')}/{spec.get('variant')}/{spec.get('method')} seed {prov.get('seed')}",
+            indent)
+    rep.say(f"code     commit {git.get('commit')} dirty={git.get('dirty')} "
+            f"source sha256 {str(prov.get('code_sha256'))[:16]}…", indent + 1)
+    recomputed = config_hash(spec)
+    if recomputed != prov.get("config_sha256"):
+        rep.problems.append(f"MODIFIED run spec in {prov_path}: config_sha256 {prov.get('config_sha256')} "
+                            f"!= sha256 of the recorded spec {recomputed}")
+    rep.say(f"config   sha256 {prov.get('config_sha256')} hparams {json.dumps(spec.get('hparams'), sort_keys=True)}",
+            indent + 1)
+    rep.say(f"training {json.dumps(spec.get('training'), sort_keys=True)}", indent + 1)
+    pk = prov.get("packages", {})
+    rep.say("packages " + ", ".join(f"{k}={v}" for k, v in pk.items() if v), indent + 1)
+    dev = prov.get("device", {})
+    rep.say(f"device   {dev.get('requested')} on {dev.get('platform')} "
+            f"(cuda: {dev.get('cuda_device', 'none')}), {prov.get('started')} -> {prov.get('finished')}", indent + 1)
+    sched = prov.get("scheduler")
+    if sched:
+        rep.say(f"slurm    job {sched.get('slurm_job_id')} on {sched.get('slurm_job_nodelist')} "
+                f"(cluster {sched.get('slurm_cluster_name')}, partition {sched.get('slurm_job_partition')})", indent + 1)
+    for role, rec in prov.get("inputs", {}).items():
+        if rep.verify(rec["path"], rec["sha256"], f"input {role}", indent + 1) and role == "data":
+            audit_images(rep, Path(rec["path"]), indent + 1)
+    bb = prov.get("backbone")
+    if bb:
+        rep.say(f"backbone {bb.get('backbone')}: {'frozen' if bb.get('frozen') else 'fine-tuned end to end'}, "
+                f"weights sha256 {bb.get('weights_sha256')}, amp {bb.get('amp')}", indent + 1)
+        if bb.get("weights_file"):
+            rep.verify(bb["weights_file"], bb.get("weights_sha256"), "backbone weights", indent + 1)
+    for src in prov.get("data_sources") or []:
+        origin = src.get("origin")
+        rep.say(f"raw      {src.get('file')} from {src.get('source')} {origin} sha256 "
+                f"{str(src.get('sha256'))[:16]}… verified={src.get('verified')}", indent + 1)
+        audit_raw(rep, src, spec.get("dataset"), indent + 2)
+
+
+def audit_raw(rep: AuditReport, src: dict, dataset: str | None, indent: int) -> None:
+    """Re-hash the raw copy of one source file (a ``FetchResult.record()``) against the
+    sha256 recorded when it was acquired."""
+    path = src.get("path")
+    if not path:  # recorded before raw paths were: the default raw folder
+        path = DEFAULT_RAW_DIR / str(dataset) / str(src.get("file"))
+    if not src.get("sha256"):
+        rep.problems.append(f"UNRECORDED raw file: {path} (no sha256 in the run's data_sources)")
+        rep.say(f"UNRECORDED raw file: {path}", indent)
+        return
+    rep.verify(path, src["sha256"], "raw file", indent)
+
+
+def audit_images(rep: AuditReport, data_path: Path, indent: int) -> None:
+    """For an image dataset (row ids + image paths), re-compute the listing fingerprint
+    (relative path and size of every image) recorded when it was prepared."""
+    key = data_path.resolve()
+    if key not in rep._listings:
+        rep._listings[key] = _image_listing_check(data_path)
+    result = rep._listings[key]
+    if result is None:  # not an image dataset
+        return
+    problem, line, archives = result
+    rep.checked += 1
+    if problem:
+        rep.problems.append(problem)
+    rep.say(line, indent)
+    for rec in archives:  # image archives fetched into the raw folder
+        if rec.get("path"):
+            rep.verify(rec["path"], rec.get("sha256"), "image archive", indent)
+
+
+def _image_listing_check(data_path: Path) -> tuple[str, str, list] | None:
+    """``(problem or '', report line, archive records)`` for an image dataset's listing
+    (processed row ids, or frozen features, which keep the listing of the images they were
+    computed from); None otherwise."""
+    import numpy as np
+
+    from cdgtmll.images.datasets import listing_sha256
+
+    with np.load(data_path, allow_pickle=False) as z:
+        meta = json.loads(str(z["meta"]))
+    source = meta.get("image_source") or {}
+    recorded = source.get("listing_sha256")
+    if not recorded or not meta.get("image_paths") or not meta.get("image_root"):
+        return None
+    archives = list(source.get("archives") or [])
+    root = Path(meta["image_root"])
+    missing = next((p for p in meta["image_paths"] if not (root / p).is_file()), None)
+    if missing is not None:
+        return f"MISSING image: {root / missing}", f"MISSING  image: {root / missing}", archives
+    actual = listing_sha256(root, meta["image_paths"])
+    if actual != recorded:
+        return (f"MODIFIED images under {root}: listing sha256 (path + size of {len(meta['image_paths'])} "
+                f"images) recorded {recorded}, on disk {actual}",
+                f"MODIFIED images under {root}: listing recorded {recorded}, on disk {actual}", archives)
+    return "", f"ok       images: {len(meta['image_paths'])} under {root}, listing sha256 {actual[:16]}…", archives
+
+
+def audit(artifact: str | Path, cell: tuple[str, str] | None = None) -> AuditReport:
+    artifact = Path(artifact)
+    rep = AuditReport(dvc=DvcLineage.find())
+    sources_path = _sources_file(artifact)
+    sources = read_json(sources_path)
+    rep.say(f"artifact {artifact}")
+    audit_dvc_artifact(rep, artifact, sources_path)
+    if "cells" in sources:  # a table
+        cells: dict[str, Any] = sources["cells"]
+        if cell is not None:
+            key = f"{cell[0]} | {cell[1]}"
+            if key not in cells:
+                raise KeyError(f"{artifact}: no cell '{key}'; cells with runs: {', '.join(sorted(cells))}")
+            cells = {key: cells[key]}
+        for key, runs in cells.items():
+            rep.say(f"cell     {key}: {len(runs)} run(s)", 1)
+            for r in runs:
+                audit_run_metrics(rep, Path(r["path"]), r["sha256"], 2)
+    else:  # a figure
+        for method, runs in sources.get("runs", {}).items():
+            rep.say(f"method   {method}: {len(runs)} run(s)", 1)
+            for r in runs:
+                pred = Path(r["path"])
+                if rep.verify(pred, r["sha256"], "predictions", 2):
+                    prov = pred.parent / "provenance.json"
+                    if prov.exists():
+                        audit_provenance(rep, prov, 3)
+                    else:
+                        rep.problems.append(f"MISSING provenance: {prov}")
+    dvc = (f", {rep.dvc_checked} file(s) against {rep.dvc.root / 'dvc.lock'}" if rep.dvc is not None
+           else " (no dvc.lock: DVC lineage not checked)")
+    rep.say(f"verified {rep.checked} hashes{dvc}; {len(rep.problems)} problem(s)")
+    return rep
+
+
+def audit_dvc_artifact(rep: AuditReport, artifact: Path, sources_path: Path) -> None:
+    """The stage of dvc.lock that produced the artifact (and its lineage record), with the md5
+    dvc.lock records for each; a file that differs from dvc.lock is a problem."""
+    if rep.dvc is None:
+        return
+    owner = rep.dvc.owner(artifact)
+    if owner is None:
+        rep.say(f"dvc      {artifact} is in no output of {rep.dvc.root / 'dvc.lock'}", 1)
+        return
+    stage, out, entry, _ = owner
+    cmd = rep.dvc.stage_cmd(stage)
+    rep.say(f"dvc      stage '{stage}' of dvc.lock ({cmd}), out {out} md5 {entry.get('md5')}", 1)
+    for path, what in ((artifact, "artifact"), (sources_path, "lineage record")):
+        rep.say(f"dvc      {what}: {path}", 2)
+        note = rep.dvc_check(path, what, 3)
+        if note:
+            rep.lines[-1] += note

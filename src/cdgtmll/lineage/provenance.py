@@ -1,0 +1,146 @@
+"""Provenance records: what produced an artifact, so that any number can be traced.
+
+Every run writes ``provenance.json`` beside its metrics with: git commit and dirty
+flag, sha256 of the resolved run spec and of the full config, sha256 of every
+input data file (and the upstream source hashes recorded in the processed data),
+seed(s), package versions, device, host, command line, start and end time.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import os
+import platform
+import socket
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from cdgtmll.io import sha256_file
+
+PACKAGES = (
+    "cdgtmll", "numpy", "scipy", "scikit-learn", "pandas", "torch", "torchvision",
+    "liac-arff", "iterative-stratification", "snakemake", "dvc", "matplotlib",
+)
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def git_state(cwd: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Commit hash and dirty flag of the repository containing ``cwd`` (None outside git)."""
+    cwd = Path(cwd or Path.cwd())
+
+    def run(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    commit = run("rev-parse", "HEAD")
+    if commit is None:
+        return {"commit": None, "dirty": None, "note": "not a git checkout"}
+    # untracked files under results/ etc. are ignored by .gitignore; anything else counts
+    status = run("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": bool(status), "dirty_files": status.splitlines()[:20] if status else []}
+
+
+_CODE_SHA256: str | None = None
+
+
+def code_sha256() -> str:
+    """sha256 over the source of the installed ``cdgtmll`` package (every .py file, in
+    path order): which code produced an artifact, also in a dirty tree. Part of the
+    training checkpoint fingerprint and of every provenance record."""
+    global _CODE_SHA256
+    if _CODE_SHA256 is None:
+        root = Path(__file__).resolve().parents[1]  # the cdgtmll package
+        h = hashlib.sha256()
+        for f in sorted(root.rglob("*.py")):
+            h.update(str(f.relative_to(root)).encode())
+            h.update(f.read_bytes())
+        _CODE_SHA256 = h.hexdigest()
+    return _CODE_SHA256
+
+
+def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]:
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for n in names:
+        try:
+            out[n] = metadata.version(n)
+        except metadata.PackageNotFoundError:
+            out[n] = None
+    return out
+
+
+def device_info(device: str | None = None) -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "requested": device,
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+    }
+    if "torch" in sys.modules:  # never import torch just to describe the device
+        import torch
+
+        info["torch_threads"] = torch.get_num_threads()
+        info["cuda_available"] = torch.cuda.is_available()
+        if torch.cuda.is_available():
+            info["cuda_device"] = torch.cuda.get_device_name(0)
+            info["cuda_version"] = torch.version.cuda
+    return info
+
+
+SCHEDULER_VARS = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_CLUSTER_NAME",
+                  "SLURM_JOB_PARTITION", "SLURM_JOB_NODELIST", "SLURM_CPUS_PER_TASK", "SLURM_MEM_PER_NODE")
+
+
+def scheduler_info() -> dict[str, str] | None:
+    """The batch job this process runs in (Slurm), so a run can be matched to the cluster's accounting
+    (`sacct -j <SLURM_JOB_ID>`); None outside a scheduler."""
+    found = {k.lower(): os.environ[k] for k in SCHEDULER_VARS if k in os.environ}
+    return {"kind": "slurm", **found} if "slurm_job_id" in found else None
+
+
+def file_hashes(paths: dict[str, str | os.PathLike]) -> dict[str, dict[str, Any]]:
+    return {
+        role: {"path": str(p), "sha256": sha256_file(p), "bytes": Path(p).stat().st_size}
+        for role, p in paths.items()
+    }
+
+
+def record(
+    *,
+    spec: dict,
+    spec_sha256: str,
+    inputs: dict[str, str | os.PathLike],
+    seed: int | list[int] | None,
+    device: str | None,
+    started: str,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Assemble a provenance record (call at the end of a run)."""
+    rec = {
+        "schema": "cdgtmll.lineage.provenance/1",
+        "git": git_state(),
+        "code_sha256": code_sha256(),
+        "config_sha256": spec_sha256,
+        "config": spec,
+        "inputs": file_hashes(inputs),
+        "seed": seed,
+        "packages": package_versions(),
+        "device": device_info(device),
+        "host": socket.gethostname(),
+        "scheduler": scheduler_info(),
+        "command": sys.argv,
+        "started": started,
+        "finished": now(),
+    }
+    if extra:
+        rec.update(extra)
+    return rec

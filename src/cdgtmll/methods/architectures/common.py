@@ -1,0 +1,111 @@
+"""Generic multi-label architectures (CC, ML-GCN, C-Tran, ML-Decoder): the shared parts.
+
+These are the four "generic multi-label models" of the paper's baselines (Sec. 4.1
+"Experimental Setup", paragraph *Baselines*, item (6); rows CC / ML-GCN / C-Tran /
+ML-Decoder of Table ``tab:main_standard``). Each is implemented as a *head* on the
+shared tabular backbone (:class:`cdgtmll.nn.backbone.MLPBackbone`, App. E.2: 2 x 512,
+ReLU, output ``h(x)`` in R^{d'}, d' = 512) and trained by the shared trainer
+(:mod:`cdgtmll.nn.trainer`, App. E.1) with the same epochs / batch size / learning
+rates / weight decay / clipping as every other neural method, on a loss of
+:mod:`cdgtmll.nn.losses` (sum over labels, mean over the batch): the project's BCE
+(``build_loss("bce", ...)``) for CC, ML-GCN and C-Tran, and by default the official
+recipe's ASL for ML-Decoder (see :class:`~cdgtmll.methods.architectures.attention.MLDecoderMethod`).
+Every head's parameters form the ``head`` parameter group (eta_head), the backbone
+the ``backbone`` group (eta_0).
+
+The common adaptation: the originals sit on a CNN feature *map* (ResNet / TResNet
+spatial features, C-Tran / ML-Decoder / ML-GCN) or on raw features (CC); our inputs
+are tabular feature vectors, so the only feature we have is the vector ``h(x)``.
+The two attention models need a *set of feature tokens*: we split ``h`` into
+``n_tokens`` contiguous chunks (default 8 chunks of 64 for d' = 512) and map chunk
+``t`` by its own affine map ``R^{d'/T} -> R^{d_model}`` (:class:`FeatureTokens`; a
+per-chunk map, so tokens are distinguishable without a positional encoding, which
+neither original uses by default). Everything else is documented per class.
+
+Layout (split by purpose; each model module imports this one, never the reverse):
+
+* this module: :class:`FeatureTokens` (also used by MLC-NC) and the base class
+  :class:`_ArchitectureMethod`;
+* :mod:`cdgtmll.methods.architectures.label_graph`: label-chain / label-graph heads, CC and ML-GCN;
+* :mod:`cdgtmll.methods.architectures.attention`: attention heads, C-Tran and ML-Decoder.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from torch import nn
+
+from cdgtmll.nn.losses import build_loss
+from cdgtmll.methods.base import FitData, RunContext
+from cdgtmll.methods.neural import NeuralMethod
+
+__all__ = ["FeatureTokens"]
+
+
+class FeatureTokens(nn.Module):
+    """``h [B, D] -> tokens [B, T, d_model]``: split ``h`` into ``T`` contiguous chunks of
+    ``D / T`` and apply chunk ``t``'s own affine map (weights ``[T, D/T, d_model]``,
+    PyTorch-Linear initialisation U(+-1/sqrt(D/T))). This stands in for the spatial
+    feature map of the image originals (see the module docstring)."""
+
+    def __init__(self, in_dim: int, n_tokens: int, d_model: int) -> None:
+        super().__init__()
+        if n_tokens < 1 or in_dim % n_tokens:
+            raise ValueError(f"n_tokens={n_tokens} must divide the backbone width {in_dim}")
+        self.n_tokens, self.chunk = int(n_tokens), in_dim // n_tokens
+        bound = 1.0 / math.sqrt(self.chunk)
+        self.weight = nn.Parameter(torch.empty(self.n_tokens, self.chunk, d_model).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.empty(self.n_tokens, d_model).uniform_(-bound, bound))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        t = h.reshape(h.shape[0], self.n_tokens, self.chunk)
+        return torch.einsum("btc,tcd->btd", t, self.weight) + self.bias
+
+
+class _ArchitectureMethod(NeuralMethod):
+    """Backbone + an architecture head, trained on the registered loss ``loss_name``
+    (default ``'bce'``) with the constructor arguments ``loss_hparams`` (default none),
+    built in :meth:`prepare` as ``self._criterion``. ``hparams()`` records ``loss`` and,
+    when non-empty, ``loss_hparams`` (so both enter the checkpoint fingerprint).
+
+    Subclasses build a ``nn.Module`` with attributes ``backbone`` and ``criterion`` and
+    a ``forward(x) -> logits [B, L]`` used for prediction (``sigmoid``); every other
+    trainable parameter is a head parameter.
+    """
+
+    loss_name = "bce"
+
+    def __init__(self, **trainer: Any) -> None:
+        super().__init__(**trainer)
+        self.loss_hparams: dict[str, Any] = {}
+        self._criterion: nn.Module | None = None
+
+    def prepare(self, data: FitData, ctx: RunContext) -> None:
+        self._criterion = build_loss(self.loss_name, data.counts, data.n_train, **self.loss_hparams)
+
+    def hparams(self) -> dict[str, Any]:
+        hp = {**super().hparams(), "loss": self.loss_name}
+        if self.loss_hparams:
+            hp["loss_hparams"] = dict(self.loss_hparams)
+        return hp
+
+    def param_groups(self, model: nn.Module) -> dict[str, list[nn.Parameter]]:
+        backbone = [p for p in model.backbone.parameters() if p.requires_grad]
+        ids = {id(p) for p in backbone}
+        head = [p for p in model.parameters() if p.requires_grad and id(p) not in ids]
+        return {"backbone": backbone, "head": head}
+
+    def training_step(self, model, xb, yb, progress):
+        return model.criterion(model(xb), yb), {}
+
+    def predict(self, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(model(x))
+
+
+def _dense_labels(Y: Any) -> np.ndarray:
+    return np.asarray(Y.toarray() if sp.issparse(Y) else Y)

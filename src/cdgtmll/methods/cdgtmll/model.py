@@ -1,0 +1,542 @@
+r"""CD-GTMLL: curiosity-driven game-theoretic multi-label learning (Sections 3-4, App. E.1).
+
+Model
+-----
+A shared backbone ``h(x; theta_0)`` (:class:`~cdgtmll.nn.backbone.MLPBackbone`) feeds N
+players. Player i is a linear head with bias over its label subset ``L_i`` with sigmoid
+outputs. All players together are **one** ``nn.Linear(d', P)`` over the
+``P = sum_i |L_i|`` (player, label) *pairs*, with index maps ``pair_player`` and
+``pair_label``; player i's parameters theta_i are the rows ``{r: pair_player[r] == i}``
+of that Linear (weight and bias) - disjoint blocks. Rows are laid out with the pairs of
+singly-covered labels first (in label order) and the overlap pairs after them (grouped
+by label), so the hot path uses slices instead of gathers.
+
+Fusion (Eq. 4, E.1): per label, ``omega_{i,l} = softmax`` over the covering players of
+learnable logits (initialised to 0 = uniform); ``p_hat_l = sum_i omega_{i,l} p_{i,l}``
+(``index_add`` over the overlap pairs; when every overlap label has exactly two players,
+as :func:`make_partition` always gives, the same sum over adjacent columns and the
+two-way softmax as a sigmoid of the logit difference), clipped to ``[eps, 1 - eps]``
+(Assumption 2(i)). A label with a single player has omega = 1 exactly (the softmax of
+one logit; its gradient is 0), so logits are stored only for overlap pairs. The clip is
+part of the training objective only; predictions are the unclipped fused probabilities
+(:meth:`CDGTMLLNet.forward`), so clipping introduces no ties in the rankings.
+
+Objective (maximised; the trainer minimises ``-Phi``)
+-----------------------------------------------------
+* ``R = E_B[ sum_l w_l (y_l log p_hat_l + (1 - y_l) log(1 - p_hat_l)) ]`` - the
+  logistic utility of Eq. 3 on the fused, clipped probabilities. In terms of Theorem
+  1(3)'s ``M = (1/Z) sum_l w_l [...]`` with ``Z = sum_l w_l``, ``R = L * E_B[M]`` for both
+  weightings below (the factor L keeps R on the scale of the project's BCE: sum over
+  labels, mean over the batch).
+  ``payoff_weights='uniform'`` (default): ``w_l = 1`` (``Z = L``), the plain logistic
+  utility. Rarity then enters the objective **only** through ``alpha * C_i``, so the
+  No-Curiosity ablation (alpha = 0) removes all rarity emphasis, as the paper's
+  ablation intends ("curiosity bonuses inject gradient on under-represented tags without
+  hand-tuned class weights", abstract).
+  ``'rarity'``: ``w_l = L * r_l / sum_k r_k`` with ``r_l = 1 / (1 + freq(l))`` (the
+  curiosity weights of Eq. 7; ``Z = sum_l r_l``), the "rarity-weighted logistic utility"
+  that Theorem 1(3) analyses. Caveat, measured by
+  ``benchmarks/bench_curiosity_direction.py``: with these weights the gradient of Phi on a
+  singly-covered label's logit is ``r_l (L / sum r + alpha)(y - p)``, so alpha only
+  rescales it (cosine 1.000000 between alpha = 0 and 0.4 on Yeast) and the alpha
+  ablation/sweep measure nothing on those labels. With the uniform default the factor is
+  ``1 + alpha r_l``: alpha re-weights labels against each other. Because freq is a
+  prevalence in [0, 1] (Sec. 3.1), ``r_l`` lies in [1/2, 1] and that re-weighting is mild
+  (at most ``(1 + alpha) / (1 + alpha / 2)``, 1.17 at alpha = 0.4).
+  For singly-covered labels ``p_hat = clip(sigmoid(z)) = sigmoid(clamp(z, logit(eps),
+  logit(1-eps)))`` and the term is evaluated in log-sigmoid form on the clamped logit
+  (same value and gradient - 0 on clipped entries - as the clipped probability form,
+  computed stably). Targets are binary (uint8 Y), which the overlap-label term uses:
+  ``y log p + (1-y) log(1-p) = log(p (2y-1) + 1-y)``.
+* ``C_i = sum_{l in L_i} 1/(1+freq(l)) [y log p_il + (1-y) log(1-p_il)]
+  + beta * sum_{l in O_i} D(p_il, pbar_{-i,l}^stop)`` (Eq. 7), freq = training
+  prevalence in [0, 1], ``O_i`` = player i's labels covered by another player.
+  D is ``'jsd'`` (default, E.1) or ``'kl'`` (``KL(Bern(p_il) || Bern(pbar))``, Eq. 7's
+  example), per label on Bernoulli distributions. As in the paper, ``+beta D`` is a
+  *bonus*: maximising C_i rewards disagreeing with the (stop-gradient) peers.
+* ``Phi = R + alpha * sum_i E_B[C_i]`` (Eq. 9). ``beta`` warms up linearly from 0 to
+  ``beta_max`` over the first ``beta_warmup`` (10%) of training steps; alpha is fixed.
+
+Peer average and its EMA
+------------------------
+``pbar_{-i,l}(x)`` is the mean of the other covering players' probabilities on the same
+batch rows, detached (Alg. 1 lines 6 and 10), clipped to ``[eps, 1-eps]``. E.1 says it is
+"optionally smoothed by an EMA with decay 0.99". An EMA across batches of a
+*per-instance* quantity is undefined (consecutive batches hold different rows), and
+smoothing only a batch mean would replace the per-instance peer by a per-label constant.
+We therefore smooth the function that produces it: the peers' head parameters. Buffers
+hold an exponential moving average of the overlap rows of the pair-Linear (weight and
+bias), updated after every optimiser step with decay ``min(ema_decay, 1 - 1/(t+1))``
+(t = updates so far; the mean-teacher ramp of Tarvainen & Valpola 2017, so the average
+is not dominated by the random initialisation early on), and the peer probabilities are
+``sigmoid(h(x).detach() @ W_ema^T + b_ema)`` on the same batch features. This keeps
+``pbar`` per-instance, from the same batch, detached, and temporally smoothed; it costs
+one forward-only ``B x d' x |O|`` matmul (|O| = overlap pairs, Theta(rho L)); on
+Delicious that is ~7% of a BCE step. ``ema_decay = 0`` disables it: the peers are then
+exactly the current detached probabilities (Alg. 1 as written).
+
+Per-batch update vs Algorithm 1
+-------------------------------
+Per batch we do one shared forward (backbone, all pair logits, fusion, R, sum_i C_i with
+detached peers), **one** backward of ``-Phi``, per-block gradient clipping, and one
+AdamW step over all parameter groups (heads at eta_head, backbone and fusion at eta_0).
+
+* Heads: in Alg. 1, ``R_B`` is computed once before the player loop (line 8) and each
+  ``J_i = R_B + alpha E_B[C_i]`` uses the cached detached peers (lines 6, 10), so
+  ``grad_{theta_i} J_i`` is evaluated at the batch-start parameters no matter which
+  players were updated before i. Since C_j (j != i) does not depend on theta_i (stop-grad
+  peers, disjoint rows), ``grad_{theta_i} Phi = grad_{theta_i} J_i`` exactly (the
+  block-gradient identity, tested with autograd). One backward of Phi therefore gives
+  every block its own ``grad J_i``; AdamW and decoupled weight decay act element-wise,
+  and with ``clip_scope='block'`` (default) each player's rows are clipped to norm 5 by
+  their own norm, as N separate steps would be. So the single step over the heads equals
+  the N sequential block steps of lines 9-14 exactly.
+* Backbone/fusion (line 15): we ascend ``grad_{theta_0, omega} Phi`` from the same
+  forward, i.e. at the batch-start heads, clipped jointly as one block. A literal reading
+  that re-evaluates Phi after the N head updates would differ by O(eta_head) terms and
+  needs a second full forward/backward per batch; we do not do that.
+* If R were recomputed after each head update (true Gauss-Seidel: player i sees the
+  already updated players j < i inside ``p_hat``), the head gradients would also differ
+  by O(eta_head) terms and need N forward/backward passes per batch; Alg. 1 does not do
+  this (R_B is fixed before the loop).
+
+Partition (E.1) - :func:`~cdgtmll.methods.cdgtmll.partition.make_partition`
+------------------------------------------------------------------------
+Labels sorted by training frequency are dealt round-robin to the N players; the rarest
+``round(rho L)`` tail labels each get one extra, least-loaded player. The exact rule and its
+load guarantees are in :mod:`cdgtmll.methods.cdgtmll.partition`. The partition is fixed for
+the run and reported by :meth:`CDGTMLL.extra_outputs`.
+
+Cost
+----
+The hot path avoids per-batch column gathers (targets are re-laid once per run by
+:meth:`CDGTMLLNet.target_layout`), evaluates the log-likelihood terms in log-sigmoid form
+(:class:`_LogLikColumns`), and computes the divergence only on the overlap pairs with a
+closed-form gradient (:class:`_OverlapCuriosity`); no Python loop over players or labels.
+``benchmarks/bench_cdgtmll_cost.py`` measures the per-epoch time ratio to BCE.
+
+Per epoch the train log has ``R``, ``C_loglik`` (sum_i of the log-likelihood parts),
+``C_div`` (sum_i of the D parts, before beta), ``Phi``, ``beta`` (sample-weighted means
+of the per-batch values), and
+``player_val_acc.npz`` in the workdir holds, per epoch and pair, the validation accuracy
+of thresholding the player's own probability at 0.5 (arrays ``epoch [E]``,
+``player [P]``, ``label [P]``, ``accuracy [E, P]``).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from cdgtmll.io import atomic_path
+from cdgtmll.labels import prevalence, tail_labels
+from cdgtmll.methods.base import FitData, RunContext, register
+from cdgtmll.methods.cdgtmll.partition import Partition, make_partition
+from cdgtmll.methods.cdgtmll.terms import DIVERGENCE_FNS, DIVERGENCES, _LogLikColumns, _OverlapCuriosity
+from cdgtmll.methods.neural import NeuralMethod
+from cdgtmll.nn.backbone import MLPBackbone
+from cdgtmll.images.trainer_input import iter_rows
+
+PLAYER_ACC_FILE = "player_val_acc.npz"
+PAYOFF_WEIGHTS = ("uniform", "rarity")
+
+
+# ----------------------------------------------------------------------------- model
+
+
+class CDGTMLLNet(nn.Module):
+    """Backbone + pair-Linear players + label-wise softmax fusion.
+
+    Buffers: ``pair_player``/``pair_label`` [P]; ``single_labels`` [L1] (labels with one
+    player, whose pairs are rows ``0..L1-1``); ``ov_labels`` [n_ov] (overlap labels),
+    ``ov_group`` [|O|] (overlap pair -> index into ``ov_labels``; rows ``L1..P-1``),
+    ``ov_peers`` [|O|] (coverage - 1); ``c_pair`` [P] curiosity weights 1/(1+freq);
+    ``w_single`` [L1], ``w_ov`` [n_ov] payoff weights; EMA buffers ``ema_weight``
+    [|O|, d'], ``ema_bias`` [|O|], ``ema_steps`` (scalar).
+    """
+
+    def __init__(
+        self,
+        backbone: MLPBackbone,
+        partition: Partition,
+        freq: np.ndarray,
+        payoff_weights: str = "uniform",
+        eps: float = 1e-6,
+        ema_decay: float = 0.99,
+        divergence: str = "jsd",
+    ) -> None:
+        super().__init__()
+        L = partition.n_labels
+        cov = partition.coverage
+        single = np.flatnonzero(cov == 1)
+        ov_labels = np.flatnonzero(cov > 1)
+        owner_of = {}
+        for i, labs in enumerate(partition.players):
+            for lab in labs.tolist():
+                owner_of.setdefault(lab, []).append(i)
+        pair_label = list(single) + [lab for lab in ov_labels for _ in owner_of[lab]]
+        pair_player = [owner_of[lab][0] for lab in single] + [i for lab in ov_labels for i in owner_of[lab]]
+        ov_group = [k for k, lab in enumerate(ov_labels) for _ in owner_of[lab]]
+        P = len(pair_label)
+        self.n_labels, self.n_players, self.n_single, self.n_pairs = L, partition.n_players, len(single), P
+        self.eps = float(eps)
+        self.ema_decay = float(ema_decay)
+        self.divergence = divergence
+        self.backbone = backbone
+        self.heads = nn.Linear(backbone.out_dim, P)  # all players' heads, one row per pair
+        self.fusion_logits = nn.Parameter(torch.zeros(P - len(single)))  # overlap pairs only
+        long = lambda a: torch.as_tensor(np.asarray(a, dtype=np.int64))  # noqa: E731
+        flt = lambda a: torch.as_tensor(np.asarray(a, dtype=np.float32))  # noqa: E731
+        self.register_buffer("pair_label", long(pair_label))
+        self.register_buffer("pair_player", long(pair_player))
+        self.register_buffer("single_labels", long(single))
+        self.register_buffer("ov_labels", long(ov_labels))
+        self.register_buffer("ov_group", long(ov_group))
+        self.register_buffer("ov_peers", flt(cov[ov_labels][ov_group] - 1 if len(ov_group) else []))
+        # every overlap label has exactly two players (always so for make_partition):
+        # partner = the other pair of the same label (adjacent rows) -> cheaper fast path
+        self.pairs_of_two = bool(len(ov_labels)) and bool((cov[ov_labels] == 2).all())
+        self.register_buffer("ov_partner", long(np.arange(len(ov_group)) ^ 1 if self.pairs_of_two else []))
+        freq = np.asarray(freq, dtype=np.float64)
+        r = 1.0 / (1.0 + freq)
+        w = L * r / r.sum() if payoff_weights == "rarity" else np.ones(L)
+        self.register_buffer("c_pair", flt(r[pair_label]))
+        self.register_buffer("w_single", flt(w[single]))
+        self.register_buffer("w_ov", flt(w[ov_labels]))
+        n_ov_pairs = P - len(single)
+        use_ema = self.ema_decay > 0 and n_ov_pairs > 0
+        self.register_buffer("ema_weight", self.heads.weight.detach()[len(single) :].clone() if use_ema else None)
+        self.register_buffer("ema_bias", self.heads.bias.detach()[len(single) :].clone() if use_ema else None)
+        self.register_buffer("ema_steps", torch.zeros((), dtype=torch.long))
+        self.logit_lo = math.log(self.eps) - math.log1p(-self.eps)
+
+    # -- pieces ------------------------------------------------------------------------
+    def fusion_weights(self) -> torch.Tensor:
+        """omega for the overlap pairs [|O|]: softmax over the players covering each label."""
+        a = self.fusion_logits
+        if a.numel() == 0:
+            return a
+        if self.pairs_of_two:  # softmax over two logits = sigmoid of their difference
+            return torch.sigmoid(a - a[self.ov_partner])
+        amax = torch.zeros(self.ov_labels.numel(), dtype=a.dtype, device=a.device)
+        amax = amax.scatter_reduce(0, self.ov_group, a.detach(), reduce="amax", include_self=False)
+        e = torch.exp(a - amax[self.ov_group])
+        s = torch.zeros_like(amax).index_add(0, self.ov_group, e)
+        return e / s[self.ov_group]
+
+    def all_fusion_weights(self) -> torch.Tensor:
+        """omega for every pair [P] (1 for singly-covered labels)."""
+        ones = torch.ones(self.n_single, device=self.fusion_logits.device)
+        return torch.cat([ones, self.fusion_weights().detach()])
+
+    def fuse_overlap(self, p_ov: torch.Tensor) -> torch.Tensor:
+        """Fused probabilities of the overlap labels [B, n_ov] from overlap-pair probs."""
+        wp = p_ov * self.fusion_weights()
+        if self.pairs_of_two:  # the pairs of a label are adjacent columns
+            return wp.view(wp.shape[0], -1, 2).sum(-1)
+        return wp.new_zeros(wp.shape[0], self.ov_labels.numel()).index_add(1, self.ov_group, wp)
+
+    def peer_mean(self, h: torch.Tensor, z_ov: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Detached peer average ``pbar_{-i,l}`` per overlap pair [B, |O|], clipped to
+        ``[eps, 1-eps]``, and its logit. Peers are the EMA heads on ``h`` when the EMA is on,
+        else the current (detached) overlap logits ``z_ov``."""
+        hi = -self.logit_lo
+        with torch.no_grad():
+            if self.ema_weight is not None:
+                z_ov = F.linear(h, self.ema_weight, self.ema_bias)
+            if self.pairs_of_two:  # the only peer is the partner pair
+                zq = z_ov.index_select(1, self.ov_partner).clamp_(-hi, hi)
+                return torch.sigmoid(zq), zq
+            p_ov = torch.sigmoid(z_ov)
+            s = p_ov.new_zeros(p_ov.shape[0], self.ov_labels.numel()).index_add_(1, self.ov_group, p_ov)
+            q = ((s[:, self.ov_group] - p_ov) / self.ov_peers).clamp_(self.eps, 1 - self.eps)
+            return q, torch.log(q) - torch.log1p(-q)
+
+    @torch.no_grad()
+    def update_ema(self) -> None:
+        if self.ema_weight is None:
+            return
+        t = int(self.ema_steps)
+        d = min(self.ema_decay, 1.0 - 1.0 / (t + 1))
+        self.ema_weight.lerp_(self.heads.weight[self.n_single :], 1.0 - d)
+        self.ema_bias.lerp_(self.heads.bias[self.n_single :], 1.0 - d)
+        self.ema_steps += 1
+
+    # -- forward -----------------------------------------------------------------------
+    def pair_logits(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.backbone(x)
+        return h, self.heads(h)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Fused probabilities p_hat [B, L] for prediction, **not** clipped.
+
+        Clipping to ``[eps, 1-eps]`` belongs to the training objective (Assumption 2(i):
+        bounded log-likelihoods; :meth:`potential_terms`). At prediction time it would map
+        every score below eps to the same value and create ties that lower mAP and P@k
+        (measured on Yeast test: 18.6% of the scores at exactly 1e-6, mAP 0.4743 clipped
+        vs 0.4761 unclipped). The scores are therefore the raw fused sigmoids, as every
+        baseline outputs: for a singly-covered label exactly ``sigmoid(z)``; for an
+        overlap label the omega-weighted mean of its players' sigmoids. Both are monotone
+        in the logits, so no ranking is changed."""
+        _, z = self.pair_logits(x)
+        out = z.new_empty(z.shape[0], self.n_labels)
+        out[:, self.single_labels] = torch.sigmoid(z[:, : self.n_single])
+        if self.ov_labels.numel():
+            out[:, self.ov_labels] = self.fuse_overlap(torch.sigmoid(z[:, self.n_single :]))
+        return out
+
+    def target_columns(self) -> torch.Tensor:
+        """The label of each column of :meth:`target_layout`: ``[pair_label | ov_labels]``."""
+        return torch.cat([self.pair_label, self.ov_labels])
+
+    def target_layout(self, y: torch.Tensor) -> torch.Tensor:
+        """Training targets re-laid once per run: ``[y[:, pair_label] | y[:, ov_labels]]``
+        (``[n, P + n_ov]``), so a batch needs no column gathers."""
+        return y[:, self.target_columns()]
+
+    def potential_terms(self, x: torch.Tensor, yt: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Batch estimates of R, sum_i E_B[C_i]'s log-likelihood part and its D part (before
+        beta), from one shared forward; ``Phi = R + alpha (C_loglik + beta C_div)``.
+        ``yt`` = :meth:`target_layout` rows."""
+        B, L1, P = x.shape[0], self.n_single, self.n_pairs
+        hi = -self.logit_lo  # p_hat in [eps, 1-eps]  <=>  z in [-hi, hi] for a single player
+        h, z = self.pair_logits(x)
+        z1, z_ov = z.split([L1, P - L1], dim=1)
+        y1, y_ov, y_lab = yt.split([L1, P - L1, yt.shape[1] - P], dim=1)
+        # singly-covered labels: p_hat = clip(p); one pass gives the per-label log-likelihood
+        # sums for curiosity (unclipped) and for R (clipped)
+        ll1, llc1 = _LogLikColumns.apply(z1, y1, hi)
+        R = (llc1 @ self.w_single) / B
+        c_ll = (ll1 @ self.c_pair[:L1]) / B
+        if P == L1:  # no overlap (rho = 0 or N = 1)
+            return {"R": R, "C_loglik": c_ll, "C_div": z.new_zeros(())}
+        # overlap pairs: fusion and R (binary targets: y log p + (1-y) log(1-p) = log(p (2y-1) + 1-y))
+        p_hat = self.fuse_overlap(torch.sigmoid(z_ov)).clamp(self.eps, 1 - self.eps)
+        R = R + (torch.addcmul(1 - y_lab, p_hat, 2 * y_lab - 1).log_().sum(0) @ self.w_ov) / B
+        # ... curiosity log-likelihood and divergence to the detached peers
+        q, zq = self.peer_mean(h.detach(), z_ov.detach())
+        ll_ov, c_div = _OverlapCuriosity.apply(z_ov, y_ov, q, zq, self.divergence)
+        c_ll = c_ll + (ll_ov @ self.c_pair[L1:]) / B
+        return {"R": R, "C_loglik": c_ll, "C_div": c_div / B}
+
+    def per_player_curiosity(self, x: torch.Tensor, y: torch.Tensor, beta: float) -> torch.Tensor:
+        """E_B[C_i] for each player [N] (diagnostics and tests; not the training path)."""
+        B, L1 = x.shape[0], self.n_single
+        h, z = self.pair_logits(x)
+        ll = -F.binary_cross_entropy_with_logits(z, y[:, self.pair_label], reduction="none") * self.c_pair
+        per_pair = ll.sum(0) / B
+        if self.ov_labels.numel():
+            q, _ = self.peer_mean(h.detach(), z[:, L1:].detach())
+            div = DIVERGENCE_FNS[self.divergence](z[:, L1:], q)
+            per_pair = per_pair + beta * torch.cat([per_pair.new_zeros(L1), div.sum(0) / B])
+        return per_pair.new_zeros(self.n_players).index_add(0, self.pair_player, per_pair)
+
+
+# ---------------------------------------------------------------------------- method
+
+
+@register("CD-GTMLL")
+class CDGTMLL(NeuralMethod):
+    """CD-GTMLL (Sections 3-4, Alg. 1, App. E.1) on the shared MLP backbone.
+
+    Hyper-parameters (defaults = App. E.1/E.2 for Yeast): ``n_players=3``, ``rho=0.2``,
+    ``alpha=0.4``, ``beta_max=0.3``, ``beta_warmup=0.1`` (fraction of training steps),
+    ``ema_decay=0.99`` (0 disables), ``divergence='jsd'`` ('kl'), ``payoff_weights=
+    'uniform'`` ('rarity'), ``eps=1e-6``, ``tail_fraction=None`` (None: FitData.tail),
+    ``partition_seed=None`` (None: the run seed), ``clip_scope='block'`` ('global'),
+    plus the trainer's (see :mod:`cdgtmll.methods.neural`).
+    Ablations: ``alpha=0`` No-Curiosity, ``n_players=1`` Single-Predictor, ``rho=0``
+    No-Overlap, ``beta_max=0`` no disagreement.
+    """
+
+    description = "CD-GTMLL: N cooperating players on a shared MLP, curiosity + fusion (Alg. 1)"
+
+    hparam_space = {
+        "n_players": {"type": "integer", "minimum": 1},
+        "rho": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},  # overlap ratio (make_partition)
+        "alpha": {"type": "number", "minimum": 0},  # curiosity weight in Phi
+        "beta_max": {"type": "number", "minimum": 0},  # disagreement bonus after warm-up
+        "beta_warmup": {"type": "number", "minimum": 0, "maximum": 1},  # fraction of training steps
+        "ema_decay": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},  # 0 disables the EMA
+        "divergence": {"enum": list(DIVERGENCES)},
+        "payoff_weights": {"enum": list(PAYOFF_WEIGHTS)},
+        "eps": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 0.5},  # clip [eps, 1 - eps]
+        "tail_fraction": {"type": ["number", "null"], "minimum": 0, "maximum": 1},  # q of tail_labels
+        "partition_seed": {"type": ["integer", "null"], "minimum": 0},  # numpy seeds are >= 0
+        "clip_scope": {"enum": ["block", "global"]},
+    }
+
+    def __init__(
+        self,
+        n_players: int = 3,
+        rho: float = 0.2,
+        alpha: float = 0.4,
+        beta_max: float = 0.3,
+        beta_warmup: float = 0.1,
+        ema_decay: float = 0.99,
+        divergence: str = "jsd",
+        payoff_weights: str = "uniform",
+        eps: float = 1e-6,
+        tail_fraction: float | None = None,
+        partition_seed: int | None = None,
+        clip_scope: str = "block",
+        **trainer: Any,
+    ) -> None:
+        super().__init__(**trainer)
+        if divergence not in DIVERGENCES:
+            raise ValueError(f"divergence must be one of {DIVERGENCES}, got '{divergence}'")
+        if payoff_weights not in PAYOFF_WEIGHTS:
+            raise ValueError(f"payoff_weights must be one of {PAYOFF_WEIGHTS}, got '{payoff_weights}'")
+        if clip_scope not in ("block", "global"):
+            raise ValueError(f"clip_scope must be 'block' or 'global', got '{clip_scope}'")
+        if alpha < 0 or beta_max < 0 or not 0 <= beta_warmup <= 1:
+            raise ValueError("need alpha >= 0, beta_max >= 0, 0 <= beta_warmup <= 1")
+        if not 0 <= ema_decay < 1 or not 0 < eps < 0.5:
+            raise ValueError("need 0 <= ema_decay < 1 and 0 < eps < 0.5")
+        if not 0 <= rho < 1 or int(n_players) < 1:
+            raise ValueError("need 0 <= rho < 1 and n_players >= 1")
+        self.n_players, self.rho = int(n_players), float(rho)
+        self.alpha, self.beta_max, self.beta_warmup = float(alpha), float(beta_max), float(beta_warmup)
+        self.ema_decay, self.divergence, self.payoff_weights = float(ema_decay), divergence, payoff_weights
+        self.eps, self.clip_scope = float(eps), clip_scope
+        self.tail_fraction = None if tail_fraction is None else float(tail_fraction)
+        self.partition_seed = None if partition_seed is None else int(partition_seed)
+        self.partition: Partition | None = None
+        self._freq: np.ndarray | None = None
+        self._player_acc: list[np.ndarray] = []
+
+    @classmethod
+    def table_note(cls, hparams: dict[str, Any]) -> str | None:
+        payoff = hparams.get("payoff_weights", "uniform")
+        R = ("the uniform logistic utility (w_l = 1), so rarity enters only through alpha C_i" if payoff == "uniform"
+             else "the rarity-weighted logistic utility of Theorem 1(3)")
+        return (f"{cls.name}: payoff R is {R} (payoff_weights: {payoff}); scores are the unclipped fused "
+                f"probabilities; gradients clipped per {hparams.get('clip_scope', 'block')}; peers from an EMA of "
+                f"their head parameters (ema_decay {hparams.get('ema_decay', 0.99)}). See docs/methods.md.")
+
+    def hparams(self) -> dict[str, Any]:
+        return {
+            **super().hparams(),
+            **{
+                k: getattr(self, k)
+                for k in (
+                    "n_players", "rho", "alpha", "beta_max", "beta_warmup", "ema_decay", "divergence",
+                    "payoff_weights", "eps", "tail_fraction", "partition_seed", "clip_scope",
+                )
+            },
+        }  # fmt: skip
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {**super().fingerprint(), "partition": self.partition.to_json() if self.partition else None}
+
+    def beta(self, progress: float) -> float:
+        """Linear warm-up 0 -> beta_max over the first ``beta_warmup`` of training."""
+        if self.beta_warmup <= 0:
+            return self.beta_max
+        return self.beta_max * min(1.0, progress / self.beta_warmup)
+
+    # -- TrainTask -----------------------------------------------------------------------
+    def prepare(self, data: FitData, ctx: RunContext) -> None:
+        tail = data.tail if self.tail_fraction is None else tail_labels(data.Y_train, self.tail_fraction)
+        seed = ctx.seed if self.partition_seed is None else self.partition_seed
+        self.partition = make_partition(data.Y_train, self.n_players, self.rho, tail, seed)
+        self._freq = prevalence(data.Y_train)
+        self._player_acc = []
+
+    def build_model(self, X_train: np.ndarray, Y_train: np.ndarray) -> CDGTMLLNet:
+        return CDGTMLLNet(
+            self.backbone(X_train), self.partition, self._freq, self.payoff_weights, self.eps, self.ema_decay,
+            self.divergence,
+        )  # fmt: skip
+
+    def param_groups(self, model: CDGTMLLNet) -> dict[str, list[nn.Parameter]]:
+        return {
+            "backbone": list(model.backbone.parameters()),
+            "head": list(model.heads.parameters()),
+            "fusion": [model.fusion_logits],
+        }
+
+    def training_step(self, model: CDGTMLLNet, xb, yb, progress):
+        beta = self.beta(progress)
+        t = model.potential_terms(xb, yb)  # yb: rows of train_targets = target_layout(Y)
+        phi = t["R"] + self.alpha * (t["C_loglik"] + beta * t["C_div"])
+        return -phi, {**t, "Phi": phi.detach(), "beta": beta}
+
+    def clip_gradients(self, model: CDGTMLLNet, max_norm: float) -> torch.Tensor | None:
+        """'block': backbone+fusion clipped jointly; each player's rows of the pair-Linear
+        clipped by their own norm (= the N+1 separate steps of Alg. 1). 'global': one norm.
+        Returns the global gradient norm before clipping (from the block norms, no extra
+        pass), which the trainer checks for NaN/inf."""
+        if self.clip_scope == "global":
+            return super().clip_gradients(model, max_norm)
+        rest = [p for p in (*model.backbone.parameters(), model.fusion_logits) if p.grad is not None]
+        rest_norm = nn.utils.clip_grad_norm_(rest, max_norm) if rest else torch.zeros(())
+        gw, gb = model.heads.weight.grad, model.heads.bias.grad
+        if gw is None:
+            return rest_norm
+        sq = torch.linalg.vector_norm(gw, dim=1).square_() + gb.square()
+        player_sq = sq.new_zeros(model.n_players).index_add_(0, model.pair_player, sq)
+        total = torch.sqrt(rest_norm.to(sq.dtype).square() + player_sq.sum())
+        norms = player_sq.sqrt_()
+        coef = (max_norm / (norms + 1e-6)).clamp_(max=1.0)[model.pair_player]
+        gw.mul_(coef.unsqueeze(1))
+        gb.mul_(coef)
+        return total
+
+    def train_targets(self, model: CDGTMLLNet, Y: torch.Tensor) -> torch.Tensor:
+        return model.target_layout(Y)
+
+    def train_target_columns(self, model: CDGTMLLNet) -> torch.Tensor:
+        return model.target_columns()
+
+    def after_optimizer_step(self, model: CDGTMLLNet) -> None:
+        model.update_ema()
+
+    def predict(self, model: CDGTMLLNet, x: torch.Tensor) -> torch.Tensor:
+        return model(x)
+
+    def epoch_end(self, model: CDGTMLLNet, epoch: int, X_val, Y_val, workdir: Path) -> dict[str, float]:
+        if X_val is None:
+            return {}
+        correct = torch.zeros(model.n_pairs, dtype=torch.float64, device=Y_val.device)
+        s = 0
+        for xb in iter_rows(X_val, 8192, Y_val.device):
+            _, z = model.pair_logits(xb)
+            correct += ((z > 0) == (Y_val[s : s + xb.shape[0], model.pair_label] > 0.5)).sum(0)
+            s += xb.shape[0]
+        self._player_acc.append((correct / X_val.shape[0]).float().cpu().numpy())
+        with atomic_path(Path(workdir) / PLAYER_ACC_FILE, suffix=".npz") as tmp:
+            np.savez(
+                tmp,
+                epoch=np.arange(1, len(self._player_acc) + 1),
+                player=model.pair_player.cpu().numpy(),
+                label=model.pair_label.cpu().numpy(),
+                accuracy=np.stack(self._player_acc),
+            )
+        return {}
+
+    def extra_state(self) -> dict[str, Any]:
+        return {"player_acc": list(self._player_acc)}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        self._player_acc = list(state.get("player_acc", []))
+
+    # -- Method ----------------------------------------------------------------------------
+    def extra_outputs(self) -> dict[str, Any]:
+        if self.partition is None:
+            return {}
+        out: dict[str, Any] = {"partition": self.partition.to_json(), "hparams": self.hparams()}
+        if self.model is not None:
+            m = self.model
+            out["fusion_weights"] = {
+                "pair_player": m.pair_player.tolist(),
+                "pair_label": m.pair_label.tolist(),
+                "omega": m.all_fusion_weights().cpu().tolist(),
+            }
+        return out

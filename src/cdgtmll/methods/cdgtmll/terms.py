@@ -1,0 +1,117 @@
+r"""CD-GTMLL's per-pair terms (Eq. 7): Bernoulli divergences between a player and its peers,
+and the fused autograd functions of the overlap-pair curiosity and the per-label
+log-likelihood sums. Values and closed-form gradients are tested against autograd in
+``tests/test_cdgtmll.py``; the model that uses them is :mod:`cdgtmll.methods.cdgtmll.model`.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+DIVERGENCES = ("jsd", "kl")
+
+
+def _neg_entropy_logit(z: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """p log p + (1-p) log(1-p) for p = sigmoid(z), via log(1-p) = logsigmoid(-z)."""
+    return F.logsigmoid(-z) + p * z
+
+
+def _neg_entropy(q: torch.Tensor) -> torch.Tensor:
+    return q * torch.log(q) + (1 - q) * torch.log1p(-q)
+
+
+def bernoulli_jsd(z: torch.Tensor, q: torch.Tensor, p: torch.Tensor | None = None) -> torch.Tensor:
+    """Element-wise JSD(Bern(sigmoid(z)) || Bern(q)) in nats, in [0, log 2].
+
+    ``JSD = H(m) - (H(p) + H(q)) / 2`` with ``m = (p + q) / 2``; ``q`` must lie in
+    (0, 1) (callers clip it to [eps, 1-eps]); ``p = sigmoid(z)`` may be passed if known.
+    """
+    p = torch.sigmoid(z) if p is None else p
+    m = 0.5 * (p + q)
+    return 0.5 * (_neg_entropy_logit(z, p) + _neg_entropy(q)) - _neg_entropy(m)
+
+
+def bernoulli_kl(z: torch.Tensor, q: torch.Tensor, p: torch.Tensor | None = None) -> torch.Tensor:
+    """Element-wise KL(Bern(sigmoid(z)) || Bern(q)) in nats; ``q`` in (0, 1)."""
+    p = torch.sigmoid(z) if p is None else p
+    return _neg_entropy_logit(z, p) - p * torch.log(q) - (1 - p) * torch.log1p(-q)
+
+
+DIVERGENCE_FNS = {"jsd": bernoulli_jsd, "kl": bernoulli_kl}
+
+
+class _OverlapCuriosity(torch.autograd.Function):
+    """Curiosity terms of the overlap pairs from one pass over their logits ``z`` [B, |O|]:
+    per-pair batch sums of the Bernoulli log-likelihood (as :class:`_LogLikColumns`) and
+    ``sum D(sigmoid(z), q)`` against the detached peers ``q`` (logits ``zq``).
+
+    Values equal ``DIVERGENCE_FNS[kind](z, q).sum()`` and the log-likelihood sums; the
+    gradient w.r.t. ``z`` is closed-form, computed in the forward pass:
+    ``dJSD/dz = p(1-p)(z - logit(m))/2`` (``m = (p+q)/2``), ``dKL/dz = p(1-p)(z - zq)``,
+    ``dll/dz = y - p``. Only ``z`` receives a gradient.
+    """
+
+    @staticmethod
+    def forward(ctx, z, y, q, zq, kind):  # noqa: D102
+        p = torch.sigmoid(z)
+        sp_sum = F.softplus(z).sum(0)
+        ll = (y * z).sum(0) - sp_sum
+        # -H(p) = p z - softplus(z);  -H(q) = q zq + log(1-q)
+        neg_h_p = torch.sum(p * z) - sp_sum.sum()
+        l1q = torch.log1p(-q)
+        if kind == "jsd":
+            m = torch.lerp(p, q, 0.5)
+            l1m = torch.log1p(-m)
+            logit_m = torch.log(m).sub_(l1m)
+            neg_h_q = torch.sum(q * zq) + l1q.sum()
+            div = 0.5 * (neg_h_p + neg_h_q) - (torch.sum(m * logit_m) + l1m.sum())
+            dp = (z - logit_m).mul_(0.5)
+        else:
+            div = neg_h_p - torch.sum(p * zq) - l1q.sum()
+            dp = z - zq
+        ctx.save_for_backward(y - p, dp.mul_(p).mul_(1 - p))
+        return ll, div
+
+    @staticmethod
+    def backward(ctx, g_ll, g_div):  # noqa: D102
+        r, d_div = ctx.saved_tensors
+        return torch.addcmul(r * g_ll, d_div, g_div), None, None, None, None
+
+
+class _LogLikColumns(torch.autograd.Function):
+    """Per-label (column) batch sums of the Bernoulli log-likelihood of ``sigmoid(z)``:
+    ``ll[k] = sum_b y log s + (1-y) log(1-s) = sum_b y z - softplus(z)``, and ``llc``,
+    the same sums with ``s`` clipped to ``[sigmoid(-hi), sigmoid(hi)]`` (= ``z`` clamped
+    to ``[-hi, hi]``), whose gradient is 0 on the clipped entries. Clipped entries are
+    rare and handled sparsely (columns found by a column-wise min/max). Gradient:
+    ``(y - s) * (g_ll + g_llc * unclipped)``, what autograd gives for BCE-with-logits on
+    ``z`` and on ``clamp(z)``, in two element-wise passes.
+    """
+
+    @staticmethod
+    def forward(ctx, z, y, hi):  # noqa: D102
+        s = torch.sigmoid(z)
+        ll = (y * z).sum(0) - F.softplus(z).sum(0)
+        llc = ll.clone()
+        cols = torch.logical_or(z.amin(0) < -hi, z.amax(0) > hi).nonzero().flatten()
+        idx = None
+        if cols.numel():
+            zsub = z.index_select(1, cols)
+            rows, j = (zsub.abs() > hi).nonzero(as_tuple=True)
+            idx = (rows, cols[j])
+            zs, ys = z[idx], y[idx]
+            zc = zs.clamp(-hi, hi)
+            llc.index_add_(0, idx[1], (ys * zc - F.softplus(zc)) - (ys * zs - F.softplus(zs)))
+        ctx.save_for_backward(y - s)
+        ctx.idx = idx
+        return ll, llc
+
+    @staticmethod
+    def backward(ctx, g_ll, g_llc):  # noqa: D102
+        (r,) = ctx.saved_tensors
+        grad = r * (g_ll + g_llc)
+        if ctx.idx is not None:
+            idx = ctx.idx
+            grad[idx] -= r[idx] * g_llc[idx[1]]
+        return grad, None, None

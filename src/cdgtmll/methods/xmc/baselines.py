@@ -1,0 +1,327 @@
+r"""Extreme multi-label (XMC) baselines: ETU, XR-Linear, XR-Transformer, MatchXML.
+
+ETU (Schultheis et al., "Generalized test utilities for long-tail performance in
+extreme multi-label classification", NeurIPS 2023; ``schultheis2023generalized``)
+------------------------------------------------------------------------------------
+An inference-time rule. A probabilistic base model estimates the label marginals
+``eta_il = P(y_il = 1 | x_i)``: here the BCE row's model (shared MLP backbone + linear
+head + BCE, shared trainer and trainer hyper-parameters). For a utility that is a
+sum over labels of per-label recall / precision terms whose denominators do not
+depend on the prediction, the expected test utility of a top-k prediction is linear
+in the predicted sets, so the optimal prediction for row i is the ``k`` labels with
+the largest ``u_il = w_l * eta_il``:
+
+* ``utility='macro-recall'`` (default): expected macro-recall@k
+  ``= 1/L sum_l E[sum_i y_il yhat_il] / (n pi_l)``, with the per-label positive count
+  ``sum_i y_il`` replaced by its expectation ``n pi_l`` (the standard ETU
+  approximation for recall), so ``w_l = 1 / pi_l``;
+* ``utility='precision'`` (reference): expected precision@k = ``1/k sum_l eta_il
+  yhat_il``, so ``w_l = 1`` and the rule is plain top-k by eta.
+
+``pi_l`` is the training prior, Laplace-smoothed so that labels without training
+positives get a finite weight: ``pi_l = (n_l + a) / (n + 2a)`` with
+``a = prior_smoothing`` (default 1.0; ``a > 0`` required). (A test-set plug-in,
+``pi_l = mean_i eta_il`` over the rows being predicted, is the other common estimate;
+we use the training prior so that a row's decision does not depend on the other
+test rows.) The paper does not say which utility its ETU row optimised; the default
+is macro-recall@k and ``k`` defaults to 5. Neither is tuned.
+
+Output of ``predict_proba`` (the one documented behaviour): a score matrix ``S`` in
+[0, 1) whose per-row ranking is the ETU ranking by ``u`` (ties: lower label index
+first, the convention of :func:`cdgtmll.metrics.definitions.precision_at_k`) and whose
+0.5-threshold is exactly the ETU top-k decision. Per row,
+``S_il = u_il / (u_il + t_i)`` with ``t_i`` the midpoint between the k-th and
+(k+1)-th largest ``u`` (the odds ``S/(1-S)`` are the utility relative to the top-k
+boundary); the k chosen labels are then lifted to at least 0.5 and the others
+capped just below 0.5 (only matters for exact ties at the boundary). Consequences:
+P@k' for every k' is the ETU prediction at k' (the top-k rule is nested in k'), so
+``k`` only sets the thresholded decision; the global@0.5 / ``method`` blocks score
+the ETU top-k sets (``decision_thresholds`` returns 0.5 for every label); mAP and the
+adaptive-threshold F1 of this row are computed on these utility scores, which are
+*not* calibrated probabilities (per-row normalisation changes the order across
+rows within a label). The paper's XMC table uses ETU for P@k only. The base model's
+marginals are available from :meth:`ETUMethod.marginals`.
+
+XR-Linear (Yu et al., PECOS; the linear stage of XR-Transformer, Zhang et al. 2021)
+------------------------------------------------------------------------------------
+PECOS ``XLinearModel``: PIFA label embeddings (normalised sum of the label's
+positive instances' features), a hierarchical label tree by balanced (spherical)
+k-means, one-vs-rest linear rankers (L2-loss SVM, dual CD) per tree level with
+teacher-forced negatives, beam search at test time. The calls are PECOS's XR-Linear quick
+start (amzn/pecos README.md "Quick Tour"; src/cdgtmll/external/pecos_worker.py). Runs on
+the dataset's given features (the processed features every row gets: for the MULAN sets
+the ARFF's binary/count vectors, for the XMC benchmarks the provided sparse TF-IDF
+vectors), rows l2-normalised when ``normalize=True``; the k-means seed is the run's seed.
+
+libpecos 1.2.8 (the newest on PyPI) declares ``numpy<2`` and ``scipy<1.14`` and fails on
+numpy 2 / scipy >= 1.14 (removed ``scipy.sparse.sputils`` API, numpy-2 ``copy=``
+semantics), so it runs in an environment of its own: ``.venv/xmc/pecos``, built by make
+(mk/xmc-envs.mk) from ``requirements-pecos.lock`` (numpy 1.26.4, scipy 1.13.1; libpecos's
+XR-Transformer dependencies torch/transformers/peft/datasets/sentencepiece are not
+installed, ``pecos.xmc.xlinear`` does not import them). The method trains and predicts in
+a worker process of that environment (:class:`cdgtmll.methods.xmc.external.ExternalMethod`);
+the pipeline reads its predictions through the ordinary predictions format. When the
+environment cannot be built, ``not_runnable_reason`` says why and the tables print "not
+run: <reason>". This row is named "XR-Linear", never "XR-Transformer".
+``predict_proba``: PECOS's scores (post processor ``l3-hinge``, combined along the tree
+path, in [0, 1]) for the ``only_topk`` labels found by beam search, 0 for every other
+label. ``threads=-1`` (PECOS: all CPUs) uses the job's thread budget ``$CDGTMLL_THREADS``
+when the pipeline sets one.
+
+XR-Transformer and MatchXML
+---------------------------
+Both need a pretrained transformer text encoder (and the raw texts). Hyper-parameter
+``encoder`` (path to a local HuggingFace-format model directory, default None). With
+no encoder, ``fit`` raises :class:`NotRunnable` ("not run: needs pretrained
+encoder"; :class:`NotRunnable` is :class:`cdgtmll.methods.base.NotRunnable`, a
+RuntimeError); with one, :class:`NotImplementedError` (the transformer stages are not
+implemented in this pipeline). ``not_runnable_reason`` reports either case before
+scheduling, so the tables show "not run: <reason>". No substitute model is ever run
+under these names. XR-Linear's environment, when it cannot be built, is reported the
+same way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cdgtmll.methods.xmc.external import ExternalMethod, job_threads
+from cdgtmll.methods.base import FitData, Method, NotRunnable, RunContext, register
+from cdgtmll.methods.neural import BCEMethod
+
+UTILITIES = ("macro-recall", "precision")
+PECOS_PIN = "libpecos==1.2.8"
+_ROW_CHUNK = 2048
+
+
+# ------------------------------------------------------------------------------- ETU
+
+
+def label_priors(counts: np.ndarray, n_train: int, smoothing: float = 1.0) -> np.ndarray:
+    """Laplace-smoothed training priors ``(n_l + a) / (n + 2a)``."""
+    if smoothing <= 0:
+        raise ValueError(f"ETU: prior_smoothing must be > 0, got {smoothing}")
+    counts = np.asarray(counts, dtype=np.float64)
+    return (counts + smoothing) / (float(n_train) + 2.0 * smoothing)
+
+
+def utility_weights(utility: str, priors: np.ndarray) -> np.ndarray:
+    """Per-label weights ``w_l`` of the linear expected utility (module docstring)."""
+    if utility == "macro-recall":
+        return 1.0 / np.asarray(priors, dtype=np.float64)
+    if utility == "precision":
+        return np.ones(len(priors), dtype=np.float64)
+    raise ValueError(f"ETU: unknown utility '{utility}'; choose one of {UTILITIES}")
+
+
+def _rank(u: np.ndarray) -> np.ndarray:
+    """Per-row label order by ``u`` descending, ties by lower label index."""
+    return np.argsort(-u, axis=1, kind="stable")
+
+
+def etu_topk(eta: np.ndarray, weights: np.ndarray, k: int) -> np.ndarray:
+    """ETU decision: indices ``[n, k]`` of the labels maximising expected utility,
+    in decreasing order of ``u = eta * w``."""
+    u = np.asarray(eta, dtype=np.float64) * np.asarray(weights, dtype=np.float64)[None, :]
+    return _rank(u)[:, : min(int(k), u.shape[1])]
+
+
+def etu_scores(eta: np.ndarray, weights: np.ndarray, k: int) -> np.ndarray:
+    """Scores in [0, 1) ranked like ``u = eta * w`` with ``S >= 0.5`` exactly on the ETU
+    top-k set of each row (module docstring)."""
+    eta = np.asarray(eta, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    n, L = eta.shape
+    k = max(1, min(int(k), L))
+    below = np.nextafter(0.5, 0.0)
+    out = np.empty((n, L), dtype=np.float64)
+    for s in range(0, n, _ROW_CHUNK):
+        u = eta[s : s + _ROW_CHUNK] * w[None, :]
+        order = _rank(u)
+        rows = np.arange(u.shape[0])
+        uk = u[rows, order[:, k - 1]]
+        t = 0.5 * (uk + u[rows, order[:, k]]) if k < L else 0.5 * uk
+        t = np.maximum(t, np.finfo(np.float64).tiny)[:, None]
+        S = u / (u + t)
+        chosen = np.zeros(u.shape, dtype=bool)
+        np.put_along_axis(chosen, order[:, :k], True, axis=1)
+        out[s : s + _ROW_CHUNK] = np.where(chosen, np.maximum(S, 0.5), np.minimum(S, below))
+    return out
+
+
+@register("ETU")
+class ETUMethod(BCEMethod):
+    """BCE marginals + the ETU top-k rule at prediction (module docstring)."""
+
+    description = (
+        "ETU inference rule (expected macro-recall@k: top-k of eta/prior) on the BCE model's "
+        "marginals (MLP backbone + linear head + BCE)"
+    )
+
+    hparam_space = {
+        "utility": {"enum": list(UTILITIES)},
+        "k": {"type": "integer", "minimum": 1},  # size of the top-k decision
+        "prior_smoothing": {"type": "number", "exclusiveMinimum": 0},  # Laplace a of (n_l + a) / (n + 2a)
+    }
+
+    def __init__(
+        self,
+        utility: str = "macro-recall",
+        k: int = 5,
+        prior_smoothing: float = 1.0,
+        **trainer: Any,
+    ) -> None:
+        super().__init__(**trainer)
+        if utility not in UTILITIES:
+            raise ValueError(f"ETU: unknown utility '{utility}'; choose one of {UTILITIES}")
+        if int(k) < 1:
+            raise ValueError(f"ETU: k must be >= 1, got {k}")
+        if float(prior_smoothing) <= 0:
+            raise ValueError(f"ETU: prior_smoothing must be > 0, got {prior_smoothing}")
+        self.utility = utility
+        self.k = int(k)
+        self.prior_smoothing = float(prior_smoothing)
+        self.priors_: np.ndarray | None = None
+        self.weights_: np.ndarray | None = None
+
+    def hparams(self) -> dict[str, Any]:
+        return {**super().hparams(), "utility": self.utility, "k": self.k, "prior_smoothing": self.prior_smoothing}
+
+    def prepare(self, data: FitData, ctx: RunContext) -> None:
+        super().prepare(data, ctx)
+        self.priors_ = label_priors(data.counts, data.n_train, self.prior_smoothing)
+        self.weights_ = utility_weights(self.utility, self.priors_)
+
+    def marginals(self, X: Any) -> np.ndarray:
+        """The base BCE model's probabilities ``eta``."""
+        return super().predict_proba(X)
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        if self.weights_ is None:
+            raise RuntimeError("ETU: predict_proba before fit")
+        return etu_scores(self.marginals(X), self.weights_, self.k)
+
+    def decision_thresholds(self) -> np.ndarray | None:
+        return None if self.weights_ is None else np.full(self.weights_.shape[0], 0.5)
+
+    def extra_outputs(self) -> dict[str, Any]:
+        if self.priors_ is None:
+            return {}
+        return {"etu_utility": self.utility, "etu_k": self.k, "etu_priors": [float(p) for p in self.priors_]}
+
+
+# ------------------------------------------------------------------------- XR-Linear
+
+
+#: the library pin of XR-Linear's environment (requirements-pecos.lock)
+PECOS_PIN = "libpecos==1.2.8"
+
+
+@register("XR-Linear")
+class XRLinearMethod(ExternalMethod):
+    """PECOS XR-Linear (XLinearModel) on the given features, in ``.venv/xmc/pecos`` (module docstring)."""
+
+    description = "PECOS XR-Linear: PIFA + balanced hierarchical k-means label tree, linear rankers, beam search"
+    env_name = "pecos"
+
+    hparam_space = {
+        "nr_splits": {"type": "integer", "minimum": 2},  # tree out-degree (1 never merges the codes)
+        "max_leaf_size": {"type": "integer", "minimum": 1},
+        "Cp": {"type": "number", "exclusiveMinimum": 0},  # liblinear costs of positives / negatives
+        "Cn": {"type": "number", "exclusiveMinimum": 0},
+        "threshold": {"type": "number", "minimum": 0},  # |w| below it is pruned
+        "beam_size": {"type": "integer", "minimum": 1},
+        "only_topk": {"type": "integer", "minimum": 1},
+        # PECOS post-processors whose scores lie in [0, 1] (the log-* and noop ones do not,
+        # and predict_proba clips to [0, 1])
+        "post_processor": {"enum": ["sigmoid", "l1-hinge", "l2-hinge", "l3-hinge", "l4-hinge"]},
+        "normalize": {"type": "boolean"},
+        "threads": {"anyOf": [{"const": -1}, {"type": "integer", "minimum": 1}]},  # -1: all CPUs
+    }
+
+    def __init__(
+        self,
+        nr_splits: int = 16,
+        max_leaf_size: int = 100,
+        Cp: float = 1.0,
+        Cn: float = 1.0,
+        threshold: float = 0.1,
+        beam_size: int = 10,
+        only_topk: int = 100,
+        post_processor: str = "l3-hinge",
+        normalize: bool = True,
+        threads: int = -1,
+    ) -> None:
+        self.nr_splits = int(nr_splits)
+        self.max_leaf_size = int(max_leaf_size)
+        self.Cp, self.Cn, self.threshold = float(Cp), float(Cn), float(threshold)
+        self.beam_size, self.only_topk = int(beam_size), int(only_topk)
+        self.post_processor = str(post_processor)
+        self.normalize = bool(normalize)
+        self.threads = int(threads)
+
+    def worker_params(self) -> dict[str, Any]:
+        return {"nr_splits": self.nr_splits, "max_leaf_size": self.max_leaf_size, "Cp": self.Cp, "Cn": self.Cn,
+                "threshold": self.threshold, "beam_size": self.beam_size, "only_topk": self.only_topk,
+                "post_processor": self.post_processor, "normalize": self.normalize,
+                "threads": job_threads(self.threads, -1)}
+
+    def request_top_k(self, n_labels: int) -> int:
+        return min(self.only_topk, n_labels)
+
+
+# ---------------------------------------------------------- encoder-based (not run)
+
+
+class _EncoderMethod(Method):
+    """A method that needs a pretrained transformer text encoder (not implemented)."""
+
+    hparam_space = {"encoder": {"type": ["string", "null"]}}  # local HuggingFace model directory
+
+    def __init__(self, encoder: str | None = None) -> None:
+        self.encoder = None if encoder is None else str(encoder)
+
+    def _missing_encoder(self) -> str | None:
+        if self.encoder is None:
+            return (
+                "needs pretrained encoder (set hyper-parameter 'encoder' to a local HuggingFace-format "
+                "model directory; none configured)"
+            )
+        if not Path(self.encoder).is_dir():
+            return f"needs pretrained encoder ('{self.encoder}' is not a directory)"
+        return None
+
+    def not_runnable_reason(self) -> str | None:
+        missing = self._missing_encoder()
+        if missing is not None:
+            return missing
+        return "transformer stage not implemented in this pipeline (an encoder is configured)"
+
+    def fit(self, data: FitData, ctx: RunContext) -> "_EncoderMethod":
+        missing = self._missing_encoder()
+        if missing is not None:
+            raise NotRunnable(f"{self.name}: not run: {missing}")
+        raise NotImplementedError(
+            f"{self.name}: the transformer stage (encoder '{self.encoder}') is not implemented in this pipeline; "
+            "no substitute model is run under this name"
+        )
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        raise RuntimeError(f"{self.name}: predict_proba before a successful fit")
+
+
+@register("XR-Transformer")
+class XRTransformerMethod(_EncoderMethod):
+    """XR-Transformer (Zhang et al. 2021): needs a pretrained text encoder; not run here."""
+
+    description = "XR-Transformer: needs a pretrained transformer text encoder (not run)"
+
+
+@register("MatchXML")
+class MatchXMLMethod(_EncoderMethod):
+    """MatchXML (Ye et al. 2024): needs a pretrained text encoder; not run here."""
+
+    description = "MatchXML: needs a pretrained transformer text encoder (not run)"

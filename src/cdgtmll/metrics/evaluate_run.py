@@ -1,0 +1,240 @@
+"""Score a run's predictions with the metrics of Appendix E.4, identically for every method.
+
+``python -m cdgtmll.metrics.evaluate_run --clean CLEAN.npz --rundir DIR --seeds 0 1 2``
+
+For each seed directory, reads ``predictions.npz`` and writes ``metrics.json``
+with two blocks: ``global@<tau>`` (one threshold for every label, default 0.5)
+and ``adaptive`` (per-label thresholds tuned on the validation split, fixed at
+test; App. E.1 "Thresholds and calibration"), plus a ``method`` block for methods
+whose decision rule is part of the method (plug-in estimators PE and SRB; ETU's top-k
+decision).
+
+Decision rule per F1 column. Every block records ``decision_rules``: the rule that
+produced each of ``micro_f1``, ``macro_f1``, ``rare_f1``. For the two-step plug-in rows
+the ``method`` block uses the rule that is optimal for each metric (Koyejo et al.,
+NeurIPS 2015): ``micro_f1`` at the one threshold shared by all labels that maximises
+validation micro-F1, ``macro_f1`` and ``rare_f1`` at the per-label thresholds that
+maximise validation F1_l. Both threshold sets are tuned by the method at the end of
+``fit`` and saved with its predictions (``method_thresholds_micro``,
+``method_thresholds_macro`` in ``predictions.npz``, whose sha256 ``metrics.json``
+records); they are also written under ``method_thresholds_by_rule``. Other methods with
+their own rule (ETU) use ``method_thresholds`` for every column (rule
+:data:`cdgtmll.metrics.thresholds.RULE_METHOD`).
+
+Labels without test positives (``--f1-no-positive-labels``, config
+``evaluation.f1_no_positive_labels``): ``exclude`` (default) leaves them out of
+Macro-F1 and Rare-F1, exactly as mAP leaves them out; ``zero`` counts them with F1 = 0
+(scikit-learn ``zero_division=0``). ``f1_no_positive_labels`` in ``metrics.json`` holds
+the rule, how many labels each metric left out, and which.
+
+Ground truth for validation and
+test always comes from the *clean* processed data (R-variants edit training
+labels only), and Rare-F1's tail is the bottom ``tail_fraction`` of labels by
+clean training prevalence (App. E.4), i.e. the same labels an R-variant
+down-samples. The record also holds the sha256 of every input, so an audit can
+check that the metrics were computed from the files beside them.
+
+Top-K predictions (``format='topk'`` in ``predictions.npz``, written by
+:mod:`cdgtmll.train` when ``L > run.TOPK_MIN_LABELS``): only ``p@1``, ``p@3``, ``p@5``
+are computed (:func:`precision_at_k_topk`, exactly the dense P@k when ``K >= k``; the
+paper reports only P@k on XMC, and App. E.2 says label-adaptive thresholds are not used
+for P@k). ``mAP``, ``micro_f1``, ``macro_f1``, ``rare_f1`` are ``null`` with
+``"note": "not computed for top-K predictions"``, in both blocks and the ``method``
+block; ``adaptive_thresholds`` is ``null``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from cdgtmll.lineage import provenance
+from cdgtmll.metrics import definitions as metrics
+from cdgtmll.metrics import evaluation
+from cdgtmll.metrics import thresholds
+from cdgtmll.data.processed import ProcessedData
+from cdgtmll.io import read_json, sha256_file, write_json
+from cdgtmll.labels import label_counts, tail_labels
+
+
+# --------------------------------------------------------------------------- top-K format
+TOPK_NOTE = "not computed for top-K predictions"
+_NOT_FROM_TOPK = ("mAP", "n_labels_in_map", "micro_f1", "macro_f1", "rare_f1", "n_labels_in_macro_f1",
+                  "n_labels_in_rare_f1", "n_left_out_with_false_positives")
+
+
+def topk_from_scores(s: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` label indices (int32) and scores (float32) of each row of the dense
+    block ``s``: score descending, ties by lower label index (the order of
+    :func:`cdgtmll.metrics.definitions.precision_at_k`; :func:`topk_rows`); the ranking uses ``s``'s
+    own precision."""
+    s = np.asarray(s)
+    k = min(int(k), s.shape[1])
+    idx = metrics.topk_rows(s, k)
+    return idx.astype(np.int32), np.take_along_axis(s, idx, axis=1).astype(np.float32)
+
+
+def precision_at_k_topk(Y, topk_idx: np.ndarray, ks=(1, 3, 5), chunk: int = 65536) -> dict[str, float]:
+    """P@k (Eq. E.9) from stored top-K label indices ``[n, K]`` (best first) against ``Y``
+    (dense or scipy.sparse ``[n, L]``). Needs ``k <= K`` for every k. Sparse Y is never
+    densified: membership of (row, label) pairs is a binary search in Y's sorted CSR
+    keys, memory O(nnz(Y) + chunk x K)."""
+    topk_idx = np.asarray(topk_idx)
+    n, K = topk_idx.shape
+    ks = [int(k) for k in ks]
+    if Y.shape[0] != n:
+        raise ValueError(f"top-K predictions have {n} rows, labels {Y.shape[0]}")
+    if not ks or min(ks) < 1 or max(ks) > K:
+        raise ValueError(f"ks must be in [1, K={K}], got {ks}")
+    L = Y.shape[1]
+    if topk_idx.size and (topk_idx.min() < 0 or topk_idx.max() >= L):
+        raise ValueError(f"top-K label indices outside [0, {L})")
+    Yc = sp.csr_matrix(Y)
+    Yc.sum_duplicates()  # canonical: sorted indices, so row-major keys are sorted
+    keys = (np.repeat(np.arange(n, dtype=np.int64), np.diff(Yc.indptr)) * L + Yc.indices.astype(np.int64))
+    keys = keys[np.asarray(Yc.data) != 0]
+    kmax = max(ks)
+    hits = {k: 0 for k in ks}
+    for a in range(0, n, chunk):
+        b = min(n, a + chunk)
+        q = np.arange(a, b, dtype=np.int64)[:, None] * L + topk_idx[a:b, :kmax].astype(np.int64)
+        pos = np.searchsorted(keys, q)
+        rel = (pos < keys.size) & (keys[np.minimum(pos, keys.size - 1)] == q) if keys.size else np.zeros(q.shape, bool)
+        csum = np.cumsum(rel, axis=1)
+        for k in ks:
+            hits[k] += int(csum[:, k - 1].sum())
+    return {f"p@{k}": (hits[k] / (n * k) if n else float("nan")) for k in ks}
+
+
+def _topk_block(Y_test, topk_test: np.ndarray) -> dict:
+    out: dict = {m: None for m in _NOT_FROM_TOPK}
+    out.update(precision_at_k_topk(Y_test, topk_test, ks=(1, 3, 5)))
+    out["note"] = TOPK_NOTE
+    return out
+
+
+def _evaluate_topk(clean: ProcessedData, z, threshold: float, own) -> dict:
+    _, Y_test = clean.part("test")
+    block = _topk_block(Y_test, z["test_topk_idx"])
+    result = {f"global@{float(threshold):g}": block, "adaptive": dict(block), "adaptive_thresholds": None,
+              "format": "topk", "topk": int(z["topk"])}
+    if own is not None:
+        result["method"] = dict(block)
+        result["method_thresholds"] = [float(t) for t in own]
+    return result
+
+
+def _method_block(Y_test, s_test, tail, own: np.ndarray, by_rule: dict[str, np.ndarray], rule: str) -> tuple[dict, dict]:
+    """(``method`` block, extra top-level fields). ``by_rule`` holds the plug-in rules'
+    thresholds saved with the predictions (``method_thresholds_micro`` / ``_macro``); when
+    both are there, Micro-F1 uses the shared (micro) threshold and Macro-/Rare-F1 the
+    per-label (macro) ones, else every column uses ``method_thresholds``. Either way the
+    block's ``decision_rules`` says which rule produced each column."""
+    if not {"micro", "macro"} <= set(by_rule):
+        return evaluation.evaluate(Y_test, s_test, tail, own, rule, decision_rule=thresholds.RULE_METHOD), {}
+    micro, macro = by_rule["micro"], by_rule["macro"]
+    block = evaluation.evaluate(
+        Y_test, s_test, tail, {"micro_f1": micro, "macro_f1": macro, "rare_f1": macro}, rule,
+        decision_rule={"micro_f1": thresholds.RULE_PLUGIN_MICRO, "macro_f1": thresholds.RULE_PLUGIN_MACRO,
+                       "rare_f1": thresholds.RULE_PLUGIN_MACRO})
+    extra = {"method_thresholds_by_rule": {"micro": float(micro[0]), "macro": [float(t) for t in macro]}}
+    return block, extra
+
+
+def evaluate_run(clean: ProcessedData, pred_path: Path, tail: np.ndarray, threshold: float,
+                 no_positive_labels: str = metrics.DEFAULT_F1_NO_POSITIVE) -> dict:
+    """Metrics of one seed's ``predictions.npz`` (module docstring)."""
+    with np.load(pred_path, allow_pickle=False) as z:
+        if "format" in z.files and str(z["format"]) == "topk":
+            own = z["method_thresholds"] if "method_thresholds" in z.files else None
+            for split, key in (("val", "idx_val"), ("test", "idx_test")):
+                if not np.array_equal(z[key], clean.splits[split]):
+                    raise ValueError(f"{pred_path}: field '{key}' does not match the {split} rows of the clean data")
+            result = _evaluate_topk(clean, z, threshold, own)
+            result["f1_no_positive_labels"] = {"rule": no_positive_labels, "note": TOPK_NOTE}
+            return result
+        s_val, s_test = z["val"], z["test"]
+        own = z["method_thresholds"] if "method_thresholds" in z.files else None
+        by_rule = {k[len("method_thresholds_"):]: z[k] for k in z.files if k.startswith("method_thresholds_")}
+        for split, key in (("val", "idx_val"), ("test", "idx_test")):
+            if not np.array_equal(z[key], clean.splits[split]):
+                raise ValueError(f"{pred_path}: field '{key}' does not match the {split} rows of the clean data")
+    _, Y_val = clean.part("val")
+    _, Y_test = clean.part("test")
+    Y_val, Y_test = (y if sp.issparse(y) else np.asarray(y) for y in (Y_val, Y_test))  # metrics take CSR
+    result = evaluation.evaluate_all(Y_test, s_test, Y_val, s_val, tail, global_threshold=threshold,
+                                  no_positive_labels=no_positive_labels)
+    if own is not None:  # the method's own decision rule (PE, SRB, ETU): see Method.decision_thresholds
+        block, extra = _method_block(Y_test, s_test, tail, own, by_rule, no_positive_labels)
+        result["method"] = block
+        result["method_thresholds"] = [float(t) for t in own]
+        result.update(extra)
+    return result
+
+
+#: what evaluation does with a label that has no positive among the run's training rows
+UNTRAINED_RULE = "counted"
+
+
+def untrained_record(prov_path: Path, tail: np.ndarray) -> dict | None:
+    """The run's labels without training positives (recorded by :mod:`cdgtmll.train` in
+    ``provenance.json``), with the rule evaluation applies to them: they are **counted**
+    in every metric like any other label (a method that cannot learn a label is scored on
+    it; only labels without *test* positives are left out, see the module docstring).
+    Prints a warning to the log when there are any. None for runs that did not record it."""
+    rec = read_json(prov_path).get("labels_without_train_positives")
+    if rec is None:
+        return None
+    in_tail = sorted(set(rec["labels"]) & {int(t) for t in tail})
+    out = {**rec, "in_tail": len(in_tail), "rule": UNTRAINED_RULE}
+    if rec["count"]:
+        print(f"[evaluate] WARNING {prov_path.parent}: {rec['count']} label(s) without training positives "
+              f"({', '.join(rec['names'][:20])}; {len(in_tail)} in the tail) are {UNTRAINED_RULE} in every metric",
+              flush=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--clean", required=True, type=Path)
+    ap.add_argument("--rundir", required=True, type=Path)
+    ap.add_argument("--seeds", required=True, type=int, nargs="+")
+    ap.add_argument("--tail-fraction", type=float, default=0.2)
+    ap.add_argument("--tie-seed", type=int, default=0)
+    ap.add_argument("--threshold", type=float, default=0.5)
+    ap.add_argument("--f1-no-positive-labels", choices=metrics.F1_NO_POSITIVE_RULES,
+                    default=metrics.DEFAULT_F1_NO_POSITIVE,
+                    help="labels without test positives in Macro-/Rare-F1: 'exclude' (as mAP; default) "
+                         "or 'zero' (count them with F1 = 0)")
+    args = ap.parse_args(argv)
+    clean = ProcessedData.load(args.clean)
+    Y_train = clean.part("train")[1]
+    tail = tail_labels(Y_train, q=args.tail_fraction, tie_seed=args.tie_seed)
+    clean_sha = sha256_file(args.clean)
+    for seed in args.seeds:
+        d = args.rundir / f"seed{seed}"
+        pred = d / "predictions.npz"
+        result = evaluate_run(clean, pred, tail, args.threshold, args.f1_no_positive_labels)
+        result["labels_without_train_positives"] = untrained_record(d / "provenance.json", tail)
+        result.update({
+            "tail_labels": [int(t) for t in tail],
+            "tail_label_names": [clean.label_names[t] for t in tail],
+            "train_counts": [int(c) for c in label_counts(Y_train)],
+            "inputs": {
+                "predictions": {"path": str(pred), "sha256": sha256_file(pred)},
+                "provenance": {"path": str(d / "provenance.json"), "sha256": sha256_file(d / "provenance.json")},
+                "clean_data": {"path": str(args.clean), "sha256": clean_sha},
+            },
+            "evaluated": provenance.now(),
+            "git": provenance.git_state(),
+        })
+        write_json(d / "metrics.json", result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""Aggregate per-run metrics into the paper's tables (CSV, Markdown, LaTeX, HTML).
+
+``python -m cdgtmll.tables.build --metrics RUN/seed*/metrics.json ... --methods M ... --out results/tables
+[--datasets NAME[=TITLE] ...] [--severities NAME=S1,S2 ...] [--profile NAME [--profile-file PATH]]``
+
+* ``all_runs.csv`` – one row per (dataset, variant, method, training seed,
+  threshold mode) with every metric of App. E.4: the long form every table is
+  computed from.
+* ``metrics_full.{csv,md,html}`` – every metric, mean ± std per (dataset, setting, method).
+* ``table1_standard.{csv,md,tex,html}`` – Table 1's exact columns (VOC/COCO: mAP,
+  Rare-F1; Yeast: Micro-F1, Rare-F1; Mediamill: Macro-F1, Rare-F1).
+* ``table2_rare.*`` – Table 2: Rare-F1 on the R-variants at the paper's severities.
+* ``table3_xmc.*`` – Table 3: P@1/3/5 on Eurlex-4K, Wiki10-31K, AmazonCat-13K.
+* ``table{1,2,3}_configured.*`` – the same three layouts with the *configured* datasets
+  (``--datasets``, in config order) as columns: Table 1's metrics for a dataset of the
+  paper's Table 1, mAP and Rare-F1 for any other; Rare-F1 at each configured severity
+  (``--severities``); P@1/3/5 (see :mod:`cdgtmll.tables.layout`).
+* ``profile.json`` – which profile (``--profile``, ``--profile-file``), datasets and methods
+  the tables were written for; the HTML pages name it under their title.
+
+Tables are written for the threshold mode named in the file (``global`` = one
+threshold for all labels, ``adaptive`` = per-label thresholds tuned on
+validation); the unsuffixed file uses ``global``. Cells are mean ± sample std
+(ddof = 1) in percent over training seeds, and for R-variants over training
+seeds x sampling seeds; ``n`` gives the number of runs (CSV; the footnotes give its range).
+Datasets not run are marked ``n.r.`` with a footnote; nothing is ever filled in from the paper.
+Best mean per column is bold, second underlined. Rows the paper's table does not have
+(reference rows, further peers) come last, under a rule, marked ``‡ not in the paper``.
+For image datasets a footnote says how the ResNet-50 was used in the runs behind the cells
+(fine-tuned end to end, or frozen with heads on cached features), read from each run's
+``provenance.json``. Each table has a ``.sources.json`` sidecar listing the metrics files
+(with sha256) behind every cell, which ``cdgtmll audit`` follows (for any of the table's files).
+
+Further footnotes, from what each ``metrics.json`` records:
+
+* the decision rule behind each F1 column of a row scored by its own rule (global mode):
+  the plug-in rows (PE, SRB) use one shared threshold for Micro-F1 and per-label
+  thresholds for Macro-F1 / Rare-F1 (``decision_rules`` of the ``method`` block);
+* how many labels Macro-F1 / Rare-F1 left out because they have no test positive
+  (``f1_no_positive_labels``; rule ``evaluation.f1_no_positive_labels``), per dataset;
+* which threshold-free metrics of a row equal another row's *by construction*
+  (:func:`equal_by_construction`: PE's mAP and P@k are BCE's), so that equal cells are
+  not read as a finding.
+
+Layout of the code: this module is the command line (:func:`main`) and re-exports the public
+names of :mod:`cdgtmll.tables.collect` (the long table and its summary),
+:mod:`cdgtmll.tables.layout` (rows, columns, cells), :mod:`cdgtmll.tables.footnotes` (footnotes)
+and :mod:`cdgtmll.tables.render` (the writers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from cdgtmll.io import atomic_write, write_json
+from cdgtmll.tables.collect import METRICS, MODES, collect, summarise, write_summary_dir
+from cdgtmll.tables.layout import CONFIGURED_CAPTIONS, DIGITS, LAYOUTS, PAPER_ROWS, PAPER_TITLES, build_table, configured_columns, paper_columns
+from cdgtmll.tables.footnotes import _full_notes, footnotes
+from cdgtmll.tables.render import cell_text, fmt, write_metrics_full, write_table  # noqa: F401
+
+MODE_TITLE = {"global": "global threshold", "adaptive": "label-adaptive thresholds"}
+
+
+def _datasets(items: list[str] | None, summary) -> list[tuple[str, str]]:
+    """(name, column title) of the configured datasets: the paper's title for its datasets,
+    else the given ``NAME=TITLE`` title, else the registry's display name, else the name.
+    Default: the datasets run."""
+    from cdgtmll.data.registry import REGISTRY
+
+    if items is None:
+        items = list(dict.fromkeys(summary["dataset"])) if not summary.empty else []
+    out = []
+    for item in items:
+        name, _, title = item.partition("=")
+        known = REGISTRY[name].display_name if name in REGISTRY else name
+        out.append((name, PAPER_TITLES.get(name) or title or known))
+    return out
+
+
+def _severities(items: list[str] | None, summary) -> dict[str, list[float]]:
+    """``NAME=S1,S2`` -> {name: [s1, s2]}; default: the R-variant settings run per dataset."""
+    if items is None:
+        out: dict[str, list[float]] = {}
+        if not summary.empty:
+            for ds, setting in zip(summary["dataset"], summary["setting"]):
+                if str(setting).startswith("R@"):
+                    out.setdefault(ds, []).append(float(setting[2:]))
+        return {ds: sorted(set(v)) for ds, v in out.items()}
+    out = {}
+    for item in items:
+        name, eq, values = item.partition("=")
+        try:
+            out[name] = [float(v) for v in values.split(",") if v.strip()] if eq else []
+        except ValueError:
+            raise SystemExit(f"--severities {item!r}: expected NAME=S1,S2 with numbers, e.g. yeast=0.4,0.5")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--metrics", required=True, type=Path, nargs="+",
+                    help="metrics.json files of this configuration's runs")
+    ap.add_argument("--methods", nargs="+", required=True, help="methods of the config, in order")
+    ap.add_argument("--threshold", type=float, default=0.5)
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--summary-json", type=Path, help="flat metrics summary (every mode, dataset, setting, method)")
+    ap.add_argument("--summary-dir", type=Path,
+                    help="one small JSON per (dataset, setting, method) for `dvc metrics show`: "
+                         "<dir>/<dataset>/<setting>/<method>.json")
+    ap.add_argument("--not-run", action="append", default=[], metavar="DATASET|METHOD|REASON",
+                    help="a configured method that could not run on a dataset, and why")
+    ap.add_argument("--datasets", nargs="+", metavar="NAME[=TITLE]",
+                    help="configured datasets, in order: the columns of table{1,2,3}_configured "
+                         "(default: the datasets run)")
+    ap.add_argument("--severities", action="append", metavar="NAME=S1,S2",
+                    help="configured R-variant severities of a dataset (default: those run)")
+    ap.add_argument("--profile", default="", help="config profile name, shown on the HTML pages")
+    ap.add_argument("--profile-file", nargs="*", default=[], help="the profile's config file(s)")
+    args = ap.parse_args(argv)
+    df = collect(args.metrics)
+    not_run = {}
+    for item in args.not_run:
+        ds, method, reason = item.split("|", 2)
+        not_run[(ds, method)] = reason
+    args.out.mkdir(parents=True, exist_ok=True)
+    atomic_write(args.out / "all_runs.csv", df.to_csv(index=False))
+    summary = summarise(df)
+    n_runs = int(len(df) // len(MODES))
+    datasets = _datasets(args.datasets, summary)
+    stamp = (f"Profile {args.profile}" + (f" ({', '.join(args.profile_file)})" if args.profile_file else "") + "; "
+             if args.profile else "") + f"{n_runs} runs (metrics.json files); written by python -m cdgtmll.tables.build."
+    write_metrics_full(summary, args.out, _full_notes(summary), stamp)
+    severities = _severities(args.severities, summary)
+    for mode in MODES:
+        suffix = "" if mode == "global" else "_adaptive"
+        mode_title = MODE_TITLE[mode] + (f" {args.threshold}" if mode == "global" else "")
+        for stem, number, caption in LAYOUTS:
+            for configured in (False, True):
+                cols = configured_columns(number, datasets, severities) if configured else paper_columns(number)
+                table = build_table(summary, mode, cols, PAPER_ROWS[number], args.methods, not_run,
+                                    number=number, digits=DIGITS[number])
+                table["configured"] = configured
+                name = f"table{number}_configured" if configured else stem
+                what = "configured datasets" if configured else "as in the paper"
+                write_table(table, args.out, f"{name}{suffix}", CONFIGURED_CAPTIONS[number] if configured else caption,
+                            footnotes(table, summary, mode, args.threshold),
+                            title=f"Table {number} ({what}), {mode_title}", stamp=stamp)
+    write_json(args.out / "profile.json", {"profile": args.profile, "configfiles": args.profile_file,
+                                           "datasets": [d for d, _ in datasets], "methods": args.methods,
+                                           "runs": n_runs})
+    if args.summary_json:
+        flat: dict = {}
+        for _, r in summary.iterrows():
+            key = f"{r['mode']}/{r['dataset']}/{r['setting']}/{r['method']}"
+            flat[key] = {m: None if math.isnan(r[f"{m}_mean"]) else round(float(r[f"{m}_mean"]), 6)
+                         for m in METRICS}
+        write_json(args.summary_json, flat)
+    if args.summary_dir:
+        write_summary_dir(summary, args.summary_dir)
+    print(json.dumps({"runs": n_runs, "tables": str(args.out)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,238 @@
+"""The data behind the tables: every run's ``metrics.json`` as one long table
+(:func:`collect`, written as ``all_runs.csv``), its mean / sample std / n per
+(threshold mode, dataset, setting, method) (:func:`summarise`), and the per-row
+headline files read by ``dvc metrics show`` (:func:`write_summary_dir`).
+
+What a row records beside the metrics, from each run's files:
+
+* the decision rule behind each F1 column (``decision_rules`` of the metrics block) and how
+  many labels Macro-F1 / Rare-F1 left out because they have no test positive
+  (``f1_no_positive_labels``);
+* which threshold-free metrics equal another row's *by construction*
+  (:func:`equal_by_construction`), the method's own note on how it differs from its paper
+  (:func:`run_deviation`), labels without training positives, and how an image backbone
+  was used (:func:`backbone_use`), from ``provenance.json``;
+* the path and sha256 of the metrics file (the ``.sources.json`` sidecars and
+  ``cdgtmll audit`` follow them).
+
+:mod:`cdgtmll.tables.build` re-exports every public name of this module.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from cdgtmll.variants.naming import parse_variant, variant_setting
+from cdgtmll.io import read_json, sha256_file, write_json
+
+METRICS = ("mAP", "micro_f1", "macro_f1", "rare_f1", "p@1", "p@3", "p@5")
+METRIC_LABEL = {"mAP": "mAP", "micro_f1": "Micro-F1", "macro_f1": "Macro-F1", "rare_f1": "Rare-F1",
+                "p@1": "P@1", "p@3": "P@3", "p@5": "P@5"}
+
+MODES = ("global", "adaptive")
+#: threshold-free metrics (the same in every threshold mode)
+RANKING_METRICS = ("mAP", "p@1", "p@3", "p@5")
+F1_COLUMNS = ("micro_f1", "macro_f1", "rare_f1")
+#: long-table columns describing how a row's F1 columns were computed
+RULE_COLUMNS = tuple(f"{m}_rule" for m in F1_COLUMNS)
+EXCLUSION_COLUMNS = ("f1_no_positive_labels", "macro_f1_left_out", "macro_f1_of", "rare_f1_left_out", "rare_f1_of",
+                     "labels_without_test_positives", "tail_labels_without_test_positives")
+
+
+def equal_by_construction(method: str, hparams: dict | None = None) -> tuple[str, tuple[str, ...], str] | None:
+    """``(reference row, metrics, why)`` when a row's threshold-free metrics equal another
+    row's by construction, else None. ``method`` is the registered method.
+
+    * PE: step 1 *is* the BCE row (same model, loss and seed handling), step 2 only picks
+      thresholds, which change no ranking: mAP and P@k equal BCE's on every seed.
+    * ETU with ``utility='precision'``: scores rank each row like the BCE marginals
+      (``w_l = 1``), so P@k equals BCE's; mAP does not (the per-row rescaling changes the
+      order of rows within a label). With the default ``utility='macro-recall'`` each row
+      is ranked by ``eta / prior`` and nothing equals BCE's.
+    * SRB trains its own surrogate: nothing is equal.
+    """
+    hp = hparams or {}
+    if method == "PE":
+        return "BCE", RANKING_METRICS, ("PE only thresholds the BCE model's probabilities, same model and seeds, "
+                                        "and thresholds do not change rankings")
+    if method == "ETU" and hp.get("utility", "macro-recall") == "precision":
+        return "BCE", ("p@1", "p@3", "p@5"), "ETU with utility 'precision' ranks each row by the BCE marginals"
+    return None
+
+
+def run_method(seed_dir: Path, method: str) -> tuple[str, dict]:
+    """(registered method, hyper-parameters used) of a run, from its ``provenance.json``
+    (else the directory name and no hyper-parameters)."""
+    registered, hp = method.split("@")[0], {}
+    prov = seed_dir / "provenance.json"
+    if prov.is_file():
+        spec = read_json(prov).get("config") or {}
+        registered = spec.get("registered_method", registered)
+        hp = {**(spec.get("resolved_hparams") or {}), **(spec.get("hparams") or {})}
+    return registered, hp
+
+
+def run_construction(seed_dir: Path, method: str) -> str:
+    """``'<reference>:<m1>,<m2>,...'`` for :func:`equal_by_construction` of a run (method
+    and hyper-parameters from its ``provenance.json``, else the directory name), or ''."""
+    eq = equal_by_construction(*run_method(seed_dir, method))
+    return f"{eq[0]}:{','.join(eq[1])}" if eq else ""
+
+
+def run_deviation(seed_dir: Path, method: str) -> str:
+    """The method's own footnote on how this run differs from its paper
+    (:meth:`cdgtmll.methods.base.Method.table_note` of its class, with the run's
+    hyper-parameters), or ''."""
+    from cdgtmll.methods import base
+
+    registered, hp = run_method(seed_dir, method)
+    try:
+        cls = base.get(registered)
+    except KeyError:
+        return ""
+    return cls.table_note(hp) or ""
+
+
+def _f1_record(m: dict, block: dict) -> dict:
+    rules = block.get("decision_rules") or {}
+    rec = {f"{c}_rule": rules.get(c, "") for c in F1_COLUMNS}
+    ex = m.get("f1_no_positive_labels") or {}
+    left, of, none = ex.get("left_out") or {}, ex.get("of") or {}, ex.get("labels_without_positives") or {}
+    rec.update({"f1_no_positive_labels": ex.get("rule", ""),
+                "macro_f1_left_out": left.get("macro_f1"), "macro_f1_of": of.get("macro_f1"),
+                "rare_f1_left_out": left.get("rare_f1"), "rare_f1_of": of.get("rare_f1"),
+                "labels_without_test_positives": none.get("all"),
+                "tail_labels_without_test_positives": none.get("tail")})
+    return rec
+
+
+BACKBONE_USE = {False: "ResNet-50 fine-tuned end to end",
+                True: "ResNet-50 frozen (ImageNet features extracted once, heads trained on them)"}
+
+
+def backbone_use(seed_dir: Path) -> str:
+    """How a run used an image backbone (its provenance's ``backbone`` block), or ''."""
+    prov = seed_dir / "provenance.json"
+    if not prov.is_file():
+        return ""
+    b = read_json(prov).get("backbone")
+    return BACKBONE_USE[bool(b.get("frozen"))] if b else ""
+
+
+def collect(paths: list[Path]) -> pd.DataFrame:
+    """Long table of the given ``.../<dataset>/<variant>/<method>/seed<k>/metrics.json`` files."""
+    rows = []
+    for mpath in sorted(Path(p) for p in paths):
+        seed_dir = mpath.parent
+        method_dir = seed_dir.parent
+        dataset, variant, method = method_dir.parent.parent.name, method_dir.parent.name, method_dir.name
+        m = read_json(mpath)
+        parsed = parse_variant(variant)
+        sev, sseed = (None, None) if parsed is None else parsed
+        backbone = backbone_use(seed_dir)
+        construction = run_construction(seed_dir, method)
+        deviation = run_deviation(seed_dir, method)
+        digest = sha256_file(mpath)
+        for mode in MODES:
+            own = mode == "global" and "method" in m
+            block = m["method"] if own else m[_mode_key(m, mode)]
+            row = {"dataset": dataset, "variant": variant, "setting": variant_setting(variant),
+                   "severity": sev, "sampling_seed": sseed,
+                   "method": method, "seed": int(seed_dir.name[4:]), "mode": mode, "own_thresholds": own,
+                   "backbone": backbone, "metrics_path": str(mpath), "metrics_sha256": digest}
+            row.update({k: block.get(k) for k in METRICS})
+            row.update(_f1_record(m, block))
+            row["equal_by_construction"] = construction
+            row["deviation"] = deviation
+            untrained = m.get("labels_without_train_positives") or {}
+            row["untrained_labels"] = ", ".join(untrained.get("names", []))
+            rows.append(row)
+    cols = ["dataset", "variant", "setting", "severity", "sampling_seed", "method", "seed", "mode", "own_thresholds", *METRICS,
+            *RULE_COLUMNS, *EXCLUSION_COLUMNS, "equal_by_construction", "deviation", "untrained_labels", "backbone", "metrics_path", "metrics_sha256"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _mode_key(m: dict, mode: str) -> str:
+    if mode == "adaptive":
+        return "adaptive"
+    keys = [k for k in m if k.startswith("global@")]
+    if len(keys) != 1:
+        raise ValueError(f"metrics file has {len(keys)} 'global@' blocks, expected 1")
+    return keys[0]
+
+
+def summarise(df: pd.DataFrame) -> pd.DataFrame:
+    """Mean, sample std and n per (mode, dataset, setting, method); setting is 'clean' or the severity."""
+    if df.empty:
+        return pd.DataFrame(columns=["mode", "dataset", "setting", "method", "n"])
+    g = df.groupby(["mode", "dataset", "setting", "method"], sort=False)
+    out = g[list(METRICS)].agg(["mean", "std"])
+    out.columns = [f"{m}_{s}" for m, s in out.columns]
+    out["n"] = g.size()
+    out["own_thresholds"] = g["own_thresholds"].any()
+    out["backbone"] = g["backbone"].agg(lambda s: "; ".join(sorted(set(s) - {""})))
+    if set(RULE_COLUMNS) <= set(df.columns):
+        out["f1_rules"] = g[list(RULE_COLUMNS)].apply(
+            lambda d: " || ".join(sorted({" | ".join(map(_s, r)) for r in d.itertuples(index=False)} - {" | ".join([""] * 3)})))
+    if set(EXCLUSION_COLUMNS) <= set(df.columns):
+        out["f1_exclusion"] = g[list(EXCLUSION_COLUMNS)].apply(
+            lambda d: " || ".join(sorted({" | ".join(map(_s, r)) for r in d.itertuples(index=False)})))
+    if "deviation" in df:
+        out["deviation"] = g["deviation"].agg(lambda s: " ".join(sorted(set(map(_s, s)) - {""})))
+    if "untrained_labels" in df:
+        out["untrained_labels"] = g["untrained_labels"].agg(lambda s: "; ".join(sorted(set(map(_s, s)) - {""})))
+    if "equal_by_construction" in df:
+        out["equal_by_construction"] = g["equal_by_construction"].agg(lambda s: "; ".join(sorted(set(map(_s, s)) - {""})))
+    out["sources"] = g["metrics_path"].agg(list)
+    return out.reset_index()
+
+
+def _s(v) -> str:
+    """Cell value as text ('' for missing; integral floats without '.0')."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+
+#: the headline columns of `dvc metrics show` (means over runs): the F1s at the global threshold
+#: and Rare-F1 at validation-tuned thresholds (Table 2 ``_adaptive``)
+HEADLINE = (("mAP", "global", "mAP"), ("micro_f1", "global", "micro_f1"), ("macro_f1", "global", "macro_f1"),
+            ("rare_f1", "global", "rare_f1"), ("rare_f1_adaptive", "adaptive", "rare_f1"))
+
+
+def summary_rows(summary: pd.DataFrame) -> dict[tuple[str, str, str], dict]:
+    """``{(dataset, setting, method): {headline metric: mean, ..., "n": runs}}``, 4 decimals."""
+    rows: dict[tuple[str, str, str], dict] = {}
+    for _, r in summary.iterrows():
+        row = rows.setdefault((r["dataset"], r["setting"], r["method"]), {})
+        for name, mode, metric in HEADLINE:
+            if r["mode"] == mode:
+                v = r[f"{metric}_mean"]
+                row[name] = None if v is None or math.isnan(v) else round(float(v), 4)
+        if r["mode"] == "global":
+            row["n"] = int(r["n"])
+    order = [name for name, _, _ in HEADLINE] + ["n"]
+    return {k: {name: v[name] for name in order if name in v} for k, v in rows.items()}
+
+
+def write_summary_dir(summary: pd.DataFrame, out: Path) -> list[Path]:
+    """One JSON per (dataset, setting, method) under ``out`` (``<dataset>/<setting>/<method>.json``),
+    so that `dvc metrics show` prints one row each with the headline metrics as columns;
+    files of rows no longer in the summary are removed."""
+    written = []
+    for (dataset, setting, method), row in summary_rows(summary).items():
+        path = out / dataset / setting / f"{method}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(path, row)
+        written.append(path)
+    if out.is_dir():
+        for stale in set(out.rglob("*.json")) - set(written):
+            stale.unlink()
+    return written
+

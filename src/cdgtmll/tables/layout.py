@@ -1,0 +1,205 @@
+"""Which rows and columns each table has, and the cells that fill them.
+
+Two families of tables, each in both threshold modes:
+
+* the paper's layouts, with the paper's columns (datasets, metrics, severities) and rows:
+  Table 1 ``table1_standard`` (tab:main_standard), Table 2 ``table2_rare`` (tab:main_rare),
+  Table 3 ``table3_xmc`` (tab:xmc: P@1/3/5 on Eurlex-4K, Wiki10-31K, AmazonCat-13K);
+* the same layouts with the *configured* datasets as columns (``table1_configured``,
+  ``table2_configured``, ``table3_configured``), so that datasets the paper does not use
+  (MULAN sets, ``data.custom``) appear in a table too. Their columns:
+
+  - Table 1 layout: a dataset of the paper's Table 1 keeps the paper's two metrics for it;
+    any other dataset shows **mAP and Rare-F1** (:data:`OTHER_T1_METRICS`): mAP is
+    threshold-free, so it is comparable across rows whatever their decision rule, and
+    Rare-F1 is the paper's tail metric in every column group of its Tables 1-2;
+  - Table 2 layout: Rare-F1 at each configured R-variant severity of the dataset
+    (``r_variants.severities``); a dataset without R-variants gets one ``n.r.`` column;
+  - Table 3 layout: P@1, P@3, P@5 of every configured dataset.
+
+Rows: every configured method, the paper's rows of that table first in the paper's order,
+then the rows the paper's table does not have (reference rows such as BR-LogReg or Focal,
+and peers such as XR-Linear, napkinXC-PLT, LibMultiLabel-1vsRest). The latter form a second
+block (``table["blocks"]``) that every writer sets apart under a rule, labelled
+:data:`NOT_IN_PAPER`, with a footnote.
+
+A cell is mean, sample std and n over the runs of (mode, dataset, setting, method); the
+best mean of a column is marked ``best``, the second ``second`` (ties share a mark).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from cdgtmll.variants.naming import CLEAN
+from cdgtmll.tables.collect import METRIC_LABEL
+
+NOT_RUN = "n.r."
+#: the mark and label of the block of rows the paper's table does not have
+NOT_IN_PAPER_MARK = "‡"
+NOT_IN_PAPER = f"{NOT_IN_PAPER_MARK} not in the paper"
+
+#: Table 1 of the paper: (dataset, column group title, metrics)
+TABLE1 = (
+    ("voc2007", "Pascal VOC", ("mAP", "rare_f1")),
+    ("coco2014", "COCO", ("mAP", "rare_f1")),
+    ("yeast", "Yeast", ("micro_f1", "rare_f1")),
+    ("mediamill", "Mediamill", ("macro_f1", "rare_f1")),
+)
+#: Table 2 of the paper: (dataset, column group title, severities); metric is Rare-F1
+TABLE2 = (
+    ("voc2007", "Pascal VOC-R", (0.30, 0.50)),
+    ("coco2014", "COCO-R", (0.30, 0.40)),
+    ("yeast", "Yeast-R", (0.40, 0.50)),
+    ("mediamill", "Mediamill-R", (0.40, 0.50)),
+)
+#: Table 3 of the paper: (dataset, column group title); metrics P@1, P@3, P@5
+TABLE3 = (
+    ("eurlex-4k", "Eurlex-4K"),
+    ("wiki10-31k", "Wiki10-31K"),
+    ("amazoncat-13k", "AmazonCat-13K"),
+)
+T3_METRICS = ("p@1", "p@3", "p@5")
+PAPER_ROWS_T1 = ("BCE", "PE", "SRB", "DBL", "LSFA", "MLC-NC", "ASL", "BalanceMix", "MLBOTE", "CC",
+                 "ML-GCN", "C-Tran", "ML-Decoder", "LCIFS", "CD-GTMLL")
+PAPER_ROWS_T2 = ("BCE", "PE", "SRB", "DBL", "LSFA", "MLC-NC", "XR-Transformer", "MatchXML", "ASL",
+                 "BalanceMix", "MLBOTE", "CD-GTMLL")
+#: Table 3's rows; the paper prints ETU as "EUT"
+PAPER_ROWS_T3 = ("BCE", "PE", "SRB", "XR-Transformer", "MatchXML", "ETU", "CD-GTMLL")
+#: how the paper's Table 3 spells a row, where it differs from the method's name
+PAPER_SPELLING_T3 = {"ETU": "EUT"}
+#: metrics of a Table-1-layout column group for a dataset the paper's Table 1 does not have
+OTHER_T1_METRICS = ("mAP", "rare_f1")
+#: column group titles the paper uses for its datasets (Tables 1 and 3)
+PAPER_TITLES = {**{ds: title for ds, title, _ in TABLE1}, **dict(TABLE3)}
+
+#: (stem, paper table number, caption); the configured-dataset variants follow each
+LAYOUTS = (
+    ("table1_standard", 1, "Standard-frequency results (%). Rare-F1 on the bottom 20% labels by training prevalence."),
+    ("table2_rare", 2, "Rare-F1 (%) on down-sampled R-variants; @x% = fraction of tail positives removed."),
+    ("table3_xmc", 3, "Precision@k (%) on the three XMC benchmarks of the paper's Table 3."),
+)
+CONFIGURED_CAPTIONS = {
+    1: "Table 1's layout on the configured datasets (%): the paper's two metrics for a dataset of its Table 1, "
+       "mAP and Rare-F1 for any other. Rare-F1 on the bottom 20% labels by training prevalence.",
+    2: "Table 2's layout on the configured datasets: Rare-F1 (%) on the configured R-variants; "
+       "@x% = fraction of tail positives removed.",
+    3: "Table 3's layout on the configured datasets: Precision@k (%).",
+}
+PAPER_ROWS = {1: PAPER_ROWS_T1, 2: PAPER_ROWS_T2, 3: PAPER_ROWS_T3}
+#: decimals of a cell: as the paper prints the table (Table 3 has two)
+DIGITS = {1: 1, 2: 1, 3: 2}
+
+
+
+def table_stems() -> list[str]:
+    """Every table ``python -m cdgtmll.tables.build`` writes, without mode suffix (``_adaptive``) and extension."""
+    return [s for stem, number, _ in LAYOUTS for s in (stem, f"table{number}_configured")]
+
+
+Column = tuple  # (dataset, group title, setting or None, metric, subheader)
+
+
+def severity_label(setting: str) -> str:
+    """``'R@0.50'`` -> ``'@50%'``."""
+    return f"@{round(100 * float(setting[2:]))}%"
+
+
+def table1_columns() -> list[Column]:
+    return [(ds, title, CLEAN, m, METRIC_LABEL[m]) for ds, title, ms in TABLE1 for m in ms]
+
+
+def table2_columns() -> list[Column]:
+    return [(ds, title, s, "rare_f1", severity_label(s)) for ds, title, sevs in TABLE2
+            for s in (f"R@{v:.2f}" for v in sevs)]
+
+
+def table3_columns() -> list[Column]:
+    return [(ds, title, CLEAN, m, METRIC_LABEL[m]) for ds, title in TABLE3 for m in T3_METRICS]
+
+
+def paper_columns(number: int) -> list[Column]:
+    return {1: table1_columns, 2: table2_columns, 3: table3_columns}[number]()
+
+
+def configured_columns(number: int, datasets: list[tuple[str, str]],
+                       severities: dict[str, list[float]]) -> list[Column]:
+    """Columns of Table ``number``'s layout for the configured ``datasets`` ((name, title),
+    in config order); ``severities``: the configured R-variant severities per dataset."""
+    t1 = {ds: ms for ds, _, ms in TABLE1}
+    cols: list[Column] = []
+    for ds, title in datasets:
+        if number == 1:
+            cols += [(ds, title, CLEAN, m, METRIC_LABEL[m]) for m in t1.get(ds, OTHER_T1_METRICS)]
+        elif number == 2:
+            sevs = severities.get(ds) or []
+            cols += [(ds, f"{title}-R", f"R@{v:.2f}", "rare_f1", f"@{round(100 * v)}%") for v in sevs] or \
+                [(ds, f"{title}-R", None, "rare_f1", "no R-variant")]
+        else:
+            cols += [(ds, title, CLEAN, m, METRIC_LABEL[m]) for m in T3_METRICS]
+    return cols
+
+
+def rank_marks(values: list[float | None]) -> list[str]:
+    """'best' / 'second' / '' per entry by mean (higher is better); ties share a mark."""
+    finite = sorted({v for v in values if v is not None and not math.isnan(v)}, reverse=True)
+    marks = []
+    for v in values:
+        if v is None or math.isnan(v) or not finite:
+            marks.append("")
+        elif v == finite[0]:
+            marks.append("best")
+        elif len(finite) > 1 and v == finite[1]:
+            marks.append("second")
+        else:
+            marks.append("")
+    return marks
+
+
+def build_table(summary: pd.DataFrame, mode: str, columns: list[Column],
+                paper_rows: tuple[str, ...], methods_run: list[str],
+                not_run: dict[tuple[str, str], str] | None = None, *, number: int | None = None,
+                digits: int = 1) -> dict:
+    """columns: (dataset, group title, setting, metric, subheader). Rows: methods run, the paper's
+    rows first in the paper's order; ``blocks`` = [(None, paper rows), (NOT_IN_PAPER, others)]
+    (empty blocks left out). ``number``: the paper table whose rows ``paper_rows`` are."""
+    in_paper = [m for m in paper_rows if m in methods_run]
+    others = [m for m in methods_run if m not in paper_rows]
+    rows = in_paper + others
+    s = summary[summary["mode"] == mode] if not summary.empty else summary
+    cells: dict[tuple[str, int], dict] = {}
+    for j, (ds, _, setting, metric, _sub) in enumerate(columns):
+        for r in rows:
+            if (ds, r) in (not_run or {}):
+                cells[(r, j)] = {"not_run": not_run[(ds, r)]}
+                continue
+            if setting is None or s.empty:
+                continue
+            hit = s[(s["dataset"] == ds) & (s["setting"] == setting) & (s["method"] == r)]
+            if len(hit):
+                h = hit.iloc[0]
+                cells[(r, j)] = {"mean": float(h[f"{metric}_mean"]), "std": float(h[f"{metric}_std"]),
+                                 "n": int(h["n"]), "sources": list(h["sources"])}
+    for j in range(len(columns)):
+        marks = rank_marks([cells.get((r, j), {}).get("mean") for r in rows])
+        for r, mk in zip(rows, marks):
+            if (r, j) in cells and "mean" in cells[(r, j)]:
+                cells[(r, j)]["mark"] = mk
+    blocks = [(label, b) for label, b in ((None, in_paper), (NOT_IN_PAPER, others)) if b]
+    return {"rows": rows, "columns": columns, "cells": cells, "blocks": blocks, "number": number,
+            "digits": digits, "mode": mode}
+
+
+def rows_with_cells(table: dict, metrics: tuple[str, ...] | None = None) -> list[str]:
+    """Rows with at least one numeric cell (in a column of ``metrics``, when given)."""
+    cols = table["columns"]
+    return [r for r in table["rows"]
+            if any("mean" in c for (rr, j), c in table["cells"].items()
+                   if rr == r and (metrics is None or cols[j][3] in metrics))]
+
+
+def header(column: Column) -> str:
+    """A column's name in the CSV, the ``.sources.json`` keys and ``cdgtmll audit --cell``."""
+    return f"{column[1]} {column[4]}"

@@ -1,0 +1,181 @@
+"""Writers of a table built by :func:`cdgtmll.tables.layout.build_table`: CSV, Markdown,
+LaTeX (booktabs), HTML, and the ``.sources.json`` lineage record; and of ``metrics_full``.
+
+Every format shows the same cells: mean ± sample std in percent (with the table's number of
+decimals), ``n.r.`` for a dataset or setting not run, ``not run†`` for a method that could
+not run (reason in the footnotes); the best mean of a column bold, the second underlined
+(Markdown ``**`` / ``<u>``, LaTeX ``\\textbf`` / ``\\underline``, HTML classes ``best`` /
+``second``). Rows the paper's table does not have come last, under a rule, labelled
+``‡ not in the paper`` (CSV: column ``in paper``).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from cdgtmll.io import atomic_write, sha256_file, write_json
+from cdgtmll.tables.html import esc, frame_table, notes_list, page, styled_table
+from cdgtmll.tables.collect import METRIC_LABEL, METRICS
+from cdgtmll.tables.layout import NOT_RUN, header
+
+FORMATS = ("csv", "md", "tex", "html")
+
+
+def fmt(mean: float, std: float, n: int, digits: int = 1) -> str:
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "nan"
+    s = f"{100 * mean:.{digits}f}"
+    if n > 1 and std is not None and not math.isnan(std):
+        s += f" ± {100 * std:.{digits}f}"
+    return s
+
+
+def cell_text(cell: dict | None, style: str, digits: int = 1) -> str:
+    if cell is None:
+        return NOT_RUN
+    if "not_run" in cell:
+        return "not run†"
+    t = fmt(cell["mean"], cell["std"], cell["n"], digits)
+    if style == "md":
+        return {"best": f"**{t}**", "second": f"<u>{t}</u>"}.get(cell.get("mark", ""), t)
+    if style == "tex":
+        t = t.replace("±", r"$\pm$")
+        return {"best": rf"\textbf{{{t}}}", "second": rf"\underline{{{t}}}"}.get(cell.get("mark", ""), t)
+    return t
+
+
+def _cell_class(cell: dict | None) -> str:
+    if cell is None:
+        return "nr"
+    if "not_run" in cell:
+        return "notrun"
+    return cell.get("mark", "")
+
+
+def tex_escape(text: str) -> str:
+    return text.replace("%", r"\%").replace("_", r"\_").replace("&", r"\&").replace("±", r"$\pm$")
+
+
+def write_table(table: dict, out: Path, stem: str, caption: str, footnotes: list[str],
+                title: str | None = None, stamp: str = "") -> list[Path]:
+    """``<out>/<stem>.{csv,md,tex,html}`` and ``<stem>.sources.json``; ``title`` heads the HTML
+    page, ``stamp`` (which profile and runs produced it) goes under it."""
+    rows, cols, cells = table["rows"], table["columns"], table["cells"]
+    digits = table.get("digits", 1)
+    headers = [header(c) for c in cols]
+    blocks = table.get("blocks") or [(None, rows)]
+    block_of = {r: label for label, rs in blocks for r in rs}
+    # CSV: machine-readable mean/std/n per cell
+    recs = []
+    for r in rows:
+        rec = {"method": r, "in paper": "no" if block_of.get(r) else "yes"}
+        for j, h in enumerate(headers):
+            c = cells.get((r, j))
+            if c is None or "not_run" in c:
+                rec.update({f"{h} mean": None, f"{h} std": None, f"{h} n": 0})
+                if c is not None:
+                    rec[f"{h} note"] = f"not run: {c['not_run']}"
+                continue
+            rec[f"{h} mean"] = round(100 * c["mean"], 4)
+            rec[f"{h} std"] = None if math.isnan(c["std"]) else round(100 * c["std"], 4)
+            rec[f"{h} n"] = c["n"]
+        recs.append(rec)
+    atomic_write(out / f"{stem}.csv", pd.DataFrame(recs).to_csv(index=False))
+    # Markdown: a labelled separator row before the block of rows not in the paper
+    md = [f"**{caption}**", "", "| Method | " + " | ".join(headers) + " |", "|---|" + "---:|" * len(headers)]
+    for label, rs in blocks:
+        if label is not None:
+            md.append(f"| *{label}* |" + " |" * len(headers))
+        for r in rs:
+            md.append(f"| {r} | " + " | ".join(cell_text(cells.get((r, j)), "md", digits)
+                                               for j in range(len(cols))) + " |")
+    md += [""] + [f"{i + 1}. {f}" for i, f in enumerate(footnotes)]
+    atomic_write(out / f"{stem}.md", "\n".join(md) + "\n")
+    atomic_write(out / f"{stem}.tex", _tex(table, caption, footnotes, blocks, digits))
+    atomic_write(out / f"{stem}.html", _html(table, stem, caption, footnotes, blocks, digits, title or caption,
+                                             stamp))
+    sources = {f"{r} | {headers[j]}": c["sources"] for (r, j), c in cells.items() if "sources" in c}
+    write_json(out / f"{stem}.sources.json",
+               {"table": stem, "cells": {k: [{"path": p, "sha256": sha256_file(p)} for p in v]
+                                         for k, v in sources.items()}})
+    return [out / f"{stem}.{ext}" for ext in FORMATS]
+
+
+def _groups(cols: list) -> list[tuple[str, int]]:
+    groups: list[tuple[str, int]] = []
+    for c in cols:
+        if groups and groups[-1][0] == c[1]:
+            groups[-1] = (c[1], groups[-1][1] + 1)
+        else:
+            groups.append((c[1], 1))
+    return groups
+
+
+def _tex(table: dict, caption: str, footnotes: list[str], blocks: list, digits: int) -> str:
+    cols, cells = table["columns"], table["cells"]
+    groups = _groups(cols)
+    tex = [r"\begin{table*}[t]", r"\centering", r"\begin{tabular}{l" + "c" * len(cols) + "}", r"\toprule",
+           r"\multirow{2}{*}{Method} & " + " & ".join(rf"\multicolumn{{{n}}}{{c}}{{{tex_escape(g)}}}"
+                                                     for g, n in groups) + r"\\"]
+    start, rules = 2, []
+    for _, n in groups:
+        rules.append(rf"\cmidrule(lr){{{start}-{start + n - 1}}}")
+        start += n
+    tex.append("".join(rules))
+    tex.append(" & " + " & ".join(tex_escape(c[4]) for c in cols) + r"\\")
+    tex.append(r"\midrule")
+    for label, rs in blocks:
+        if label is not None:
+            tex += [r"\midrule", rf"\multicolumn{{{len(cols) + 1}}}{{l}}{{\emph{{{tex_escape(label)}}}}}\\"]
+        for r in rs:
+            tex.append(f"{tex_escape(r)} & " + " & ".join(cell_text(cells.get((r, j)), "tex", digits)
+                                                          for j in range(len(cols))) + r"\\")
+    tex += [r"\bottomrule", r"\end{tabular}",
+            rf"\caption{{{tex_escape(caption + ' ' + ' '.join(footnotes))}}}",
+            r"\end{table*}"]
+    return "\n".join(tex) + "\n"
+
+
+def _html(table: dict, stem: str, caption: str, footnotes: list[str], blocks: list, digits: int, title: str,
+          stamp: str) -> str:
+    cols, cells = table["columns"], table["cells"]
+    index = pd.MultiIndex.from_tuples([(label or "", r) for label, rs in blocks for r in rs])
+    columns = pd.MultiIndex.from_tuples([(c[1], c[4]) for c in cols], names=["", "Method"]) if cols else pd.Index([])
+    order = [r for _, rs in blocks for r in rs]
+    text = pd.DataFrame([[cell_text(cells.get((r, j)), "html", digits) for j in range(len(cols))] for r in order],
+                        index=index, columns=columns)
+    classes = pd.DataFrame([[_cell_class(cells.get((r, j))) for j in range(len(cols))] for r in order],
+                           index=index, columns=columns)
+    starts = [sum(len(rs) for _, rs in blocks[:k]) for k in range(1, len(blocks))]
+    tab = styled_table(text, classes, uuid=stem, hide_index_levels=[0] if len(blocks) < 2 else None,
+                       index_class={i: "first-of-block" for i in starts})
+    body = [f"<h1>{esc(title)}</h1>", f'<p class="caption">{esc(caption)}</p>']
+    if stamp:
+        body.append(f'<p class="stamp">{esc(stamp)}</p>')
+    body += [tab, notes_list(footnotes)]
+    return page(title, body)
+
+
+def write_metrics_full(summary: pd.DataFrame, out: Path, notes: list[str], stamp: str = "") -> list[Path]:
+    """``metrics_full.{csv,md,html}``: every metric, mean ± std, per (mode, dataset, setting, method)."""
+    full = summary.drop(columns=["sources"])
+    atomic_write(out / "metrics_full.csv", full.to_csv(index=False))
+    head = ["mode", "dataset", "setting", "method", "n"] + [METRIC_LABEL[m] for m in METRICS]
+    recs = [[r["mode"], r["dataset"], r["setting"], r["method"], str(r["n"])] +
+            [fmt(r[f"{m}_mean"], r[f"{m}_std"], r["n"]) for m in METRICS] for _, r in summary.iterrows()]
+    md = ["| " + " | ".join(head) + " |", "|---|---|---|---|---:|" + "---:|" * len(METRICS)]
+    md += ["| " + " | ".join(rec) + " |" for rec in recs]
+    md += [""] + [f"{i + 1}. {n}" for i, n in enumerate(notes)]
+    atomic_write(out / "metrics_full.md", "\n".join(md) + "\n")
+    df = pd.DataFrame(recs, columns=head)
+    classes = pd.DataFrame([["text"] * 4 + [""] * (len(head) - 4)] * len(df), columns=head)
+    title = "Every metric of every run: mean ± sample std (%) per mode, dataset, setting and method"
+    body = [f"<h1>{esc(title)}</h1>"]
+    if stamp:
+        body.append(f'<p class="stamp">{esc(stamp)}</p>')
+    body += [frame_table(df, "metrics_full", classes), notes_list(notes)]
+    atomic_write(out / "metrics_full.html", page("metrics_full", body))
+    return [out / f"metrics_full.{ext}" for ext in ("csv", "md", "html")]

@@ -1,0 +1,273 @@
+"""Train one (dataset, variant, method) job for every configured seed.
+
+``python -m cdgtmll.train --data VARIANT.npz --clean CLEAN.npz --spec SPEC.json --outdir DIR``
+
+One job trains all seeds in one process (a fresh Python process with torch costs
+about 3 s; see shared notes), and writes per seed, under ``DIR/seed<k>/``:
+
+* ``predictions.npz`` – validation and test probabilities (float64) and row indices,
+  or, for large label spaces (``L > TOPK_MIN_LABELS``), the top-``TOPK`` labels per row
+  (see "Top-K predictions" below),
+* ``provenance.json`` – git state, run-spec hash, input hashes, seed, packages, device,
+* anything the method writes into its work dir (``train_log.csv``, checkpoints, ...).
+
+Files are written atomically; a seed whose ``predictions.npz`` exists and whose
+recorded spec hash matches is skipped, so a killed job resumes where it stopped.
+
+Progress (:mod:`cdgtmll.nn.progress`): after each seed one line ``[run] <dataset>/<variant>/<method>
+seed <s> (<i> of <n>) done: <epochs>, fit <seconds>, val mAP <x>; job ETA <t>`` goes to
+stderr and, when stdout is another file, to stdout too; ``--progress`` adds one
+``[epoch] ...`` line per epoch on stderr. Everything else the job prints (warnings,
+a method's own output) goes to stderr. The ``train`` rule sends stderr to the job's log
+and leaves stdout to Snakemake, so the terminal (or the Slurm log) shows one line per
+seed and the log shows everything.
+
+Top-K predictions (large label spaces)
+--------------------------------------
+A dense score matrix is impossible for XMC test sets (AmazonCat-13K: 306,782 x 13,330
+float64 = 32.7 GB). When ``L > TOPK_MIN_LABELS`` (2000) ``predict_proba`` is called on
+row chunks of ``PREDICT_ROWS`` rows (methods are row-independent) and only each row's
+top ``K = min(TOPK, L)`` labels are kept, ordered by score descending, ties by lower
+label index (the convention of :func:`cdgtmll.metrics.definitions.precision_at_k`):
+``predictions.npz`` then holds ``format='topk'``, ``topk=K``, and per split
+``<split>_topk_idx`` (int32 ``[n, K]``) and ``<split>_topk_score`` (float32 ``[n, K]``),
+plus ``idx_val``/``idx_test`` and ``method_thresholds`` as before. Memory is
+O(PREDICT_ROWS x L) for scoring plus O(n x K) for the result. P@k for k <= K computed
+from it equals the dense P@k exactly (:func:`cdgtmll.metrics.evaluate_run.precision_at_k_topk`).
+Files without ``format`` are the dense format (unchanged for ``L <= TOPK_MIN_LABELS``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from cdgtmll.lineage import provenance
+from cdgtmll.io import config_hash
+from cdgtmll.images.datasets import is_image_rows
+from cdgtmll.data.processed import ProcessedData
+from cdgtmll.metrics.evaluate_run import precision_at_k_topk, topk_from_scores
+from cdgtmll.io import atomic_path, read_json, write_json
+from cdgtmll.labels import label_counts, tail_labels
+from cdgtmll.methods.base import FitData, RunContext
+from cdgtmll.methods import base
+from cdgtmll.metrics.definitions import mean_average_precision
+from cdgtmll.nn.progress import RunProgress
+
+#: label spaces with more labels than this store top-K predictions (see module docstring)
+TOPK_MIN_LABELS = 2000
+#: labels kept per row in the top-K format
+TOPK = 100
+#: rows per predict_proba call in the top-K path
+PREDICT_ROWS = 512
+
+
+#: kept for callers of the old name; the function lives beside the registry
+build_method = base.build_for_protocol
+
+
+def set_seed(seed: int) -> None:
+    import random
+
+    random.seed(seed)
+    np.random.seed(seed)
+    if "torch" in sys.modules:
+        import torch
+
+        torch.manual_seed(seed)
+
+
+def job_label(spec: dict) -> str:
+    """``dataset/variant/method`` of a run spec (the job's name in progress lines)."""
+    return f"{spec['dataset']}/{spec['variant']}/{spec['method']}"
+
+
+def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdir: Path,
+             inputs: dict[str, Path], progress: bool | RunProgress = False) -> Path:
+    """Train and predict one seed into ``outdir`` (module docstring). ``progress``: a
+    :class:`~cdgtmll.nn.progress.RunProgress` of the job, or a bool (per-epoch lines on
+    stderr or not); the per-seed line is written in every case."""
+    if not isinstance(progress, RunProgress):
+        progress = RunProgress(job_label(spec), [seed], epochs=bool(progress))
+    spec_sha = config_hash(spec)
+    pred_path = outdir / "predictions.npz"
+    prov_path = outdir / "provenance.json"
+    if pred_path.exists() and prov_path.exists():
+        try:
+            prev = read_json(prov_path)
+            if prev.get("config_sha256") == spec_sha and prev.get("code_sha256") == provenance.code_sha256():
+                progress.seed_skipped(seed)
+                return pred_path
+        except (OSError, ValueError):
+            pass
+    outdir.mkdir(parents=True, exist_ok=True)
+    progress.seed_started(seed)
+    started = provenance.now()
+    t0 = time.perf_counter()
+    X_tr, Y_tr = data.part("train")
+    X_va, Y_va = data.part("val")
+    X_te, _ = data.part("test")
+    images = None
+    if is_image_rows(data):  # fine-tuning on images; imported here so that classical jobs never load torch
+        from cdgtmll.images.trainer_input import ImageSource
+
+        images = ImageSource.from_data(data)
+    no_pos = untrained_labels(Y_tr, data.label_names)
+    if no_pos["count"]:
+        print(f"[run] WARNING {spec['dataset']}/{spec['variant']}: {no_pos['count']} label(s) have no positive "
+              f"in the training split: {', '.join(no_pos['names'][:20])}. No method can learn them; they are "
+              "kept in every metric (see metrics.json 'labels_without_train_positives').", flush=True)
+    fit = FitData(X_tr, Y_tr, X_va, Y_va, data.label_names, tail=tail, images=images)
+    set_seed(seed)
+    method = build_method(spec.get("registered_method", spec["method"]), spec["hparams"], spec["training"])
+    if images is not None and (why := base.image_input_reason(method)):
+        raise ValueError(f"{spec['dataset']}/{spec['variant']}: {why}")
+    ctx = RunContext(seed=seed, workdir=outdir, device=spec.get("device", "auto"), progress=progress,
+                     extra={"training": spec["training"], "image_backbone": spec.get("image_backbone")})
+    method.fit(fit, ctx)
+    fit_seconds = time.perf_counter() - t0
+    if data.n_labels > TOPK_MIN_LABELS:
+        arrays = {"format": np.asarray("topk"), "topk": np.asarray(min(TOPK, data.n_labels), dtype=np.int64)}
+        for split, X_s in (("val", X_va), ("test", X_te)):
+            idx, score = predict_topk(method, X_s, data.splits[split].size, data.n_labels, spec["method"], split)
+            arrays[f"{split}_topk_idx"], arrays[f"{split}_topk_score"] = idx, score
+        scores = {"val P@1": precision_at_k_topk(Y_va, arrays["val_topk_idx"], ks=(1,))["p@1"]}
+    else:
+        s_val = np.asarray(method.predict_proba(X_va), dtype=np.float64)
+        s_test = np.asarray(method.predict_proba(X_te), dtype=np.float64)
+        for split, s in (("val", s_val), ("test", s_test)):
+            _check_scores(s, data.splits[split].size, data.n_labels, spec["method"], split)
+        arrays = {"val": s_val, "test": s_test}
+        scores = {"val mAP": mean_average_precision(Y_va, s_val)}  # Eq. (E.8), for the progress line only
+    extra = method.extra_outputs()
+    if extra:
+        write_json(outdir / "method_outputs.json", extra)
+    arrays.update({"idx_val": data.splits["val"], "idx_test": data.splits["test"]})
+    own = method.decision_thresholds()
+    if own is not None:
+        own = np.broadcast_to(np.asarray(own, dtype=np.float64), (data.n_labels,)).copy()
+        arrays["method_thresholds"] = own
+    for rule, tau in (method.decision_thresholds_by_rule() or {}).items():
+        arrays[f"method_thresholds_{rule}"] = np.broadcast_to(np.asarray(tau, dtype=np.float64), (data.n_labels,)).copy()
+    with atomic_path(pred_path, suffix=".npz") as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, **arrays)
+    rec = provenance.record(spec=spec, spec_sha256=spec_sha, inputs=inputs, seed=seed,
+                            device=str(getattr(method, "device", ctx.device)), started=started,
+                            extra={"fit_seconds": round(fit_seconds, 3),
+                                   "labels_without_train_positives": no_pos,
+                                   "data_sources": data.meta.get("source_files"),
+                                   "backbone": backbone_record(data, method)})
+    write_json(prov_path, rec)
+    progress.seed_done(seed, fit_seconds, scores)
+    return pred_path
+
+
+def untrained_labels(Y_train, label_names: list[str]) -> dict:
+    """Labels with no positive among the training rows of this run (after R-variant
+    down-sampling or label noise, for variants): ``{count, labels, names}``."""
+    zero = np.flatnonzero(label_counts(Y_train) == 0)
+    return {"count": int(zero.size), "labels": [int(k) for k in zero], "names": [label_names[k] for k in zero]}
+
+
+def backbone_record(data: ProcessedData, method: base.Method) -> dict | None:
+    """How an image dataset's backbone was used: fine-tuned end to end (weights file and
+    sha256, AMP dtype; from the method) or frozen features (from the features file's
+    meta); None for other data."""
+    info = getattr(method, "backbone_info", None)
+    if info:
+        return {"frozen": False, **info}
+    meta = data.meta
+    if meta.get("backbone_frozen"):
+        return {"frozen": True, "backbone": meta.get("backbone"), "weights_sha256": meta.get("backbone_weights_sha256"),
+                "image_size": meta.get("image_size"), "occlusion": meta.get("occlusion")}
+    return None
+
+
+def _check_scores(s: np.ndarray, n: int, L: int, method: str, split: str) -> None:
+    if s.shape != (n, L):
+        raise ValueError(f"{method}: predict_proba returned {s.shape} for split '{split}', expected {(n, L)}")
+    finite = np.isfinite(s)
+    if not finite.all():  # NaN/inf are not "outside [0, 1]": say what they are, and how many
+        n_nan, n_pinf = int(np.isnan(s).sum()), int(np.isposinf(s).sum())
+        n_bad = s.size - int(finite.sum())
+        rows = int((~finite).any(axis=1).sum()) if s.ndim == 2 else n_bad
+        raise ValueError(
+            f"{method}: predict_proba returned {n_bad} non-finite value(s) of {s.size} on '{split}' "
+            f"({n_nan} NaN, {n_pinf} +inf, {n_bad - n_nan - n_pinf} -inf; in {rows} of {s.shape[0]} rows): "
+            "the model's output is not a probability (diverged training or non-finite inputs?)"
+        )
+    lo, hi = (float(s.min()), float(s.max())) if s.size else (0.0, 0.0)
+    if lo < 0 or hi > 1:
+        n_out = int(((s < 0) | (s > 1)).sum())
+        raise ValueError(
+            f"{method}: predict_proba returned {n_out} value(s) of {s.size} outside [0, 1] on '{split}' "
+            f"(min {lo:.6g}, max {hi:.6g})"
+        )
+
+
+def predict_topk(method: base.Method, X, n: int, L: int, name: str = "method", split: str = "?",
+                 k: int | None = None, rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``min(k, L)`` labels (int32) and scores (float32) per row of ``X``, scoring
+    ``rows`` rows per ``predict_proba`` call (never the whole dense matrix); defaults
+    ``TOPK`` and ``PREDICT_ROWS``."""
+    K = min(int(TOPK if k is None else k), L)
+    rows = int(PREDICT_ROWS if rows is None else rows)
+    idx = np.empty((n, K), dtype=np.int32)
+    score = np.empty((n, K), dtype=np.float32)
+    for a in range(0, n, rows):
+        b = min(n, a + rows)
+        s = np.asarray(method.predict_proba(X[a:b]), dtype=np.float64)
+        _check_scores(s, b - a, L, name, split)
+        idx[a:b], score[a:b] = topk_from_scores(s, K)
+    return idx, score
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", required=True, type=Path, help="processed dataset (clean or R-variant)")
+    ap.add_argument("--clean", required=True, type=Path, help="clean processed dataset (defines the tail)")
+    ap.add_argument("--spec", required=True, help="run spec as JSON text or @file")
+    ap.add_argument("--outdir", required=True, type=Path)
+    ap.add_argument("--progress", action="store_true",
+                    help="one line per epoch on stderr (the per-seed lines are always written)")
+    args = ap.parse_args(argv)
+    spec = json.loads(Path(args.spec[1:]).read_text() if args.spec.startswith("@") else args.spec)
+    # stdout carries the per-seed lines only (the train rule leaves it to Snakemake's terminal);
+    # anything else printed during the job goes to stderr, i.e. the job's log
+    report = RunProgress(job_label(spec), spec["seeds"], epochs=args.progress, terminal=sys.stdout)
+    with contextlib.redirect_stdout(sys.stderr):
+        return _main(args, spec, report)
+
+
+def _main(args: argparse.Namespace, spec: dict, report: RunProgress) -> int:
+    threads = os.environ.get("CDGTMLL_THREADS")
+    if threads:
+        import torch
+
+        torch.set_num_threads(int(threads))
+    from cdgtmll.config.plugins import import_plugins
+
+    import_plugins(spec.get("plugins", []), source="run spec")
+    data = ProcessedData.load(args.data)
+    clean = ProcessedData.load(args.clean)
+    tail = tail_labels(clean.part("train")[1], q=spec["r_variants"]["tail_fraction"],
+                       tie_seed=spec["r_variants"]["tie_seed"])
+    inputs = {"data": args.data, "clean": args.clean}
+    for seed in spec["seeds"]:
+        try:
+            run_seed(data, tail, spec, seed, args.outdir / f"seed{seed}", inputs, report)
+        except Exception as exc:  # one line on the terminal; the traceback follows in the log
+            report.seed_failed(seed, exc)
+            raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
