@@ -60,7 +60,7 @@ sif:
 	apptainer build cdgtmll.sif docker-daemon://$(IMAGE)
 
 clean-results:
-	rm -rf results/data results/runs results/tables results/metrics.json figures/*.p* logs benchmarks/out
+	rm -rf results/data results/runs results/tables results/metrics.json figures/*.p* logs
 
 # Scale out: every job an sbatch job on a Slurm cluster (edit the marked lines of
 # profiles/slurm/config.yaml first). A cluster without job accounting (no slurmdbd, e.g.

@@ -17,8 +17,12 @@ if not workflow.overwrite_configfiles:
 # JSON schema + registry checks, before any job starts; fills defaults; names the bad key.
 validate(config, source="snakemake config")
 
+
 report: "workflow/report/workflow.rst"
+
+
 container: os.environ.get("CDGTMLL_IMAGE", "cdgtmll.sif")  # only with --sdm apptainer (README "Install")
+
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"

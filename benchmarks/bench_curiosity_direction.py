@@ -35,12 +35,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from cdgtmll.config import plan as cfgmod
+from cdgtmll.config import plan
 from cdgtmll.config import loader
 from cdgtmll.data.mulan import read_mulan_arff
-from cdgtmll.methods.base import FitData, RunContext
+from cdgtmll.methods.base import FitData, RunContext, build_for_protocol
 from cdgtmll.nn.trainer import seed_everything
-from cdgtmll.train import build_method
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,7 +54,7 @@ def yeast_train(mirror: Path) -> tuple[np.ndarray, np.ndarray]:
 
 def gradients(method_hparams: dict, training: dict, X: np.ndarray, Y: np.ndarray, alpha: float, seed: int):
     """(single-label head-row gradient [L1, d'+1], backbone gradient, L1) of -Phi on the first batch."""
-    m = build_method("CD-GTMLL", {**method_hparams, "alpha": alpha}, training)
+    m = build_for_protocol("CD-GTMLL", {**method_hparams, "alpha": alpha}, training)
     m.prepare(FitData(X, Y, None, None, [f"Class{k + 1}" for k in range(Y.shape[1])]), RunContext(seed, Path(".")))
     seed_everything(seed)
     model = m.build_model(X, Y)
@@ -85,19 +84,19 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     config = loader.load(args.config)
-    name, over = cfgmod.resolve_method(config, "CD-GTMLL")
-    hp = {**cfgmod.method_hparams(config, args.dataset, name), **over}
+    name, over = plan.resolve_method(config, "CD-GTMLL")
+    hp = {**plan.method_hparams(config, args.dataset, name), **over}
     if args.payoff:
         hp["payoff_weights"] = args.payoff
-    training = cfgmod.training_protocol(config, args.dataset)
+    training = plan.training_protocol(config, args.dataset)
     mirror = Path(os.environ.get("CDGTMLL_DATA_MIRROR") or config.get("data", {}).get("mirror") or ROOT.parent / "shared" / "datasets")
     X, Y = yeast_train(mirror)
     alpha = float(hp.get("alpha", 0.4))
     g0, b0, L1 = gradients(hp, training, X, Y, 0.0, args.seed)
-    r = 1.0 / (1.0 + Y.mean(0))  # curiosity weights 1/(1 + freq), Eq. 7
+    r = 1.0 / (1.0 + Y.mean(0))  # curiosity weights 1/(1 + freq), Eq. 6
     g1, b1, _ = gradients(hp, training, X, Y, alpha, args.seed)
     per_row = torch.nn.functional.cosine_similarity(g0, g1, dim=1)
-    payoff = build_method("CD-GTMLL", hp, training).payoff_weights
+    payoff = build_for_protocol("CD-GTMLL", hp, training).payoff_weights
     print(f"config {args.config}; payoff_weights {payoff}; batch {training.get('batch_size')}; seed {args.seed}")
     print(f"singly-covered labels {L1} of {Y.shape[1]}; alpha 0 vs {alpha}")
     print(f"per-row cosine min {float(per_row.min()):.6f} max {float(per_row.max()):.6f}")

@@ -31,7 +31,7 @@ import tracemalloc
 import numpy as np
 import scipy.sparse as sp
 
-from cdgtmll.metrics import evaluation as metrics
+from cdgtmll.metrics import definitions
 from cdgtmll.metrics.evaluate_run import precision_at_k_topk, topk_from_scores
 
 MB = 1024.0**2
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         hits = {1: 0.0, 3: 0.0, 5: 0.0}
         for a in range(0, n, C):
             b = min(n, a + C)
-            p = metrics.precision_at_k(Y[a:b], scores(Y, a, b, args.seed), ks=(1, 3, 5), chunk=C)
+            p = definitions.precision_at_k(Y[a:b], scores(Y, a, b, args.seed), ks=(1, 3, 5), chunk=C)
             for k in hits:
                 hits[k] += round(p[f"p@{k}"] * (b - a) * k)  # back to the integer hit count
         return {"pak": {f"p@{k}": hits[k] / (n * k) for k in hits}}

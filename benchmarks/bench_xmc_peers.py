@@ -53,10 +53,10 @@ def vm_hwm_mb() -> float:
 
 
 def prepare(dataset: str, workdir: Path) -> Path:
-    from cdgtmll.config import loader as cfgmod
+    from cdgtmll.config import loader
     from cdgtmll.data.prepare import prepare as prepare_data
 
-    cfg = cfgmod.load(PROFILE)
+    cfg = loader.load(PROFILE)
     out = workdir / "data" / dataset / "processed.npz"
     if not out.is_file():
         prepare_data(dataset, workdir / "raw", out, mirror=os.environ.get("CDGTMLL_DATA_MIRROR"),
@@ -70,7 +70,7 @@ def one(method: str, dataset: str, data: Path, seed: int, threads: int, epochs: 
     os.environ["CDGTMLL_THREADS"] = str(threads)
     import numpy as np
 
-    from cdgtmll.config import loader as cfgmod
+    from cdgtmll.config import loader
     from cdgtmll.config import plan
     from cdgtmll.data.processed import ProcessedData
     from cdgtmll.methods.base import FitData, RunContext
@@ -82,7 +82,7 @@ def one(method: str, dataset: str, data: Path, seed: int, threads: int, epochs: 
         import torch
 
         torch.set_num_threads(threads)
-    cfg = cfgmod.load(PROFILE)
+    cfg = loader.load(PROFILE)
     training = plan.training_protocol(cfg, dataset)
     if epochs is not None:
         training = {**training, "epochs": int(epochs)}

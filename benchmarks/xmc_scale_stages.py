@@ -23,10 +23,10 @@ def _threads(p: dict) -> None:
 
 def _spec(p: dict, method: str) -> dict:
     """The pipeline's run spec for (dataset, clean, method), epochs 1 and one seed."""
-    from cdgtmll.config import loader as cfgmod
+    from cdgtmll.config import loader
     from cdgtmll.config import plan
 
-    config = cfgmod.load(REPO / p["config"])
+    config = loader.load(REPO / p["config"])
     spec = plan.run_spec(config, p["dataset"], "clean", method)
     spec["training"] = {**spec["training"], "epochs": 1}
     spec.update(seeds=[0], device="cpu")
@@ -72,7 +72,7 @@ def stage_train(p: dict) -> dict:
     import torch
 
     from cdgtmll import train as run
-    from cdgtmll.methods.base import RunContext
+    from cdgtmll.methods.base import RunContext, build_for_protocol
     from cdgtmll.nn import trainer
     from cdgtmll.nn import checkpoint
 
@@ -110,7 +110,7 @@ def stage_train(p: dict) -> dict:
 
     trainer.train_epoch, checkpoint.save_checkpoint = partial_epoch, timed_ckpt
     run.set_seed(0)
-    method = run.build_method(spec["registered_method"], spec["hparams"], spec["training"])
+    method = build_for_protocol(spec["registered_method"], spec["hparams"], spec["training"])
     ctx = RunContext(seed=0, workdir=Path(p["rundir"]) / "seed0", device="cpu",
                      extra={"training": spec["training"], "image_backbone": spec.get("image_backbone")})
     t0 = time.perf_counter()
@@ -214,13 +214,12 @@ def _pipeline_loop(method: str, p: dict, X, Y, fit, fused: bool = False, per_bat
     batch instead, as the trainer did before ``train_target_columns``."""
     import torch
 
-    from cdgtmll import train as run
-    from cdgtmll.methods.base import RunContext
+    from cdgtmll.methods.base import RunContext, build_for_protocol
     from cdgtmll.nn import sparse as sparse_mod
     from cdgtmll.nn import divergence, trainer
 
     spec = _spec(p, method)
-    m = run.build_method(spec["registered_method"], spec["hparams"], spec["training"])
+    m = build_for_protocol(spec["registered_method"], spec["hparams"], spec["training"])
     m._backbone_kind, m._sparse_input, m.device = "tfidf-linear", True, torch.device("cpu")
     m.prepare(fit, RunContext(seed=0, workdir=Path(p["rundir"]), device="cpu"))
     cfg = m.train_config(RunContext(seed=0, workdir=Path(p["rundir"])))

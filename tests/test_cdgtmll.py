@@ -80,7 +80,7 @@ def batch(data: FitData):
 
 
 def reference_terms(model, x, y, freq, divergence="jsd", eps=1e-6, payoff="uniform", beta=0.3):
-    """R and [E_B C_i] straight from Eqs. 3/7 and Thm 1(3), with per-player/per-label loops."""
+    """R and [E_B C_i] straight from Eqs. 5/6 and Thm 1(3), with per-player/per-label loops."""
     h = model.backbone(x)
     z = model.heads(h)
     p = torch.sigmoid(z)

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from cdgtmll.claims import verdict as C
+from cdgtmll.claims import verdict
 from cdgtmll.claims import compare
 from cdgtmll.claims import paper
 from cdgtmll.claims import report
@@ -106,7 +106,7 @@ def test_text_claims_quote_their_source_line(tex, claims):
 
 
 def test_claims_table_is_well_formed(claims):
-    assert set(claims["kind"]) <= set(C.KINDS)
+    assert set(claims["kind"]) <= set(verdict.KINDS)
     assert set(claims["mode"]) == {"global"}
     assert claims["paper_value"].notna().sum() == (claims["kind"] != "beats").sum()
     assert (claims.loc[claims["kind"] == "range", "paper_value_hi"].notna()).all()
@@ -119,33 +119,33 @@ def test_claims_table_is_well_formed(claims):
 # ------------------------------------------------------------------ pure arithmetic
 
 def test_percent_conversion():
-    np.testing.assert_allclose(C.to_percent([0.0, 0.5, 0.7234, 1.0]), [0.0, 50.0, 72.34, 100.0])
-    assert np.isnan(C.to_percent([np.nan])[0])
+    np.testing.assert_allclose(verdict.to_percent([0.0, 0.5, 0.7234, 1.0]), [0.0, 50.0, 72.34, 100.0])
+    assert np.isnan(verdict.to_percent([np.nan])[0])
     with pytest.raises(ValueError, match="fractions"):
-        C.to_percent([72.3])  # already percent: refused, not silently scaled again
+        verdict.to_percent([72.3])  # already percent: refused, not silently scaled again
 
 
 def test_interval_hand_computation():
-    est = C.describe([70.0, 72.0, 74.0])
+    est = verdict.describe([70.0, 72.0, 74.0])
     assert est.n == 3 and est.mean == pytest.approx(72.0) and est.std == pytest.approx(2.0)
     half = 4.302652729911275 * 2.0 / math.sqrt(3)  # t_{0.975,2} = 4.303
     assert half == pytest.approx(4.9683, abs=1e-4)
     assert (est.lo, est.hi) == (pytest.approx(72.0 - half), pytest.approx(72.0 + half))
-    lo, hi, h = C.t_interval(72.0, 2.0, 3)
+    lo, hi, h = verdict.t_interval(72.0, 2.0, 3)
     assert h == pytest.approx(4.97, abs=0.005)
-    assert all(math.isnan(x) for x in C.t_interval(72.0, math.nan, 1))
+    assert all(math.isnan(x) for x in verdict.t_interval(72.0, math.nan, 1))
 
 
 def test_value_claim_from_fractions_and_containment():
     runs = _runs([{"method": "CD-GTMLL", "seed": s, "rare_f1": v} for s, v in enumerate([0.70, 0.72, 0.74])])
     inside = _check(_claim(paper_value=76.9), runs)
-    assert inside["status"] == C.CONSISTENT and inside["paper_in_ci"]
+    assert inside["status"] == verdict.CONSISTENT and inside["paper_in_ci"]
     assert inside["n"] == 3
     assert inside["reproduced_mean"] == pytest.approx(72.0) and inside["reproduced_std"] == pytest.approx(2.0)
     assert inside["ci_high"] - inside["reproduced_mean"] == pytest.approx(4.9683, abs=1e-4)
     assert inside["diff_vs_paper"] == pytest.approx(72.0 - 76.9)
     outside = _check(_claim(paper_value=77.0), runs)
-    assert outside["status"] == C.INCONSISTENT and not outside["paper_in_ci"]
+    assert outside["status"] == verdict.INCONSISTENT and not outside["paper_in_ci"]
     # the adaptive rows are ignored in global mode and used with mode='adaptive'
     both = pd.concat([runs, _runs([{"method": "CD-GTMLL", "seed": s, "mode": "adaptive", "rare_f1": 0.1}
                                    for s in range(3)])])
@@ -155,17 +155,17 @@ def test_value_claim_from_fractions_and_containment():
 
 def test_judge_kinds():
     est = {"n": 3, "mean": 1.5, "lo": 0.5, "hi": 2.5}
-    assert C.judge("range", "", 1.4, 1.7, est)["status"] == C.CONSISTENT
-    assert C.judge("range", "", 2.6, 3.0, est)["status"] == C.INCONSISTENT
-    assert C.judge("difference", "≈", 2.4, math.nan, est)["status"] == C.CONSISTENT
-    assert C.judge("difference", "≈", 2.6, math.nan, est)["status"] == C.INCONSISTENT
-    assert C.judge("beats", "", math.nan, math.nan, est)["status"] == C.CONSISTENT
-    assert C.judge("beats", "", math.nan, math.nan, est, higher_is_better=False)["status"] == C.INCONSISTENT
-    b = C.judge("bound", "<", 2.3, math.nan, {"n": 3, "mean": 2.0, "lo": 1.0, "hi": 3.0})
-    assert b["status"] == C.CONSISTENT and b["ci_side"] == "interval straddles"
-    b = C.judge("bound", "<", 2.3, math.nan, {"n": 3, "mean": 2.5, "lo": 2.4, "hi": 2.6})
-    assert b["status"] == C.INCONSISTENT and b["ci_side"] == "whole interval violates"
-    assert C.judge("value", "=", 1.0, math.nan, {"n": 1, "mean": 1.0, "lo": math.nan, "hi": math.nan})["status"] == C.NC_FEW
+    assert verdict.judge("range", "", 1.4, 1.7, est)["status"] == verdict.CONSISTENT
+    assert verdict.judge("range", "", 2.6, 3.0, est)["status"] == verdict.INCONSISTENT
+    assert verdict.judge("difference", "≈", 2.4, math.nan, est)["status"] == verdict.CONSISTENT
+    assert verdict.judge("difference", "≈", 2.6, math.nan, est)["status"] == verdict.INCONSISTENT
+    assert verdict.judge("beats", "", math.nan, math.nan, est)["status"] == verdict.CONSISTENT
+    assert verdict.judge("beats", "", math.nan, math.nan, est, higher_is_better=False)["status"] == verdict.INCONSISTENT
+    b = verdict.judge("bound", "<", 2.3, math.nan, {"n": 3, "mean": 2.0, "lo": 1.0, "hi": 3.0})
+    assert b["status"] == verdict.CONSISTENT and b["ci_side"] == "interval straddles"
+    b = verdict.judge("bound", "<", 2.3, math.nan, {"n": 3, "mean": 2.5, "lo": 2.4, "hi": 2.6})
+    assert b["status"] == verdict.INCONSISTENT and b["ci_side"] == "whole interval violates"
+    assert verdict.judge("value", "=", 1.0, math.nan, {"n": 1, "mean": 1.0, "lo": math.nan, "hi": math.nan})["status"] == verdict.NC_FEW
 
 
 def test_bound_claim_on_rare_f1_drop():
@@ -176,14 +176,14 @@ def test_bound_claim_on_rare_f1_drop():
     runs = _runs(recs)
     c = _claim(kind="bound", setting="noise@0.30", metric="rare_f1_drop", paper_value=2.3, comparator="<")
     r = _check(c, runs)
-    assert r["status"] == C.CONSISTENT and r["reproduced_mean"] == pytest.approx(5 / 3)
+    assert r["status"] == verdict.CONSISTENT and r["reproduced_mean"] == pytest.approx(5 / 3)
     assert r["direction_match"] and r["n"] == 3
     r = _check({**c, "paper_value": 1.5}, runs)
-    assert r["status"] == C.INCONSISTENT
+    assert r["status"] == verdict.INCONSISTENT
     # the project's own 'N@0.30' spelling is the same setting
-    assert _check({**c, "setting": "N@0.30"}, runs)["status"] == C.CONSISTENT
+    assert _check({**c, "setting": "N@0.30"}, runs)["status"] == verdict.CONSISTENT
     # a noise level that was not run
-    assert _check({**c, "setting": "noise@0.20"}, runs)["status"] == C.needs("noise@0.20 runs on yeast")
+    assert _check({**c, "setting": "noise@0.20"}, runs)["status"] == verdict.needs("noise@0.20 runs on yeast")
 
 
 # ------------------------------------------------------------------ paired tests
@@ -217,38 +217,38 @@ def test_paired_difference_matches_scipy(r_runs):
     assert r["ci_low"] == pytest.approx(d.mean() - half)
     assert r["compared_with"] == "MLC-NC" and r["direction_match"]
     overlap = r["ci_low"] <= 1.7 and r["ci_high"] >= 1.4
-    assert r["status"] == (C.CONSISTENT if overlap else C.INCONSISTENT)
-    assert C.paired_test(100 * a.loc[idx], 100 * b.loc[idx])["t"] == pytest.approx(ref.statistic)
+    assert r["status"] == (verdict.CONSISTENT if overlap else verdict.INCONSISTENT)
+    assert verdict.paired_test(100 * a.loc[idx], 100 * b.loc[idx])["t"] == pytest.approx(ref.statistic)
 
 
 def test_beats_picks_strongest_listed_comparator(r_runs):
     c = _claim(kind="beats", setting="R@0.50", other_method="BCE|MLC-NC|ASL")
     r = _check(c, r_runs)
     assert r["compared_with"] == "MLC-NC" and r["coverage"] == "2/3" and "ASL" in r["detail"]
-    assert r["status"] == (C.CONSISTENT if r["reproduced_mean"] > 0 else C.INCONSISTENT)
+    assert r["status"] == (verdict.CONSISTENT if r["reproduced_mean"] > 0 else verdict.INCONSISTENT)
     star = _check({**c, "other_method": "*"}, r_runs)
     assert star["compared_with"] == "MLC-NC" and star["coverage"] == "2 run"
     worse = _check({**c, "method": "BCE", "other_method": "MLC-NC"}, r_runs)
-    assert worse["status"] == C.INCONSISTENT and worse["direction_match"] is False and worse["t"] < 0
+    assert worse["status"] == verdict.INCONSISTENT and worse["direction_match"] is False and worse["t"] < 0
 
 
 def test_too_few_pairs():
     runs = _runs([{"method": "CD-GTMLL", "seed": 0}, {"method": "MLC-NC", "seed": 0},
                   {"method": "MLC-NC", "seed": 1}])
     r = _check(_claim(kind="beats", other_method="MLC-NC"), runs)
-    assert r["status"] == C.NC_FEW and r["n_pairs"] == 1
-    assert _check(_claim(paper_value=50.0), runs)["status"] == C.NC_FEW
+    assert r["status"] == verdict.NC_FEW and r["n_pairs"] == 1
+    assert _check(_claim(paper_value=50.0), runs)["status"] == verdict.NC_FEW
 
 
 # ------------------------------------------------------------------ not-checked statuses
 
 def test_not_checked_statuses():
     runs = _runs([{"method": "CD-GTMLL", "seed": s} for s in range(3)])
-    assert _check(_claim(dataset="coco2014", paper_value=49.2), runs)["status"] == C.NC_DATASET
+    assert _check(_claim(dataset="coco2014", paper_value=49.2), runs)["status"] == verdict.NC_DATASET
     r = _check(_claim(method="MLC-NC", paper_value=69.0), runs)
-    assert r["status"] == C.NC_METHOD
-    assert _check(_claim(kind="beats", other_method="MLC-NC|ASL"), runs)["status"] == C.NC_METHOD
-    assert _check(_claim(setting="R@0.30", paper_value=1.0), runs)["status"] == C.needs("R@0.30 runs on yeast")
+    assert r["status"] == verdict.NC_METHOD
+    assert _check(_claim(kind="beats", other_method="MLC-NC|ASL"), runs)["status"] == verdict.NC_METHOD
+    assert _check(_claim(setting="R@0.30", paper_value=1.0), runs)["status"] == verdict.needs("R@0.30 runs on yeast")
     pr = _check(_claim(metric="pr_precision@recall=0.70", setting="R@*", paper_value=70.0), runs)
     assert pr["status"].startswith("not checked: needs Fig. pr_tail")
     sp = _check(_claim(metric="spec_share@player=2,epoch=60", setting="R@*", paper_value=36.0), runs)
@@ -263,10 +263,10 @@ def test_packaged_claims_on_a_yeast_only_run_never_pass_other_datasets(claims):
     # not run there: not checked -- or a paper inconsistency, which needs no run (PE's mAP/P@k vs BCE's)
     assert (other["status"].str.startswith("not checked") | (other["status"] == "paper inconsistency")).all()
     assert set(other.loc[other["status"] == "paper inconsistency", "method"]) == {"PE"}
-    assert (res.loc[res["dataset"] != "yeast", "status"] != C.CONSISTENT).all()
+    assert (res.loc[res["dataset"] != "yeast", "status"] != verdict.CONSISTENT).all()
     yeast = res[(res["dataset"] == "yeast") & res["claim_id"].str.startswith("T1:")]
-    assert set(yeast.loc[yeast["method"].isin(["BCE", "CD-GTMLL"]), "status"]) <= {C.CONSISTENT, C.INCONSISTENT}
-    assert set(yeast.loc[~yeast["method"].isin(["BCE", "CD-GTMLL"]), "status"]) == {C.NC_METHOD}
+    assert set(yeast.loc[yeast["method"].isin(["BCE", "CD-GTMLL"]), "status"]) <= {verdict.CONSISTENT, verdict.INCONSISTENT}
+    assert set(yeast.loc[~yeast["method"].isin(["BCE", "CD-GTMLL"]), "status"]) == {verdict.NC_METHOD}
 
 
 # ------------------------------------------------------------------ names, figure inputs, CLI
@@ -295,14 +295,14 @@ def test_pr_figure_claims(tmp_path):
     runs = _runs([{"method": "BCE", "seed": 0}])
     base = _claim(dataset="voc2007", setting="R@*", metric="pr_precision@recall=0.70", comparator="≈")
     v = _check({**base, "paper_value": 70.0}, runs, pr=pr)
-    assert v["status"] == C.CONSISTENT and v["reproduced_mean"] == pytest.approx(70.0)
+    assert v["status"] == verdict.CONSISTENT and v["reproduced_mean"] == pytest.approx(70.0)
     d = _check({**base, "kind": "difference", "other_method": "MLC-NC", "paper_value": 5.0}, runs, pr=pr)
     ref = stats.ttest_ind_from_stats(70.0, 2.0, 9, 65.0, 2.0, 9, equal_var=False)
     assert d["reproduced_mean"] == pytest.approx(5.0) and d["t"] == pytest.approx(ref.statistic)
-    assert d["status"] == C.CONSISTENT
+    assert d["status"] == verdict.CONSISTENT
     nd = _check({**base, "kind": "beats", "metric": "pr_precision@all_recalls", "other_method": "*"}, runs, pr=pr)
-    assert nd["status"] == C.CONSISTENT
-    assert _check({**base, "dataset": "coco2014", "paper_value": 70.0}, runs, pr=pr)["status"] == C.NC_DATASET
+    assert nd["status"] == verdict.CONSISTENT
+    assert _check({**base, "dataset": "coco2014", "paper_value": 70.0}, runs, pr=pr)["status"] == verdict.NC_DATASET
 
 
 def test_spec_figure_claims(tmp_path):
@@ -316,12 +316,12 @@ def test_spec_figure_claims(tmp_path):
     c = _claim(dataset="voc2007", setting="R@*", metric="spec_share@player=2,epoch=60", paper_value=36.0,
                comparator="≈")
     r = _check(c, runs, spec=spec)
-    assert r["status"] == C.CONSISTENT and r["reproduced_mean"] == pytest.approx(36.0) and r["n"] == 3
+    assert r["status"] == verdict.CONSISTENT and r["reproduced_mean"] == pytest.approx(36.0) and r["n"] == 3
     b = _check({**c, "kind": "bound", "metric": "spec_share@player=3,epoch=60", "paper_value": 30.0,
                 "comparator": "<"}, runs, spec=spec)
-    assert b["status"] == C.CONSISTENT and b["reproduced_mean"] == pytest.approx(28.0)
+    assert b["status"] == verdict.CONSISTENT and b["reproduced_mean"] == pytest.approx(28.0)
     bal = _check({**c, "metric": "spec_share@player=2,epoch=0-15", "paper_value": 33.0}, runs, spec=spec)
-    assert bal["reproduced_mean"] == pytest.approx(33.0) and bal["status"] == C.CONSISTENT
+    assert bal["reproduced_mean"] == pytest.approx(33.0) and bal["status"] == verdict.CONSISTENT
     assert _check({**c, "metric": "spec_share@player=2,epoch=80"}, runs, spec=spec)["status"].startswith(
         "not checked: needs player 2 at epoch")
 
@@ -340,11 +340,11 @@ def test_spec_claims_from_study_figures_summary(tmp_path):
     r = _check(c, runs, spec=spec)
     half = stats.t.ppf(0.975, 2) * 2.0 / math.sqrt(3)
     assert r["reproduced_mean"] == pytest.approx(34.0) and r["ci_high"] == pytest.approx(34.0 + half)
-    assert r["status"] == C.CONSISTENT
+    assert r["status"] == verdict.CONSISTENT
     b = _check({**c, "kind": "bound", "metric": "spec_share@player=3,epoch=60", "paper_value": 30.0,
                 "comparator": "<"}, runs, spec=spec)
-    assert b["status"] == C.INCONSISTENT and b["reproduced_mean"] == pytest.approx(31.0)
-    assert _check({**c, "setting": "R@0.30"}, runs, spec=spec)["status"] == C.needs(
+    assert b["status"] == verdict.INCONSISTENT and b["reproduced_mean"] == pytest.approx(31.0)
+    assert _check({**c, "setting": "R@0.30"}, runs, spec=spec)["status"] == verdict.needs(
         "R@0.30 rows in spec_ratio.csv")
 
 
@@ -357,8 +357,8 @@ def test_cli_writes_csv_and_md(tmp_path, r_runs):
     assert len(res) == len(paper.read_claims())
     md = Path(f"{out}.md").read_text(encoding="utf-8")
     assert md.startswith("# Paper claims vs. reproduced runs")
-    n_ds = int((res["status"] == C.NC_DATASET).sum())
-    assert f"| {C.NC_DATASET} | {n_ds} |" in md
+    n_ds = int((res["status"] == verdict.NC_DATASET).sum())
+    assert f"| {verdict.NC_DATASET} | {n_ds} |" in md
     assert f"| **total** | {len(res)} |" in md
     assert not list(out.parent.glob(".*tmp*"))
     assert "(in LaTeX comment)" in md
@@ -380,7 +380,7 @@ def test_paper_inconsistency_where_the_paper_separates_pe_from_bce(claims):
     assert "prints 90.50 for PE and 88.90 for BCE (T1:voc2007:mAP:BCE)" in pe["detail"]
     assert "reproduction check alone: inconsistent" in pe["detail"]  # 90.5 is outside the reproduced CI
     assert pe["reproduced_mean"] == pytest.approx(81.0)  # the reproduced numbers are still reported
-    assert res.loc["T1:voc2007:mAP:BCE", "status"] == C.INCONSISTENT  # BCE itself is judged as usual
+    assert res.loc["T1:voc2007:mAP:BCE", "status"] == verdict.INCONSISTENT  # BCE itself is judged as usual
     assert res.loc["T1:voc2007:rare_f1:PE", "status"] != PAPER  # F1: thresholds differ
     # XMC table, not run: PE's P@k printed different from BCE's on all 9 cells
     pk = res[res.index.str.match(r"T3:.*:p@\d:PE$")]
@@ -388,11 +388,11 @@ def test_paper_inconsistency_where_the_paper_separates_pe_from_bce(claims):
     assert pk["detail"].str.contains("reproduction check alone: not checked: dataset not run").all()
     # ETU (default utility macro-recall) ranks rows by eta/prior: nothing equal, judged as usual
     etu = res[res.index.str.match(r"T3:.*:ETU$")]
-    assert len(etu) == 9 and (etu["status"] == C.NC_DATASET).all()
+    assert len(etu) == 9 and (etu["status"] == verdict.NC_DATASET).all()
     assert (res["status"] == PAPER).sum() == 11
     md = report.render_markdown(res.reset_index(), "runs.csv", "claims.csv", len(runs), ["voc2007"], [])
     assert f"| {PAPER} | 11 |" in md
-    assert C.PAPER_INCONSISTENT == PAPER and PAPER in C.STATUS_ORDER
+    assert verdict.PAPER_INCONSISTENT == PAPER and PAPER in verdict.STATUS_ORDER
 
 
 def test_paper_inconsistency_follows_the_runs_construction():
@@ -410,10 +410,10 @@ def test_paper_inconsistency_follows_the_runs_construction():
                                      for m in runs["method"]]
     res = compare.check_claims(claims, runs).set_index("claim_id")
     assert res.loc["T3:eurlex-4k:p@1:ETU", "status"] == PAPER
-    assert res.loc["T3:eurlex-4k:p@3:PE", "status"] == C.INCONSISTENT  # printed equal to BCE's: a normal claim
+    assert res.loc["T3:eurlex-4k:p@3:PE", "status"] == verdict.INCONSISTENT  # printed equal to BCE's: a normal claim
     runs["equal_by_construction"] = ["BCE:mAP,p@1,p@3,p@5" if m == "PE" else "" for m in runs["method"]]
     res = compare.check_claims(claims, runs).set_index("claim_id")
-    assert res.loc["T3:eurlex-4k:p@1:ETU", "status"] == C.INCONSISTENT  # macro-recall ETU: a reproduction result
+    assert res.loc["T3:eurlex-4k:p@1:ETU", "status"] == verdict.INCONSISTENT  # macro-recall ETU: a reproduction result
 
 
 # ------------------------------------------------------------------ HTML page (issue 15)
@@ -475,8 +475,8 @@ def test_cli_writes_the_same_check_as_one_html_page(tmp_path, r_runs):
     status_class = {r[0][1].strip(): r[-1][0] for r in claim_rows}
     for cid, status in zip(res["claim_id"], res["status"]):
         cid = cid + (" (in LaTeX comment)" if cid not in status_class else "")
-        want = {C.CONSISTENT: "status-consistent", C.INCONSISTENT: "status-inconsistent",
-                C.PAPER_INCONSISTENT: "status-paper"}.get(status, "status-notchecked")
+        want = {verdict.CONSISTENT: "status-consistent", verdict.INCONSISTENT: "status-inconsistent",
+                verdict.PAPER_INCONSISTENT: "status-paper"}.get(status, "status-notchecked")
         assert want in status_class[cid].split(), (cid, status)
     assert any(c.startswith("T3:") for c in status_class)
     html = first.decode("utf-8")

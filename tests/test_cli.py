@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = '''"""A bring-your-own method: predicts each label's training prevalence."""
 import numpy as np
 
-from cdgtmll.methods import Method, register
+from cdgtmll.methods.base import Method, register
 
 
 @register("PriorPlugin")
@@ -32,7 +32,7 @@ class PriorPlugin(Method):
         return np.tile(self.p, (X.shape[0], 1))
 '''
 
-BROKEN = '''from cdgtmll.methods import register
+BROKEN = '''from cdgtmll.methods.base import register
 
 SCALE = undefined_name * 2
 '''

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cdgtmll.config import plan as cdg
+from cdgtmll.config import plan
 from cdgtmll.config import loader
 from cdgtmll.config import schema
 from cdgtmll import io
@@ -33,9 +33,9 @@ def test_paper_profile_has_all_seven_datasets():
     assert set(cfg["experiments"]["datasets"]) == {
         "voc2007", "coco2014", "yeast", "mediamill", "eurlex-4k", "wiki10-31k", "amazoncat-13k"}
     # App. E.2 protocol values
-    assert cdg.training_protocol(cfg, "yeast")["epochs"] == 100
-    assert cdg.training_protocol(cfg, "voc2007")["batch_size"] == 64
-    assert cdg.training_protocol(cfg, "coco2014")["epochs"] == 40
+    assert plan.training_protocol(cfg, "yeast")["epochs"] == 100
+    assert plan.training_protocol(cfg, "voc2007")["batch_size"] == 64
+    assert plan.training_protocol(cfg, "coco2014")["epochs"] == 40
     assert cfg["r_variants"]["severities"]["coco2014"] == [0.30, 0.40]
 
 
@@ -94,16 +94,16 @@ def test_unknown_method_hyperparameter_named(default_cfg):
 
 def test_run_spec_hash_stable_and_sensitive(default_cfg):
     cfg = loader.validate(copy.deepcopy(default_cfg))
-    a = cdg.run_spec(cfg, "yeast", "clean", "BR-LogReg")
-    b = cdg.run_spec(loader.validate(copy.deepcopy(default_cfg)), "yeast", "clean", "BR-LogReg")
+    a = plan.run_spec(cfg, "yeast", "clean", "BR-LogReg")
+    b = plan.run_spec(loader.validate(copy.deepcopy(default_cfg)), "yeast", "clean", "BR-LogReg")
     assert io.config_hash(a) == io.config_hash(b)
     cfg2 = copy.deepcopy(cfg)
     cfg2["methods"]["BR-LogReg"]["C"] = 2.0
-    assert io.config_hash(cdg.run_spec(cfg2, "yeast", "clean", "BR-LogReg")) != io.config_hash(a)
+    assert io.config_hash(plan.run_spec(cfg2, "yeast", "clean", "BR-LogReg")) != io.config_hash(a)
     # a setting of another dataset does not change this job's spec
     cfg3 = copy.deepcopy(cfg)
     cfg3["training"]["mediamill"] = {"epochs": 7}
-    assert io.config_hash(cdg.run_spec(cfg3, "yeast", "clean", "BR-LogReg")) == io.config_hash(a)
+    assert io.config_hash(plan.run_spec(cfg3, "yeast", "clean", "BR-LogReg")) == io.config_hash(a)
 
 
 def test_code_default_change_changes_run_spec(default_cfg, monkeypatch):
@@ -114,14 +114,14 @@ def test_code_default_change_changes_run_spec(default_cfg, monkeypatch):
 
     cfg = loader.validate(copy.deepcopy(default_cfg))
     cfg["methods"]["CD-GTMLL"].pop("payoff_weights", None)
-    a = cdg.run_spec(cfg, "yeast", "clean", "CD-GTMLL")
+    a = plan.run_spec(cfg, "yeast", "clean", "CD-GTMLL")
     assert a["resolved_hparams"]["payoff_weights"] == "uniform"
     assert a["resolved_hparams"]["epochs"] == cfg["training"]["default"]["epochs"]
     defaults = list(CDGTMLL.__init__.__defaults__)
     i = defaults.index("uniform")
     defaults[i] = "rarity"
     monkeypatch.setattr(CDGTMLL.__init__, "__defaults__", tuple(defaults))
-    b = cdg.run_spec(cfg, "yeast", "clean", "CD-GTMLL")
+    b = plan.run_spec(cfg, "yeast", "clean", "CD-GTMLL")
     assert b["resolved_hparams"]["payoff_weights"] == "rarity"
     assert io.config_hash(a) != io.config_hash(b)
 
@@ -133,8 +133,8 @@ def test_coco_dbl_uses_official_coco_settings():
     from cdgtmll.methods import base
 
     cfg = loader.load(ROOT / "config/paper.yaml")
-    coco = cdg.run_spec(cfg, "coco2014", "clean", "DBL")
-    voc = cdg.run_spec(cfg, "voc2007", "clean", "DBL")
+    coco = plan.run_spec(cfg, "coco2014", "clean", "DBL")
+    voc = plan.run_spec(cfg, "voc2007", "clean", "DBL")
     assert (coco["hparams"]["smooth_mu"], coco["hparams"]["lam"]) == (0.2, 2.0)
     assert (coco["resolved_hparams"]["smooth_mu"], coco["resolved_hparams"]["lam"]) == (0.2, 2.0)
     assert (voc["resolved_hparams"]["smooth_mu"], voc["resolved_hparams"]["lam"]) == (0.3, 5.0)
@@ -149,7 +149,7 @@ def test_coco_dbl_uses_official_coco_settings():
 
 def test_variant_ids_roundtrip(default_cfg):
     cfg = loader.validate(copy.deepcopy(default_cfg))
-    vs = cdg.variants(cfg, "yeast")
+    vs = plan.variants(cfg, "yeast")
     rv = cfg["r_variants"]
     assert vs[0] == "clean" and len(vs) == 1 + len(rv["severities"]["yeast"]) * len(rv["sampling_seeds"])
     for v in vs[1:]:
@@ -159,13 +159,13 @@ def test_variant_ids_roundtrip(default_cfg):
 
 def test_aliases_and_at_variants_resolve(default_cfg):
     cfg = loader.validate(copy.deepcopy(default_cfg))
-    assert cdg.resolve_method(cfg, "No-Curiosity") == ("CD-GTMLL", {"alpha": 0.0})
-    assert cdg.resolve_method(cfg, "CD-GTMLL@alpha=0.2,n_players=4") == ("CD-GTMLL", {"alpha": 0.2, "n_players": 4})
-    hp = cdg.method_hparams(cfg, "yeast", "Single-Predictor")
+    assert plan.resolve_method(cfg, "No-Curiosity") == ("CD-GTMLL", {"alpha": 0.0})
+    assert plan.resolve_method(cfg, "CD-GTMLL@alpha=0.2,n_players=4") == ("CD-GTMLL", {"alpha": 0.2, "n_players": 4})
+    hp = plan.method_hparams(cfg, "yeast", "Single-Predictor")
     assert hp["n_players"] == 1 and hp["alpha"] == cfg["methods"]["CD-GTMLL"]["alpha"]
-    spec = cdg.run_spec(cfg, "yeast", "clean", "CD-GTMLL@alpha=0.6")
+    spec = plan.run_spec(cfg, "yeast", "clean", "CD-GTMLL@alpha=0.6")
     assert spec["registered_method"] == "CD-GTMLL" and spec["hparams"]["alpha"] == 0.6
-    jobs = cdg.study_jobs(cfg)
+    jobs = plan.study_jobs(cfg)
     assert ("yeast", "N0.20-s0", "MLC-NC") in jobs["noise"] and ("yeast", "clean", "MLC-NC") in jobs["noise"]
     assert [m for _, _, m in jobs["players"]] == [f"CD-GTMLL@n_players={n}" for n in range(1, 9)]
     assert naming.variant_setting("N0.20-s0") == "N@0.20" and naming.variant_setting("R0.40-s2") == "R@0.40"
@@ -185,7 +185,7 @@ def test_bad_alias_and_variant_named(default_cfg):
 def test_plugins_register_methods(default_cfg, tmp_path, monkeypatch):
     (tmp_path / "my_methods.py").write_text(
         "import numpy as np\n"
-        "from cdgtmll.methods import Method, register\n"
+        "from cdgtmll.methods.base import Method, register\n"
         "@register('Prior')\n"
         "class Prior(Method):\n"
         "    def fit(self, data, ctx):\n"
@@ -198,7 +198,7 @@ def test_plugins_register_methods(default_cfg, tmp_path, monkeypatch):
     cfg["plugins"] = ["my_methods"]
     cfg["experiments"]["methods"] = ["BCE", "Prior"]
     loader.validate(cfg)
-    assert cdg.run_spec(cfg, "yeast", "clean", "Prior")["plugins"] == ["my_methods"]
+    assert plan.run_spec(cfg, "yeast", "clean", "Prior")["plugins"] == ["my_methods"]
     cfg = copy.deepcopy(default_cfg)
     cfg["plugins"] = ["no_such_module_xyz"]
     msg = _err(cfg)

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: never copied into a test repository (build/run state of the working tree)
 SKIP_NAMES = {".venv", ".snakemake", "results", "logs", "figures", ".cache", "__pycache__", ".pytest_cache",
               "report.html", ".git", "dvc_plots"}
-SKIP_PATHS = {"benchmarks/out", ".dvc/cache", ".dvc/tmp", ".dvc/config.local", "dvc.lock"}
+SKIP_PATHS = {"logs/benchmarks", ".dvc/cache", ".dvc/tmp", ".dvc/config.local", "dvc.lock"}
 QUICK = "config/quick.yaml"
 DEFAULT = "config/config.yaml"
 #: what the stages pass to Snakemake (dvc.yaml) and what the restore step must pass as well

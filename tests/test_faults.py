@@ -91,7 +91,7 @@ def test_label_count_mismatch_names_the_missing_labels(mirror):
     (("experiments", "datasets"), ["yaest"], "experiments.datasets[0]"),
 ])
 def test_config_errors_name_the_key(key, value, named):
-    from cdgtmll.config import schema as cdg
+    from cdgtmll.config import schema
     from cdgtmll.config import loader
 
     cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
@@ -99,7 +99,7 @@ def test_config_errors_name_the_key(key, value, named):
     for k in key[:-1]:
         node = node[k]
     node[key[-1]] = value
-    with pytest.raises(cdg.ConfigError, match=re.escape(f"config error at '{named}'")):
+    with pytest.raises(schema.ConfigError, match=re.escape(f"config error at '{named}'")):
         loader.validate(copy.deepcopy(cfg))
 
 

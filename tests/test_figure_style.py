@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from cdgtmll.figures import style as ps
-from cdgtmll.figures.studies import comparison as sf
+from cdgtmll.figures.studies import comparison
 from cdgtmll.figures.studies import players
 from cdgtmll.io import write_json
 from test_study_figures import TOY_ACC, TOY_LABEL, TOY_PLAYER, run, write_metrics, write_player_acc, write_train_log
@@ -74,7 +74,7 @@ def test_builtin_order_lists_every_registered_method():
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", "from cdgtmll.methods import available; print(*available(), sep='\\n')"],
+    out = subprocess.run([sys.executable, "-c", "from cdgtmll.methods.base import available; print(*available(), sep='\\n')"],
                          capture_output=True, text=True, check=True).stdout
     builtin = [m for m in out.splitlines() if m]
     missing = sorted(set(builtin) - set(ps.BUILTIN_ORDER))
@@ -148,8 +148,8 @@ def test_comparison_figures_share_method_colours_and_follow_print_rules(tmp_path
             for k in range(2):
                 rob.append(write_metrics(run(root, "yeast", var, m, k), {"rare_f1": 0.3 - 0.1 * (var != "clean")}))
     style = ps.FigureStyle(["No-Curiosity"])
-    sf.ablation_figure(abl, tmp_path / "abl", order=["No-Curiosity", "BCE", "CD-GTMLL"], style=style)
-    sf.robustness_figure(rob, tmp_path / "rob", kind="noise", style=ps.FigureStyle(["No-Curiosity"]))
+    comparison.ablation_figure(abl, tmp_path / "abl", order=["No-Curiosity", "BCE", "CD-GTMLL"], style=style)
+    comparison.robustness_figure(rob, tmp_path / "rob", kind="noise", style=ps.FigureStyle(["No-Curiosity"]))
     figs = {}
     for fig, fmt, dpi in saved:
         assert dpi == ps.DPI
@@ -186,7 +186,7 @@ def test_sweep_has_error_bars_at_the_swept_values_and_no_band(tmp_path: Path, sa
             d = write_metrics(run(root, "yeast", "clean", f"CD-GTMLL@alpha={a}", k), {"rare_f1": v})
             write_json(d / "method_outputs.json", {"hparams": {"alpha": float(a)}})
             dirs.append(d)
-    sf.sweep_figure(dirs, tmp_path / "alpha", "alpha")
+    comparison.sweep_figure(dirs, tmp_path / "alpha", "alpha")
     fig = saved[0][0]
     ax = fig.axes[0]
     assert not [c for c in ax.collections if isinstance(c, PolyCollection)], "a band between sweep points"
@@ -269,7 +269,7 @@ def test_pr_figure_highlight_greys_the_other_methods(mirror, tmp_path: Path, sav
     (mean only) beneath them and one legend entry; the CSV keeps every method. The default
     config highlights the paper's PR comparison; `all` colours everything; an unknown method
     names the key."""
-    from cdgtmll.config import loader as cfg
+    from cdgtmll.config import loader
     from cdgtmll.config import plan
     from cdgtmll.config import schema
     from cdgtmll.data.processed import ProcessedData
@@ -298,12 +298,12 @@ def test_pr_figure_highlight_greys_the_other_methods(mirror, tmp_path: Path, sav
     assert "grey: 3 other methods" in " ".join(t.get_text() for t in texts(fig))
     assert len(pd.read_csv(tmp_path / "pr.csv")) == 5 * len(RECALL_GRID)  # every method
 
-    base = cfg.load(REPO / "config/config.yaml")
+    base = loader.load(REPO / "config/config.yaml")
     assert plan.pr_highlight(base) == ["CD-GTMLL", "MLC-NC", "ASL", "BCE"]
-    assert plan.pr_highlight(cfg.load(REPO / "config/config.yaml", {"figures": {"pr_curve": {"highlight": "all"}}})) \
+    assert plan.pr_highlight(loader.load(REPO / "config/config.yaml", {"figures": {"pr_curve": {"highlight": "all"}}})) \
         is None
     with pytest.raises(schema.ConfigError, match=r"figures\.pr_curve\.highlight\[1\].*unknown method 'Nope'"):
-        cfg.load(REPO / "config/config.yaml", {"figures": {"pr_curve": {"highlight": ["BCE", "Nope"]}}})
+        loader.load(REPO / "config/config.yaml", {"figures": {"pr_curve": {"highlight": ["BCE", "Nope"]}}})
 
 
 def test_sweep_and_ablation_name_runs_with_byte_identical_predictions(tmp_path: Path, saved):
@@ -327,7 +327,7 @@ def test_sweep_and_ablation_name_runs_with_byte_identical_predictions(tmp_path: 
             write_json(d / "method_outputs.json", {"hparams": {"n_players": n}})
             same = n in (4, 5, 8) or (n == 2 and k == 0)  # N=2 matches on one seed only: not identical
             dirs.append(with_predictions(d, f"{'same' if same else n}-{k}"))
-    rows = sf.sweep_figure(dirs, tmp_path / "players", "n_players", metrics=["rare_f1"])
+    rows = comparison.sweep_figure(dirs, tmp_path / "players", "n_players", metrics=["rare_f1"])
     assert "byte-identical predictions for every seed: N = 4, 5, 8" in title(saved[-1][0]) + " ".join(
         t.get_text().replace("\n", " ") for t in texts(saved[-1][0]))
     by_value = {r["value"]: r["same_predictions_as"] for r in rows}
@@ -340,7 +340,7 @@ def test_sweep_and_ablation_name_runs_with_byte_identical_predictions(tmp_path: 
         for k in (0, 1):
             d = write_metrics(run(root, "yeast", "clean", m, k), {"rare_f1": 0.3, "mAP": 0.5, "micro_f1": 0.4})
             abl.append(with_predictions(d, f"{sha}-{k}"))
-    sf.ablation_figure(abl, tmp_path / "abl")
+    comparison.ablation_figure(abl, tmp_path / "abl")
     text = " ".join(t.get_text().replace("\n", " ") for t in texts(saved[-1][0]))
     assert "byte-identical predictions for every seed: CD-GTMLL = No-Disagreement" in text
     df = pd.read_csv(tmp_path / "abl.csv", keep_default_na=False)

@@ -27,7 +27,7 @@ from cdgtmll.data.processed import ProcessedData
 from cdgtmll.labels import tail_labels
 from cdgtmll.methods.base import FitData, RunContext
 from cdgtmll.methods import base
-from cdgtmll.images import trainer_input as ii
+from cdgtmll.images import trainer_input
 from cdgtmll.images import backbone
 from cdgtmll.nn.trainer import TrainingInterrupted
 from cdgtmll.train import run_seed
@@ -75,7 +75,7 @@ def _run(data, tmp, method, **training):
 
 # ------------------------------------------------------------------------ input pipeline
 def test_augmented_batches_do_not_depend_on_workers_and_change_per_epoch(data):
-    src = ii.ImageSource.from_data(data)
+    src = trainer_input.ImageSource.from_data(data)
     X_tr = data.part("train")[0]
     perm = torch.randperm(80, generator=torch.Generator().manual_seed(3))
 
@@ -106,10 +106,10 @@ def test_augmented_batches_do_not_depend_on_workers_and_change_per_epoch(data):
 
 def test_image_source_occludes_training_rows_only(data):
     occ_data, book = occlusion.apply_to_dataset(data, 0.3, 1)
-    src = ii.ImageSource.from_data(occ_data)
-    assert src.occlusion == ii.Occlusion(0.3, 1) and book["n_occluded_images"] == 80
+    src = trainer_input.ImageSource.from_data(occ_data)
+    assert src.occlusion == trainer_input.Occlusion(0.3, 1) and book["n_occluded_images"] == 80
     X_tr, X_va = occ_data.part("train")[0], occ_data.part("val")[0]
-    assert src.input(X_tr, train=True, image_size=32).occlusion == ii.Occlusion(0.3, 1)
+    assert src.input(X_tr, train=True, image_size=32).occlusion == trainer_input.Occlusion(0.3, 1)
     assert src.input(X_va, train=False, image_size=32).occlusion is None
     with pytest.raises(ValueError, match="row id out of range"):
         src.input(np.array([[N + 5]], dtype=np.float32), train=False, image_size=32)
@@ -136,7 +136,7 @@ def test_finetuning_is_bit_identical_and_resumes_exactly(data, tmp_path):
     assert np.array_equal(p1["test"], p2["test"]) and np.array_equal(p1["val"], p2["val"])
     # interrupted after epoch 1, then resumed from the checkpoint: same predictions
     m = base.build("CD-GTMLL", {k: v for k, v in TRAINING.items() if k != "backbone"} | {"epochs": 2})
-    src = ii.ImageSource.from_data(data)
+    src = trainer_input.ImageSource.from_data(data)
     (X_tr, Y_tr), (X_va, Y_va) = data.part("train"), data.part("val")
     fit = FitData(X_tr, Y_tr, X_va, Y_va, data.label_names, images=src)
     ctx = RunContext(seed=0, workdir=tmp_path / "c", device="cpu",
@@ -202,9 +202,9 @@ def test_amp_resolution():
         backbone.resolve_amp("fp8", cpu)
     net = torch.nn.Sequential(torch.nn.Linear(2, 2))
     net.out_dim = 2
-    bb = ii.FineTuneBackbone(net, {}, torch.float16)
-    assert ii.needs_grad_scaler(torch.nn.Sequential(bb))
-    assert not ii.needs_grad_scaler(torch.nn.Sequential(ii.FineTuneBackbone(net, {}, torch.bfloat16)))
+    bb = trainer_input.FineTuneBackbone(net, {}, torch.float16)
+    assert trainer_input.needs_grad_scaler(torch.nn.Sequential(bb))
+    assert not trainer_input.needs_grad_scaler(torch.nn.Sequential(trainer_input.FineTuneBackbone(net, {}, torch.bfloat16)))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA only")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cdgtmll.config import schema as cdg
+from cdgtmll.config import schema
 from cdgtmll.config import loader
 from cdgtmll.nn.losses import LOSSES, build_loss
 from cdgtmll.methods import base
@@ -88,7 +88,7 @@ def test_trainer_space_is_the_config_schemas_training_block():
     schema's ``training`` block (lr_head and grad_clip may also be None in a method)."""
     from cdgtmll.methods.neural import NeuralMethod
 
-    props = cdg.schema_document()["$defs"]["training"]["properties"]
+    props = schema.schema_document()["$defs"]["training"]["properties"]
     space = base.hparam_space_of(NeuralMethod)
     for key in TRAINER_KEYS:
         frag, ref = dict(space[key]), {k: v for k, v in props[key].items() if k != "description"}
@@ -188,7 +188,7 @@ def _set(cfg: dict, path: tuple, value) -> None:
 
 
 def _error(cfg: dict) -> str:
-    with pytest.raises(cdg.ConfigError) as ei:
+    with pytest.raises(schema.ConfigError) as ei:
         loader.validate(cfg)
     return str(ei.value)
 
@@ -226,7 +226,7 @@ def test_lr_backbone_same_verdict_in_training_and_methods(shipped, value):
         try:
             loader.validate(cfg)
             return True
-        except cdg.ConfigError:
+        except schema.ConfigError:
             return False
 
     under_training = accepted(("training", "default", "lr_backbone"))

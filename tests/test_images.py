@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from cdgtmll.data import acquire
-from cdgtmll.images import datasets as im
+from cdgtmll.images import datasets
 from cdgtmll.images import ops
 from cdgtmll.data.acquire import fetch
 from cdgtmll.data.coco import COCO_CATEGORIES, load_coco2014, read_instances
@@ -62,7 +62,7 @@ def test_voc_full_official_labels_with_generated_jpegs(voc_main, tmp_path):
     assert spec.loader == "cdgtmll.images.datasets.load_voc2007" and len(spec.files) == 42
     fetched = _fetch_all(spec, tmp_path / "raw", mir)
     assert all(r.verified for r in fetched.values())
-    tt = im.load_voc2007(spec, fetched)
+    tt = datasets.load_voc2007(spec, fetched)
     assert tt.Y_train.shape == (5011, 20) and tt.Y_test.shape == (4952, 20)
     assert tt.label_names == list(VOC_CLASSES)
     _, Ytr, Dtr = read_voc_labels(voc_main, "trainval")
@@ -78,15 +78,15 @@ def test_voc_full_official_labels_with_generated_jpegs(voc_main, tmp_path):
     assert m["difficult"] == "negative" and len(m["difficult_entries"]) == int(Dtr.sum() + Dte.sum()) == 607 + 619
     r, c = m["difficult_entries"][0]
     assert tt.Y_train[r, c] == 0 and Dtr[r, c]
-    pos = im.load_voc2007(spec, fetched, difficult="positive")
+    pos = datasets.load_voc2007(spec, fetched, difficult="positive")
     assert int(pos.Y_train.sum()) == int(Ytr.sum() + Dtr.sum())
     with pytest.raises(ValueError, match="difficult must be one of"):
-        im.load_voc2007(spec, fetched, difficult="drop")
+        datasets.load_voc2007(spec, fetched, difficult="drop")
     # a missing JPEG is named, with where we looked
     victim = mir / "voc2007" / "JPEGImages" / f"{ids['test'][7]}.jpg"
     victim.unlink()
     with pytest.raises(ops.ImageNotFoundError) as ei:
-        im.load_voc2007(spec, fetched)
+        datasets.load_voc2007(spec, fetched)
     assert str(victim) in str(ei.value) and "1 of 9963 missing" in str(ei.value)
     assert "VOCtest_06-Nov-2007.tar" in str(ei.value)  # the archive was looked for too
 
@@ -101,15 +101,15 @@ def test_voc_label_file_truncated_or_corrupt(voc_main, tmp_path):
     raw = dog.read_bytes()
     dog.write_bytes(raw[:1004])  # cut inside a line
     with pytest.raises(ValueError, match=rf"{dog}:\d+: "):
-        im.load_voc2007(spec, fetched)
+        datasets.load_voc2007(spec, fetched)
     dog.write_bytes(b"".join(raw.splitlines(keepends=True)[:3000]))  # cut at a line end
     with pytest.raises(ValueError, match=rf"{dog}:3001: file ends after 3000 entries but trainval.txt lists 5011"):
-        im.load_voc2007(spec, fetched)
+        datasets.load_voc2007(spec, fetched)
     lines = raw.splitlines(keepends=True)
     lines[41] = b"000087 7\r\n"
     dog.write_bytes(b"".join(lines))
     with pytest.raises(ValueError, match=rf"{dog}:42: unknown flag '7'"):
-        im.load_voc2007(spec, fetched)
+        datasets.load_voc2007(spec, fetched)
 
 
 def test_voc_from_official_tars_and_unsafe_tars(voc_main, tmp_path):
@@ -119,7 +119,7 @@ def test_voc_from_official_tars_and_unsafe_tars(voc_main, tmp_path):
     make_voc_tar(mir / "voc2007" / "VOCtrainval_06-Nov-2007.tar", ids["trainval"])
     make_voc_tar(mir / "voc2007" / "VOCtest_06-Nov-2007.tar", ids["test"])
     fetched = _fetch_all(spec, tmp_path / "raw", mir)
-    tt = im.load_voc2007(spec, fetched)
+    tt = datasets.load_voc2007(spec, fetched)
     raw_root = (tmp_path / "raw" / "voc2007").absolute()
     assert tt.meta["image_root"] == str(raw_root) and tt.meta["image_source"]["kind"] == "archives"
     assert [a["file"] for a in tt.meta["image_source"]["archives"]] == ["VOCtrainval_06-Nov-2007.tar",
@@ -128,22 +128,22 @@ def test_voc_from_official_tars_and_unsafe_tars(voc_main, tmp_path):
     assert not (raw_root / "Annotations").exists()  # only the needed images are extracted
     assert tt.Y_train.shape == (12, 20) and tt.Y_test.shape == (8, 20)
     # second load: the extracted images are found in the raw folder
-    assert im.load_voc2007(spec, fetched).meta["image_source"]["kind"] == "folder"
+    assert datasets.load_voc2007(spec, fetched).meta["image_source"]["kind"] == "folder"
 
     # path traversal / links are refused and nothing is written outside
     evil = make_voc_tar(tmp_path / "evil.tar", ids["test"][:1],
                         extra=[("VOCdevkit/VOC2007/JPEGImages/../../../../evil.jpg", b"x")])
     dest = tmp_path / "dest"
     with pytest.raises(ValueError, match=r"evil.tar: unsafe member .*\.\./evil.jpg"):
-        im.extract_members(evil, dest, {f"JPEGImages/{ids['test'][0]}.jpg"}, "VOCdevkit/VOC2007/")
+        datasets.extract_members(evil, dest, {f"JPEGImages/{ids['test'][0]}.jpg"}, "VOCdevkit/VOC2007/")
     assert not (tmp_path / "evil.jpg").exists() and not dest.exists()
     link = tarfile.TarInfo("VOCdevkit/VOC2007/JPEGImages/000001.jpg")
     link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
     bad = make_voc_tar(tmp_path / "link.tar", [], extra=[link])
     with pytest.raises(ValueError, match="is a link or special file"):
-        im.extract_members(bad, dest, {"JPEGImages/000001.jpg"}, "VOCdevkit/VOC2007/")
+        datasets.extract_members(bad, dest, {"JPEGImages/000001.jpg"}, "VOCdevkit/VOC2007/")
     with pytest.raises(ValueError, match="absolute"):
-        im.extract_members(make_voc_tar(tmp_path / "abs.tar", [], extra=[("/tmp/x.jpg", b"x")]), dest, set())
+        datasets.extract_members(make_voc_tar(tmp_path / "abs.tar", [], extra=[("/tmp/x.jpg", b"x")]), dest, set())
 
 
 def test_prepare_then_features_end_to_end(voc_main, tmp_path, capsys):
@@ -156,13 +156,13 @@ def test_prepare_then_features_end_to_end(voc_main, tmp_path, capsys):
     data = prepare(spec, tmp_path / "raw", tmp_path / "voc.npz", mirror=mir, allow_download=False)
     assert "image_paths" in data.meta  # prepare merges the loader's meta
     data = ProcessedData.load(tmp_path / "voc.npz")
-    assert data.X.shape == (30, 1) and im.is_image_rows(data)
-    files = im.image_files(data)
+    assert data.X.shape == (30, 1) and datasets.is_image_rows(data)
+    files = datasets.image_files(data)
     assert files[0].name == f"{ids['trainval'][0]}.jpg" and files[20].name == f"{ids['test'][0]}.jpg"
     Xte, _ = data.part("test")
-    assert im.image_files(data, X=Xte) == files[20:]
+    assert datasets.image_files(data, X=Xte) == files[20:]
     with pytest.raises(ValueError, match="X holds image row ids"):
-        im.require_features(data, "BR-LogReg")
+        datasets.require_features(data, "BR-LogReg")
 
     rc = features_main(["--in", str(tmp_path / "voc.npz"), "--out", str(tmp_path / "feat.npz"),
                         "--image-size", "64", "--no-pretrained", "--batch-size", "16", "--device", "cpu"])
@@ -175,8 +175,8 @@ def test_prepare_then_features_end_to_end(voc_main, tmp_path, capsys):
     assert f.meta["backbone_frozen"] is True and f.meta["backbone_weights_sha256"] == "random init"
     assert f.meta["image_size"] == 64 and f.meta["x_kind"] == "features" and "resnet50" in f.meta["backbone"]
     assert f.meta["features_from"]["sha256"] and f.meta["feature_amp"] == "off (float32)"
-    assert not im.is_image_rows(f)
-    im.require_features(f)
+    assert not datasets.is_image_rows(f)
+    datasets.require_features(f)
     assert np.abs(f.X[0] - f.X[1]).max() > 0  # different images, different features
     # pretrained without weights: a clear error naming the torchvision cache path
     rc = features_main(["--in", str(tmp_path / "voc.npz"), "--out", str(tmp_path / "f2.npz"), "--image-size", "64"])

@@ -122,7 +122,7 @@ def test_wheel_holds_every_data_file_and_works_installed(tmp_path):
     package = proj / "src" / "cdgtmll"
     data_files = sorted(p.relative_to(proj / "src").as_posix() for p in package.rglob("*")
                         if p.is_file() and p.suffix not in (".py", ".pyc"))
-    assert "cdgtmll/schemas/config.schema.yaml" in data_files and "cdgtmll/claims/paper_claims.csv" in data_files
+    assert "cdgtmll/config/schema.yaml" in data_files and "cdgtmll/claims/paper_claims.csv" in data_files
     missing = [f for f in data_files if f not in names]
     assert not missing, f"the wheel lacks package data {missing}: add them to [tool.setuptools.package-data]"
     modules = sorted(p.relative_to(proj / "src").as_posix() for p in package.rglob("*.py"))
@@ -132,10 +132,10 @@ def test_wheel_holds_every_data_file_and_works_installed(tmp_path):
     zipfile.ZipFile(wheel).extractall(site)
     check = textwrap.dedent(f"""
         import cdgtmll, pathlib
-        from cdgtmll import config
+        from cdgtmll.config import loader
         from cdgtmll.claims.paper import read_claims
         assert pathlib.Path(cdgtmll.__file__).is_relative_to({str(site)!r}), cdgtmll.__file__
-        cfg = config.load({str(ROOT / 'config' / 'config.yaml')!r})   # validated by the packaged schema
+        cfg = loader.load({str(ROOT / 'config' / 'config.yaml')!r})   # validated by the packaged schema
         print(len(cfg["experiments"]["datasets"]), len(read_claims()))
     """)
     env = {**os.environ, "PYTHONPATH": str(site)}

@@ -13,7 +13,7 @@ import pytest
 import torch
 from scipy.optimize import minimize_scalar
 
-from cdgtmll.metrics import thresholds as metrics
+from cdgtmll.metrics import thresholds
 from cdgtmll.metrics import evaluation
 from cdgtmll.methods.base import FitData, RunContext, available, build
 from cdgtmll.methods.two_step import (
@@ -191,7 +191,7 @@ def test_pe_macro_thresholds_are_tuned_on_validation(yeast, tmp_path):
     _check_proba(S_val, 150, 14)
     tau = pe.decision_thresholds()
     assert tau.shape == (14,)
-    np.testing.assert_array_equal(tau, metrics.tune_thresholds(yeast.Y_val, S_val))
+    np.testing.assert_array_equal(tau, thresholds.tune_thresholds(yeast.Y_val, S_val))
     assert len(np.unique(tau)) > 1  # per-label
     out = pe.extra_outputs()
     json.dumps(out)
@@ -199,7 +199,7 @@ def test_pe_macro_thresholds_are_tuned_on_validation(yeast, tmp_path):
     np.testing.assert_array_equal(out["two_step"]["thresholds"], tau)
     # both plug-in rules are tuned whatever the target: per label (macro) and shared (micro)
     np.testing.assert_array_equal(out["two_step"]["per_label_thresholds"], tau)
-    assert out["two_step"]["shared_threshold"] == metrics.tune_global_threshold(yeast.Y_val, S_val)
+    assert out["two_step"]["shared_threshold"] == thresholds.tune_global_threshold(yeast.Y_val, S_val)
     assert out["two_step"]["metric_rules"] == {"micro_f1": "micro", "macro_f1": "macro", "rare_f1": "macro"}
     # tuned per-label F1 on validation is at least F1 at 0.5
     assert out["two_step"]["val_macroF1_tuned"] >= out["two_step"]["val_macroF1_at_0.5"]
@@ -215,10 +215,10 @@ def test_pe_micro_has_one_shared_threshold(yeast, tmp_path):
     S_val = pe.predict_proba(yeast.X_val)
     tau = pe.decision_thresholds()
     assert tau.shape == (14,) and np.all(tau == tau[0])
-    assert tau[0] == metrics.tune_global_threshold(yeast.Y_val, S_val)
+    assert tau[0] == thresholds.tune_global_threshold(yeast.Y_val, S_val)
     out = pe.extra_outputs()["two_step"]
     assert out["target"] == "micro" and out["shared_threshold"] == tau[0]
-    np.testing.assert_array_equal(out["per_label_thresholds"], metrics.tune_thresholds(yeast.Y_val, S_val))
+    np.testing.assert_array_equal(out["per_label_thresholds"], thresholds.tune_thresholds(yeast.Y_val, S_val))
     assert out["val_microF1_tuned"] >= out["val_microF1_at_0.5"]
 
 
@@ -246,8 +246,8 @@ def test_plugin_rows_score_each_f1_column_with_its_own_rule(name, tmp_path):
     with np.load(pred) as z:
         S_val, S_test = z["val"], z["test"]
     Y_val, Y_test = Y[splits["val"]], Y[splits["test"]]
-    shared = metrics.tune_global_threshold(Y_val, S_val)
-    per_label = metrics.tune_thresholds(Y_val, S_val)
+    shared = thresholds.tune_global_threshold(Y_val, S_val)
+    per_label = thresholds.tune_thresholds(Y_val, S_val)
     at_shared = evaluation.evaluate(Y_test, S_test, tail, shared)
     at_per_label = evaluation.evaluate(Y_test, S_test, tail, per_label)
     block = res["method"]
@@ -255,8 +255,8 @@ def test_plugin_rows_score_each_f1_column_with_its_own_rule(name, tmp_path):
     assert block["macro_f1"] == at_per_label["macro_f1"]
     assert block["rare_f1"] == at_per_label["rare_f1"]
     assert at_shared["micro_f1"] != at_per_label["micro_f1"]  # the two rules are different decisions here
-    assert block["decision_rules"] == {"micro_f1": metrics.RULE_PLUGIN_MICRO, "macro_f1": metrics.RULE_PLUGIN_MACRO,
-                                       "rare_f1": metrics.RULE_PLUGIN_MACRO}
+    assert block["decision_rules"] == {"micro_f1": thresholds.RULE_PLUGIN_MICRO, "macro_f1": thresholds.RULE_PLUGIN_MACRO,
+                                       "rare_f1": thresholds.RULE_PLUGIN_MACRO}
     assert res["method_thresholds_by_rule"]["micro"] == shared
     np.testing.assert_array_equal(res["method_thresholds_by_rule"]["macro"], per_label)
     np.testing.assert_array_equal(res["method_thresholds"], per_label)  # target 'macro': the saved decision
@@ -274,7 +274,7 @@ def test_srb_trains_and_differs_from_pe(surrogate, yeast, tmp_path):
     srb = _fit("SRB", {"surrogate": surrogate}, yeast, tmp_path / "srb")
     S = srb.predict_proba(yeast.X_val)
     _check_proba(S, 150, 14)
-    np.testing.assert_array_equal(srb.decision_thresholds(), metrics.tune_thresholds(yeast.Y_val, S))
+    np.testing.assert_array_equal(srb.decision_thresholds(), thresholds.tune_thresholds(yeast.Y_val, S))
     out = srb.extra_outputs()["two_step"]
     assert out["surrogate"] == surrogate and out["link"] == type(srb)._LINK_NAMES[surrogate]
     # the probabilities are the link of the head's logits

@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.metrics import average_precision_score, f1_score
 
-from cdgtmll.metrics import definitions as M
+from cdgtmll.metrics import definitions
 from cdgtmll.metrics import evaluation
 from cdgtmll.metrics import thresholds
 from cdgtmll.metrics import definitions as metrics_core
@@ -50,14 +50,14 @@ def brute_ap(y, s) -> float:
 @pytest.mark.parametrize("decimals", [None, 1])
 def test_ap_matches_sklearn(seed, n, L, decimals):
     Y, S = random_case(seed, n, L, decimals=decimals)
-    ap = M.average_precision_per_label(Y, S)
+    ap = definitions.average_precision_per_label(Y, S)
     for j in range(L):
         if Y[:, j].sum() == 0:
             assert math.isnan(ap[j])
             continue
         ref = sk_ap(Y[:, j], S[:, j])
         assert ap[j] == pytest.approx(ref, abs=1e-12)
-        assert M.average_precision(Y[:, j], S[:, j]) == pytest.approx(ref, abs=1e-12)
+        assert definitions.average_precision(Y[:, j], S[:, j]) == pytest.approx(ref, abs=1e-12)
         assert ap[j] == pytest.approx(brute_ap(Y[:, j], S[:, j]), abs=1e-12)
 
 
@@ -69,7 +69,7 @@ def test_ap_without_ties_is_eq_e7_literal():
     ys = y[order]
     prec_t = np.cumsum(ys) / np.arange(1, 301)
     literal = (prec_t * ys).sum() / ys.sum()
-    assert M.average_precision(y, s) == pytest.approx(literal, abs=1e-12)
+    assert definitions.average_precision(y, s) == pytest.approx(literal, abs=1e-12)
 
 
 def test_ap_all_tied_scores():
@@ -77,15 +77,15 @@ def test_ap_all_tied_scores():
     y = (rng.random(40) < 0.3).astype(int)
     s = np.full(40, 0.42)
     # one threshold step: precision of predicting everything
-    assert M.average_precision(y, s) == pytest.approx(y.mean(), abs=1e-12)
-    assert M.average_precision(y, s) == pytest.approx(sk_ap(y, s), abs=1e-12)
+    assert definitions.average_precision(y, s) == pytest.approx(y.mean(), abs=1e-12)
+    assert definitions.average_precision(y, s) == pytest.approx(sk_ap(y, s), abs=1e-12)
 
 
 def test_ap_independent_of_order_within_ties():
     Y, S = random_case(11, 120, 8, p=0.3, decimals=1)
     perm = np.random.default_rng(0).permutation(120)
     np.testing.assert_allclose(
-        M.average_precision_per_label(Y, S), M.average_precision_per_label(Y[perm], S[perm]), atol=1e-12
+        definitions.average_precision_per_label(Y, S), definitions.average_precision_per_label(Y[perm], S[perm]), atol=1e-12
     )
 
 
@@ -95,7 +95,7 @@ def test_map_leaves_out_labels_without_positives():
     Y[:, 7] = 0
     kept = [j for j in range(10) if j not in (3, 7)]
     ref = np.mean([sk_ap(Y[:, j], S[:, j]) for j in kept])
-    assert M.mean_average_precision(Y, S) == pytest.approx(ref, abs=1e-12)
+    assert definitions.mean_average_precision(Y, S) == pytest.approx(ref, abs=1e-12)
     out = evaluation.evaluate(Y, S, tail=[3, 7], thresholds=0.5)
     assert out["n_labels_in_map"] == 8
     assert out["mAP"] == pytest.approx(ref, abs=1e-12)
@@ -103,29 +103,29 @@ def test_map_leaves_out_labels_without_positives():
 
 def test_map_nan_when_no_positives():
     S = np.random.default_rng(0).random((10, 4))
-    assert math.isnan(M.mean_average_precision(np.zeros((10, 4), np.uint8), S))
+    assert math.isnan(definitions.mean_average_precision(np.zeros((10, 4), np.uint8), S))
 
 
 def test_ap_sparse_equals_dense_and_blocks(monkeypatch):
     Y, S = random_case(9, 150, 40, decimals=2)
-    dense = M.average_precision_per_label(Y, S)
-    np.testing.assert_array_equal(M.average_precision_per_label(sp.csr_matrix(Y), S), dense)
+    dense = definitions.average_precision_per_label(Y, S)
+    np.testing.assert_array_equal(definitions.average_precision_per_label(sp.csr_matrix(Y), S), dense)
     monkeypatch.setattr(metrics_core, "_BLOCK_ELEMS", 150 * 3)  # 3 columns per block
-    np.testing.assert_allclose(M.average_precision_per_label(Y, S), dense, atol=1e-15, equal_nan=True)
+    np.testing.assert_allclose(definitions.average_precision_per_label(Y, S), dense, atol=1e-15, equal_nan=True)
 
 
 def test_bad_inputs_raise():
     Y, S = random_case(0, 10, 3)
     with pytest.raises(ValueError, match="shape"):
-        M.mean_average_precision(Y, S[:, :2])
+        definitions.mean_average_precision(Y, S[:, :2])
     S2 = S.copy()
     S2[0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):
-        M.mean_average_precision(Y, S2)
+        definitions.mean_average_precision(Y, S2)
     Y2 = Y.copy()
     Y2[0, 0] = 2
     with pytest.raises(ValueError, match="0/1"):
-        M.f1_scores(Y2, Y)
+        definitions.f1_scores(Y2, Y)
 
 
 # --------------------------------------------------------------------------- F1
@@ -135,18 +135,18 @@ def test_bad_inputs_raise():
 @pytest.mark.parametrize("tau", [0.5, 0.2, 0.9])
 def test_f1_matches_sklearn(seed, n, L, tau):
     Y, S = random_case(seed, n, L, decimals=1)  # scores equal to tau exercise ">="
-    Yhat = M.binarize(S, tau)
+    Yhat = definitions.binarize(S, tau)
     np.testing.assert_array_equal(Yhat, (S >= tau).astype(np.uint8))
-    f = M.f1_scores(Y, Yhat)
+    f = definitions.f1_scores(Y, Yhat)
     assert f.micro == pytest.approx(f1_score(Y, Yhat, average="micro", zero_division=0), abs=1e-12)
     assert f.macro == pytest.approx(f1_score(Y, Yhat, average="macro", zero_division=0), abs=1e-12)
     np.testing.assert_allclose(f.per_label, f1_score(Y, Yhat, average=None, zero_division=0), atol=1e-12)
     # sparse inputs give the same counts
-    fs = M.f1_scores(sp.csr_matrix(Y), sp.csr_matrix(Yhat))
+    fs = definitions.f1_scores(sp.csr_matrix(Y), sp.csr_matrix(Yhat))
     np.testing.assert_array_equal(fs.per_label, f.per_label)
     # the chunked thresholded path used by evaluate() gives the same counts
     for chunk in (1, 7, None):
-        tp, fp, fn = M.thresholded_counts(Y, S, tau, chunk=chunk)
+        tp, fp, fn = definitions.thresholded_counts(Y, S, tau, chunk=chunk)
         np.testing.assert_array_equal(tp, f.tp)
         np.testing.assert_array_equal(fp, f.fp)
         np.testing.assert_array_equal(fn, f.fn)
@@ -156,8 +156,8 @@ def test_f1_label_without_positives_counts_as_zero_in_macro():
     Y, S = random_case(2, 80, 6, p=0.3)
     Y[:, 2] = 0
     S[:, 2] = 0.1  # never predicted at 0.5 -> TP+FP+FN = 0 for label 2
-    Yhat = M.binarize(S, 0.5)
-    f = M.f1_scores(Y, Yhat)
+    Yhat = definitions.binarize(S, 0.5)
+    f = definitions.f1_scores(Y, Yhat)
     assert f.per_label[2] == 0.0
     assert f.macro == pytest.approx(f.per_label.sum() / 6)
     assert f.macro == pytest.approx(f1_score(Y, Yhat, average="macro", zero_division=0), abs=1e-12)
@@ -166,7 +166,7 @@ def test_f1_label_without_positives_counts_as_zero_in_macro():
 def test_f1_all_zero_predictions():
     Y, _ = random_case(4, 60, 5)
     Yhat = np.zeros_like(Y)
-    f = M.f1_scores(Y, Yhat)
+    f = definitions.f1_scores(Y, Yhat)
     assert f.micro == 0.0 and f.macro == 0.0
     assert f.micro == f1_score(Y, Yhat, average="micro", zero_division=0)
     assert f.macro == f1_score(Y, Yhat, average="macro", zero_division=0)
@@ -175,21 +175,21 @@ def test_f1_all_zero_predictions():
 
 def test_f1_all_zero_everything():
     Z = np.zeros((5, 3), np.uint8)
-    f = M.f1_scores(Z, Z)
+    f = definitions.f1_scores(Z, Z)
     assert f.micro == 0.0 and f.macro == 0.0
     assert f.macro == f1_score(Z, Z, average="macro", zero_division=0)
 
 
 def test_rare_f1_is_macro_over_tail():
     Y, S = random_case(8, 100, 10, p=0.25)
-    Yhat = M.binarize(S, 0.4)
-    f = M.f1_scores(Y, Yhat)
+    Yhat = definitions.binarize(S, 0.4)
+    f = definitions.f1_scores(Y, Yhat)
     tail = np.array([1, 4, 9])
     ref = f1_score(Y[:, tail], Yhat[:, tail], average="macro", zero_division=0)
-    assert M.rare_f1(f.per_label, tail) == pytest.approx(ref, abs=1e-12)
-    assert math.isnan(M.rare_f1(f.per_label, []))
+    assert definitions.rare_f1(f.per_label, tail) == pytest.approx(ref, abs=1e-12)
+    assert math.isnan(definitions.rare_f1(f.per_label, []))
     with pytest.raises(ValueError):
-        M.rare_f1(f.per_label, [10])
+        definitions.rare_f1(f.per_label, [10])
 
 
 # --------------------------------------------------------------------------- P@k
@@ -210,13 +210,13 @@ def brute_p_at_k(Y, S, k):
 def test_p_at_k_brute_force_sparse_and_chunks(seed, n, L, decimals):
     Y, S = random_case(seed, n, L, p=0.3, decimals=decimals)
     ref = {f"p@{k}": brute_p_at_k(Y, S, k) for k in (1, 3, 5)}
-    full = M.precision_at_k(Y, S, chunk=n)
+    full = definitions.precision_at_k(Y, S, chunk=n)
     for key in ref:
         assert full[key] == pytest.approx(ref[key], abs=1e-12)
-    assert M.precision_at_k(sp.csr_matrix(Y), S, chunk=n) == full
+    assert definitions.precision_at_k(sp.csr_matrix(Y), S, chunk=n) == full
     for chunk in (1, 3, 7):
-        assert M.precision_at_k(Y, S, chunk=chunk) == full
-        assert M.precision_at_k(sp.csr_matrix(Y), S, chunk=chunk) == full
+        assert definitions.precision_at_k(Y, S, chunk=chunk) == full
+        assert definitions.precision_at_k(sp.csr_matrix(Y), S, chunk=chunk) == full
 
 
 def test_p_at_k_ties_break_by_lower_label_index():
@@ -225,16 +225,16 @@ def test_p_at_k_ties_break_by_lower_label_index():
     Y = np.zeros((2, 6), np.uint8)
     Y[0, [0, 1]] = 1  # lower indices win the ties
     Y[1, 5] = 1
-    out = M.precision_at_k(Y, S, ks=(1, 2, 3))
+    out = definitions.precision_at_k(Y, S, ks=(1, 2, 3))
     assert out["p@1"] == pytest.approx((1 + 1) / 2)
     assert out["p@2"] == pytest.approx((1 + 0.5) / 2)
     assert out["p@3"] == pytest.approx((2 / 3 + 1 / 3) / 2)
-    assert M._topk_rows(S, 3).tolist() == [[0, 1, 2], [5, 0, 1]]
+    assert definitions._topk_rows(S, 3).tolist() == [[0, 1, 2], [5, 0, 1]]
 
 
 def test_p_at_k_larger_than_L():
     Y, S = random_case(1, 20, 3, p=0.5)
-    out = M.precision_at_k(Y, S, ks=(5,))
+    out = definitions.precision_at_k(Y, S, ks=(5,))
     assert out["p@5"] == pytest.approx(Y.sum() / (20 * 5))
 
 
@@ -260,8 +260,8 @@ def test_tune_thresholds_exact(seed, n, L, decimals):
     Y[:, 0] = 0  # a label without validation positives keeps 0.5
     tau = thresholds.tune_thresholds(Y, S)
     assert tau.shape == (L,) and tau[0] == 0.5
-    f_tuned = f1_score(Y, M.binarize(S, tau), average=None, zero_division=0)
-    f_half = f1_score(Y, M.binarize(S, 0.5), average=None, zero_division=0)
+    f_tuned = f1_score(Y, definitions.binarize(S, tau), average=None, zero_division=0)
+    f_half = f1_score(Y, definitions.binarize(S, 0.5), average=None, zero_division=0)
     assert np.all(f_tuned >= f_half - 1e-12)
     for j in range(L):
         t_ref, f_ref = brute_tune(Y[:, j], S[:, j])
@@ -327,7 +327,7 @@ def test_evaluate_and_evaluate_all():
         assert out["decision_rules"] == {"micro_f1": rule, "macro_f1": rule, "rare_f1": rule}
         for k in ("mAP", "micro_f1", "macro_f1", "rare_f1", "p@1", "p@3", "p@5"):
             assert type(out[k]) is float and 0.0 <= out[k] <= 1.0
-        Yhat = M.binarize(St, thr)
+        Yhat = definitions.binarize(St, thr)
         assert out["micro_f1"] == pytest.approx(f1_score(Yt, Yhat, average="micro", zero_division=0))
         # default rule 'exclude': label 5 (no test positive) left out, as from mAP
         assert out["macro_f1"] == pytest.approx(f1_score(Yt, Yhat, labels=kept, average="macro", zero_division=0))
@@ -367,7 +367,7 @@ def test_f1_no_positive_rules_match_sklearn(seed, n, L, tau):
     Y[:, 1] = 0
     S[:, 1] = 0.0  # no positive, never predicted
     tail = np.arange(0, L, 3)
-    Yhat = M.binarize(S, tau)
+    Yhat = definitions.binarize(S, tau)
     keep = Y.sum(axis=0) > 0
     ex = evaluation.evaluate(Y, S, tail, tau)
     zero = evaluation.evaluate(Y, S, tail, tau, no_positive_labels="zero")
@@ -388,12 +388,12 @@ def test_f1_no_positive_rules_match_sklearn(seed, n, L, tau):
     assert ex["micro_f1"] == zero["micro_f1"] == pytest.approx(f1_score(Y, Yhat, average="micro", zero_division=0))
     assert ex["n_left_out_with_false_positives"] == int(((~keep) & (Yhat.sum(axis=0) > 0)).sum()) >= 1
     # the low-level pieces: rare_f1 / macro_f1 with and without the positive counts
-    f = M.f1_scores(Y, Yhat)
+    f = definitions.f1_scores(Y, Yhat)
     P = evaluation.positives_per_label(Y)
-    assert M.macro_f1(f.per_label) == pytest.approx(f.macro)
-    assert M.macro_f1(f.per_label, P) == pytest.approx(ex["macro_f1"])
-    assert M.rare_f1(f.per_label, tail, P) == pytest.approx(ex["rare_f1"], nan_ok=True)
-    assert M.rare_f1(f.per_label, tail) == pytest.approx(zero["rare_f1"])
+    assert definitions.macro_f1(f.per_label) == pytest.approx(f.macro)
+    assert definitions.macro_f1(f.per_label, P) == pytest.approx(ex["macro_f1"])
+    assert definitions.rare_f1(f.per_label, tail, P) == pytest.approx(ex["rare_f1"], nan_ok=True)
+    assert definitions.rare_f1(f.per_label, tail) == pytest.approx(zero["rare_f1"])
 
 
 def test_oracle_rare_f1_not_pinned_by_tail_labels_without_test_positives():
@@ -442,7 +442,7 @@ def test_per_label_report():
     counts = np.arange(7) * 10
     tau = np.full(7, 0.4)
     rows = evaluation.per_label_report(Yt, St, tau, counts, label_names=list("abcdefg"), tail=[1, 3])
-    Yhat = M.binarize(St, tau)
+    Yhat = definitions.binarize(St, tau)
     f = f1_score(Yt, Yhat, average=None, zero_division=0)
     assert [r["label"] for r in rows] == list(range(7))
     for j, r in enumerate(rows):

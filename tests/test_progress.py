@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from cdgtmll.config import loader as C
+from cdgtmll.config import loader
 from cdgtmll.config import plan
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.methods.base import RunContext
@@ -50,7 +50,7 @@ def yeast_npz(tmp_path_factory) -> Path:
 
 
 def spec(method: str) -> dict:
-    cfg = C.load(ROOT / "config/config.yaml", {"training": {"default": {"epochs": EPOCHS}}, "experiments": {"seeds": SEEDS}})
+    cfg = loader.load(ROOT / "config/config.yaml", {"training": {"default": {"epochs": EPOCHS}}, "experiments": {"seeds": SEEDS}})
     s = plan.run_spec(cfg, "yeast", "clean", method)
     s["device"] = "cpu"
     return s

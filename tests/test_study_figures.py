@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cdgtmll.figures.studies import players as sf
+from cdgtmll.figures.studies import players
 from cdgtmll.figures.studies import comparison
 from cdgtmll.figures.studies import build as build_mod
 from cdgtmll.io import sha256_file, write_json
@@ -202,35 +202,35 @@ TOY_ACC = np.array([0.9, 0.7, 0.8, 0.6, 0.5, 0.9, 0.8, 0.6, 0.5, 0.4])
 
 
 def test_specialization_shares_hand_computed_and_sum_to_one():
-    sh, n = sf.specialization_shares(TOY_ACC, TOY_PLAYER, TOY_LABEL)
+    sh, n = players.specialization_shares(TOY_ACC, TOY_PLAYER, TOY_LABEL)
     # l0->P0, l1->P0 (0.8>0.7), l2->P2, l3: P0,P1 tie 0.6 > P2 0.4 -> 1/2 each, l4: P1,P0 tie -> 1/2 each, l5->P2
     np.testing.assert_allclose(sh, np.array([1 + 1 + 0.5 + 0.5, 0.5 + 0.5, 1 + 1]) / 6)
     assert n == 6 and sh.sum() == pytest.approx(1.0)
-    shc, nc = sf.specialization_shares(TOY_ACC, TOY_PLAYER, TOY_LABEL, contested_only=True)
+    shc, nc = players.specialization_shares(TOY_ACC, TOY_PLAYER, TOY_LABEL, contested_only=True)
     np.testing.assert_allclose(shc, np.array([1 + 0.5 + 0.5, 0.5 + 0.5, 0]) / 3)
     assert nc == 3
     rng = np.random.default_rng(0)
     for _ in range(20):  # random accuracies with many ties
         acc = rng.integers(0, 4, TOY_ACC.size) / 4
-        assert sf.specialization_shares(acc, TOY_PLAYER, TOY_LABEL)[0].sum() == pytest.approx(1.0)
-    empty, n0 = sf.specialization_shares(TOY_ACC, TOY_PLAYER, TOY_LABEL, labels=[0, 2], contested_only=True)
+        assert players.specialization_shares(acc, TOY_PLAYER, TOY_LABEL)[0].sum() == pytest.approx(1.0)
+    empty, n0 = players.specialization_shares(TOY_ACC, TOY_PLAYER, TOY_LABEL, labels=[0, 2], contested_only=True)
     assert n0 == 0 and np.isnan(empty).all()
 
 
 def test_ranks_equal_hand_computation():
-    ranks = sf.pair_ranks(TOY_ACC, TOY_LABEL)
+    ranks = players.pair_ranks(TOY_ACC, TOY_LABEL)
     # single-covered labels rank 1; l1: P0(0.8)=1, P1(0.7)=2; l3: P0,P1 tie(0.6)=1.5, P2=3; l4: tie=1.5 each
     np.testing.assert_allclose(ranks, [1, 2, 1, 1.5, 1.5, 1, 1, 1.5, 1.5, 3])
     rare, freq = [1, 3], [0, 2, 4, 5]
-    mr, n = sf.mean_ranks(TOY_ACC, TOY_PLAYER, TOY_LABEL, rare)
+    mr, n = players.mean_ranks(TOY_ACC, TOY_PLAYER, TOY_LABEL, rare)
     # P0: l1 rank 1, l3 rank 1.5 -> 1.25; P1: l1 2, l3 1.5 -> 1.75; P2: l3 -> 3
     np.testing.assert_allclose(mr, [1.25, 1.75, 3.0])
     np.testing.assert_array_equal(n, [2, 2, 1])
-    mr_f, n_f = sf.mean_ranks(TOY_ACC, TOY_PLAYER, TOY_LABEL, freq)
+    mr_f, n_f = players.mean_ranks(TOY_ACC, TOY_PLAYER, TOY_LABEL, freq)
     # only l4 is contested among the frequent labels (single-covered l0, l2, l5 excluded)
     np.testing.assert_allclose(mr_f[:2], [1.5, 1.5])
     assert np.isnan(mr_f[2]) and n_f.tolist() == [1, 1, 0]
-    assert sf.n_all_tied(TOY_ACC, TOY_LABEL, freq) == 1 and sf.n_all_tied(TOY_ACC, TOY_LABEL, rare) == 0
+    assert players.n_all_tied(TOY_ACC, TOY_LABEL, freq) == 1 and players.n_all_tied(TOY_ACC, TOY_LABEL, rare) == 0
 
 
 def test_tail_from_counts_matches_labels_module():
@@ -239,7 +239,7 @@ def test_tail_from_counts_matches_labels_module():
         Y = (rng.random((60, 15)) < rng.random(15)).astype(np.uint8)
         Y[:, 3] = Y[:, 4]  # force ties
         for q in (0.2, 0.4):
-            np.testing.assert_array_equal(sf.tail_from_counts(Y.sum(0), q, 0), tail_labels(Y, q, 0))
+            np.testing.assert_array_equal(players.tail_from_counts(Y.sum(0), q, 0), tail_labels(Y, q, 0))
 
 
 def test_ranks_and_specialization_files_on_toy_runs(tmp_path: Path):
@@ -268,7 +268,7 @@ def test_ranks_and_specialization_files_on_toy_runs(tmp_path: Path):
         "player_val_acc.npz", "metrics.json"}
 
     out2 = tmp_path / "spec"
-    sf.specialization_figure(dirs, out2)
+    players.specialization_figure(dirs, out2)
     df = pd.read_csv(f"{out2}.csv")
     assert set(df.columns) >= {"epoch", "player", "share_mean", "share_std"}
     for _, g in df.groupby("epoch"):
@@ -286,13 +286,13 @@ def test_monotonicity_detector_finds_injected_decrease(tmp_path: Path):
     phi_bad = list(phi)
     phi_bad[7] = phi_bad[6] - 0.05  # epoch 8 decreases
     beta = [0.1, 0.2] + [0.3] * 10
-    m = sf.phi_monotonicity(range(1, 13), phi_bad, beta=beta)
+    m = players.phi_monotonicity(range(1, 13), phi_bad, beta=beta)
     assert m["monotone"] is False and m["n_decreases"] == 1 and m["decrease_epochs"] == [8]
     assert m["largest_drop"] == pytest.approx(0.05)
     assert m["decrease_epochs_after_warmup"] == [8]
-    assert sf.phi_monotonicity(range(1, 13), phi)["monotone"] is True
-    assert sf.phi_monotonicity([1, 2, 3], [0, -0.01, 1], tol=0.02)["monotone"] is True
-    warm = sf.phi_monotonicity([1, 2, 3, 4], [0, -1, 1, 2], beta=[0.1, 0.2, 0.3, 0.3])
+    assert players.phi_monotonicity(range(1, 13), phi)["monotone"] is True
+    assert players.phi_monotonicity([1, 2, 3], [0, -0.01, 1], tol=0.02)["monotone"] is True
+    warm = players.phi_monotonicity([1, 2, 3, 4], [0, -1, 1, 2], beta=[0.1, 0.2, 0.3, 0.3])
     assert warm["decrease_epochs"] == [2] and warm["n_decreases_after_warmup"] == 0
 
     root = tmp_path / "runs"
@@ -338,19 +338,19 @@ def real_runs(mirror, tmp_path_factory):
 def test_real_cdgtmll_run_feeds_specialization_ranks_potential(real_runs, tmp_path: Path):
     with np.load(real_runs[0] / "player_val_acc.npz") as z:
         assert z["accuracy"].shape[0] == 3 and z["player"].max() == 2
-    sf.specialization_figure(real_runs, tmp_path / "spec")
+    players.specialization_figure(real_runs, tmp_path / "spec")
     df = pd.read_csv(tmp_path / "spec.csv")
     assert sorted(df.epoch.unique()) == [1, 2, 3] and sorted(df.player.unique()) == [1, 2, 3]
     for _, g in df.groupby("epoch"):
         assert g["share_mean"].sum() == pytest.approx(1.0)
     assert (df.n_seeds == 2).all()
 
-    rank_rows, share_rows = sf.ranks_figures(real_runs, tmp_path / "ranks", tail_fraction=0.2)
+    rank_rows, share_rows = players.ranks_figures(real_runs, tmp_path / "ranks", tail_fraction=0.2)
     # recompute one seed's rare-label mean ranks by hand from the files
     with np.load(real_runs[0] / "player_val_acc.npz") as z:
         acc, pl, lab = z["accuracy"][-1], z["player"], z["label"]
     part = json.loads((real_runs[0] / "method_outputs.json").read_text())["partition"]
-    tail = sf.tail_from_counts(json.loads((real_runs[0] / "metrics.json").read_text())["train_counts"], 0.2)
+    tail = players.tail_from_counts(json.loads((real_runs[0] / "metrics.json").read_text())["train_counts"], 0.2)
     assert sorted(part["overlap_labels"]) == sorted(tail.tolist())  # E.1: overlap = tail (q = rho = 0.2)
     for p in range(3):
         rs = []
@@ -360,16 +360,16 @@ def test_real_cdgtmll_run_feeds_specialization_ranks_potential(real_runs, tmp_pa
             if mine.size:
                 a = acc[mine[0]]
                 rs.append(1 + np.sum(acc[cov] > a) + 0.5 * (np.sum(acc[cov] == a) - 1))
-        seed0 = sf.mean_ranks(acc, pl, lab, tail)[0][p]
+        seed0 = players.mean_ranks(acc, pl, lab, tail)[0][p]
         assert (np.isnan(seed0) and not rs) or seed0 == pytest.approx(np.mean(rs))
     assert all(np.isnan(r["mean_rank_mean"]) for r in rank_rows if r["label_group"] == "frequent")
-    for lg in sf.LABEL_GROUPS:
+    for lg in players.LABEL_GROUPS:
         assert sum(r["share_mean"] for r in share_rows if r["label_group"] == lg) == pytest.approx(1.0)
     assert_outputs(tmp_path / "ranks_heatmap")
 
-    _, summary = sf.potential_figure(real_runs, tmp_path / "pot")
+    _, summary = players.potential_figure(real_runs, tmp_path / "pot")
     assert [s["seed"] for s in summary] == ["0", "1", "mean"]
     log = pd.read_csv(real_runs[0] / "train_log.csv")
-    expect = sf.phi_monotonicity(log.epoch, log.Phi)
+    expect = players.phi_monotonicity(log.epoch, log.Phi)
     assert summary[0]["n_decreases"] == expect["n_decreases"]
     assert_outputs(tmp_path / "pot")

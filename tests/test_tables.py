@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cdgtmll.tables import build as tables
+from cdgtmll.tables import build
 from cdgtmll.tables import collect
 from cdgtmll.tables import layout
 
@@ -42,7 +42,7 @@ def runs(tmp_path):
 def test_tables_aggregate_and_mark(runs):
     tmp, paths, truth = runs
     out = tmp / "tables"
-    tables.main(["--metrics", *map(str, paths), "--methods", "BR-LogReg", "CD-GTMLL", "BCE", "XR-Transformer",
+    build.main(["--metrics", *map(str, paths), "--methods", "BR-LogReg", "CD-GTMLL", "BCE", "XR-Transformer",
                  "--out", str(out), "--summary-json", str(tmp / "m.json"),
                  "--not-run", "yeast|XR-Transformer|needs pretrained encoder"])
     rows = {r["method"]: r for r in csv.DictReader(open(out / "table1_standard_adaptive.csv"))}
@@ -94,7 +94,7 @@ def test_footnotes_equal_by_construction_rules_and_left_out_labels(tmp_path):
     """Issue 11: PE's mAP/P@k equal BCE's by construction (footnoted; ETU's only with
     utility 'precision'); the plug-in rows' F1 rule per column; the number of labels without
     test positives that Macro-/Rare-F1 left out, per dataset."""
-    from cdgtmll.metrics import thresholds as M
+    from cdgtmll.metrics import thresholds
     from cdgtmll.metrics import definitions
 
     # what evaluate.py writes (cdgtmll.metrics.evaluation.RULE_*, f1_exclusion; checked at the end)
@@ -126,7 +126,7 @@ def test_footnotes_equal_by_construction_rules_and_left_out_labels(tmp_path):
                 (d / "provenance.json").write_text(json.dumps({"config": {"registered_method": reg, "hparams": hp}}))
                 paths.append(d / "metrics.json")
     out = tmp_path / "tables"
-    tables.main(["--metrics", *map(str, paths), "--methods", "BCE", "PE", "ETU", "ETU-p", "--out", str(out)])
+    build.main(["--metrics", *map(str, paths), "--methods", "BCE", "PE", "ETU", "ETU-p", "--out", str(out)])
     md = (out / "table1_standard.md").read_text()
     tex = (out / "table1_standard.tex").read_text()
     # Table 1 shows mAP for VOC: PE's equals BCE's by construction; ETU (macro-recall) not; P@k not in the table
@@ -153,8 +153,8 @@ def test_footnotes_equal_by_construction_rules_and_left_out_labels(tmp_path):
     assert "ETU: " not in full.split("| yeast |")[-1].replace("ETU-p: ", "")
     assert "voc2007: labels with no test positive left out (as in mAP): Macro-F1 3 of 10 labels, Rare-F1 2 of 4" in full
     # the strings above are the ones evaluation records
-    assert (micro, macro) == (M.RULE_PLUGIN_MICRO, M.RULE_PLUGIN_MACRO)
-    assert rules["global@0.5"]["micro_f1"] == M.rule_global(0.5) and rules["adaptive"]["rare_f1"] == M.RULE_ADAPTIVE
+    assert (micro, macro) == (thresholds.RULE_PLUGIN_MICRO, thresholds.RULE_PLUGIN_MACRO)
+    assert rules["global@0.5"]["micro_f1"] == thresholds.rule_global(0.5) and rules["adaptive"]["rare_f1"] == thresholds.RULE_ADAPTIVE
     rec = definitions.f1_exclusion(np.array([3, 0, 5, 0, 2, 9, 1, 0, 4, 6]), np.array([1, 3, 6, 9]))
     assert {k: rec[k] for k in exclusion["voc2007"]} == exclusion["voc2007"]
 
@@ -172,7 +172,7 @@ def test_method_deviation_footnote_from_the_runs_hparams(tmp_path):
                 "registered_method": "CD-GTMLL", "hparams": {}, "resolved_hparams": {"payoff_weights": payoff}}}))
             paths.append(d / "metrics.json")
     out = tmp_path / "tables"
-    tables.main(["--metrics", *map(str, paths), "--methods", "CD-GTMLL", "CDG-rarity", "--out", str(out)])
+    build.main(["--metrics", *map(str, paths), "--methods", "CD-GTMLL", "CDG-rarity", "--out", str(out)])
     md = (out / "table1_standard.md").read_text()
     assert "CD-GTMLL: payoff R is the uniform logistic utility (w_l = 1)" in md
     assert "rarity-weighted logistic utility of Theorem 1(3) (payoff_weights: rarity)" in md
@@ -209,7 +209,7 @@ def test_table3_has_the_papers_layout_and_sets_apart_rows_not_in_it(tmp_path):
     order = ["napkinXC-PLT", "BCE", "PE", "SRB", "XR-Transformer", "MatchXML", "ETU", "CD-GTMLL"]  # rising
     paths, base = _p_at_k_runs(tmp_path / "runs", ["eurlex-4k", "wiki10-31k"], order)
     out = tmp_path / "tables"
-    tables.main(["--metrics", *map(str, paths), "--methods", *methods, "--out", str(out),
+    build.main(["--metrics", *map(str, paths), "--methods", *methods, "--out", str(out),
                  "--not-run", "amazoncat-13k|XR-Linear|needs libpecos"])
     rows = list(csv.DictReader(open(out / "table3_xmc.csv")))
     assert [r["method"] for r in rows] == T3_ROWS + ["BR-LogReg", "napkinXC-PLT", "LibMultiLabel-1vsRest", "Focal",
@@ -249,7 +249,7 @@ def test_table3_has_the_papers_layout_and_sets_apart_rows_not_in_it(tmp_path):
 
 
 def _html_cells(path):
-    """{(row, column index): (text, classes)} of the body of a table page written by tables.py."""
+    """{(row, column index): (text, classes)} of the body of a table page written by build.py."""
     from html.parser import HTMLParser
 
     class P(HTMLParser):
@@ -298,8 +298,8 @@ def test_html_pages_keep_marks_blocks_and_footnotes(runs):
     args = ["--metrics", *map(str, paths), "--methods", "BR-LogReg", "CD-GTMLL", "BCE", "XR-Transformer",
             "--not-run", "yeast|XR-Transformer|needs pretrained encoder", "--profile", "quick",
             "--profile-file", "config/quick.yaml"]
-    tables.main([*args, "--out", str(out)])
-    tables.main([*args, "--out", str(again)])
+    build.main([*args, "--out", str(out)])
+    build.main([*args, "--out", str(again)])
     for stem in layout.table_stems():
         for suffix in ("", "_adaptive"):
             page = out / f"{stem}{suffix}.html"
@@ -345,7 +345,7 @@ def test_configured_dataset_tables_have_every_configured_dataset_as_columns(tmp_
                     paths.append(_write_run(tmp_path / "runs", ds, variant, method, seed,
                                             {m: 0.3 + 0.4 * rng.random() for m in METRICS}))
     out = tmp_path / "tables"
-    tables.main(["--metrics", *map(str, paths), "--methods", "BCE", "CD-GTMLL", "Focal", "--out", str(out),
+    build.main(["--metrics", *map(str, paths), "--methods", "BCE", "CD-GTMLL", "Focal", "--out", str(out),
                  "--datasets", "yeast=Yeast", "bibtex=Bibtex", "mydata=My data", "delicious=Delicious",
                  "--severities", "yeast=0.4,0.5", "--severities", "bibtex=", "--severities", "mydata=",
                  "--severities", "delicious="])
@@ -376,7 +376,7 @@ def test_configured_dataset_tables_have_every_configured_dataset_as_columns(tmp_
         str(tmp_path / "runs/mydata/clean/BCE" / f"seed{s}" / "metrics.json") for s in (0, 1)}
     # without --datasets / --severities: the datasets and severities that were run (titles: the
     # registry's display name, else the dataset's name)
-    tables.main(["--metrics", *map(str, paths), "--methods", "BCE", "--out", str(tmp_path / "t2")])
+    build.main(["--metrics", *map(str, paths), "--methods", "BCE", "--out", str(tmp_path / "t2")])
     t2d = list(csv.DictReader(open(tmp_path / "t2" / "table2_configured.csv")))
     assert [k[:-5] for k in t2d[0] if k.endswith(" mean")] == [
         "Bibtex-R no R-variant", "mydata-R no R-variant", "Yeast-R @40%", "Yeast-R @50%"]
@@ -389,7 +389,7 @@ def test_audit_follows_the_new_tables(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     paths, _ = _p_at_k_runs(tmp_path / "runs", ["eurlex-4k"], ["BCE", "CD-GTMLL"], seeds=(0, 1))
     out = tmp_path / "tables"
-    tables.main(["--metrics", *map(str, paths), "--methods", "BCE", "CD-GTMLL", "--out", str(out)])
+    build.main(["--metrics", *map(str, paths), "--methods", "BCE", "CD-GTMLL", "--out", str(out)])
     def own_problems(rep):  # fixture metrics record no inputs (predictions, provenance): not checked here
         return [p for p in rep.problems if "field 'inputs." not in p]
 

@@ -376,8 +376,9 @@ def test_run_and_evaluate_topk_format(tmp_path, monkeypatch):
         idx = z["test_topk_idx"]
     res = evaluate.evaluate_run(data, pred, tail, 0.5)
     # the same model's dense scores, recomputed: P@k must agree exactly
-    m = run.build_method("BCE", spec["hparams"], spec["training"])
-    from cdgtmll.methods.base import FitData, RunContext
+    from cdgtmll.methods.base import FitData, RunContext, build_for_protocol
+
+    m = build_for_protocol("BCE", spec["hparams"], spec["training"])
 
     run.set_seed(0)
     m.fit(FitData(X[splits["train"]], Y[splits["train"]], X[splits["val"]], Y[splits["val"]], data.label_names,

@@ -16,7 +16,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.special import expit
 
-from cdgtmll.config import plan as cfgmod
+from cdgtmll.config import plan
 from cdgtmll.config import loader
 from cdgtmll.io import config_hash
 from cdgtmll.external.client import WorkerClient, WorkerError
@@ -231,7 +231,7 @@ def test_unbuildable_environment_is_a_not_run_reason_in_the_tables(tmp_path, mon
     assert not env.ready() and not env.dir.exists() and env.failed_marker.is_file()
     log_mtime = env.build_log.stat().st_mtime_ns
     cfg = loader.load(ROOT / "config" / "mulan.yaml")
-    assert cfgmod.not_runnable(cfg, "bibtex", "XR-Linear") == reason
+    assert plan.not_runnable(cfg, "bibtex", "XR-Linear") == reason
     assert env.build_log.stat().st_mtime_ns == log_mtime  # same lock: not rebuilt
     with pytest.raises(NotRunnable, match="XR-Linear: not run: environment .venv/xmc/pecos could not be built"):
         m.fit(FitData(np.eye(3, dtype=np.float32), np.eye(3, dtype=np.uint8), None, None, list("abc")),
@@ -263,13 +263,13 @@ def test_lock_change_changes_the_run_spec(tmp_path, monkeypatch):
     root = _scratch_checkout(tmp_path)
     monkeypatch.setenv(ROOT_ENV, str(root))
     cfg = loader.load(ROOT / "config" / "mulan.yaml")
-    spec = {m: cfgmod.run_spec(cfg, "bibtex", "clean", m) for m in ("XR-Linear", "napkinXC-PLT", "BCE")}
+    spec = {m: plan.run_spec(cfg, "bibtex", "clean", m) for m in ("XR-Linear", "napkinXC-PLT", "BCE")}
     rh = spec["XR-Linear"]["resolved_hparams"]
     assert rh["env"] == ".venv/xmc/pecos" and rh["library"] == "libpecos==1.2.8"
     assert rh["env_lock_sha256"] == ExternalEnv.of("pecos").lock_sha256()
     with (root / "requirements-pecos.lock").open("a") as fh:
         fh.write("# edited\n")
-    after = {m: cfgmod.run_spec(cfg, "bibtex", "clean", m) for m in spec}
+    after = {m: plan.run_spec(cfg, "bibtex", "clean", m) for m in spec}
     assert config_hash(after["XR-Linear"]) != config_hash(spec["XR-Linear"])
     assert config_hash(after["napkinXC-PLT"]) == config_hash(spec["napkinXC-PLT"])
     assert config_hash(after["BCE"]) == config_hash(spec["BCE"])

@@ -119,9 +119,8 @@ def _datasets(config: Path | None) -> int:
         print(exc, file=sys.stderr)
         return 2
     for spec in [registry.get_spec(n) for n in registry.available()] + custom:
-        loader = spec.loader or "loader not implemented yet"
         extra = f"  (data.custom in {config})" if spec in custom else ""
-        print(f"{spec.name:16s} {spec.kind:8s} {spec.format:12s} L={spec.n_labels}  {loader}{extra}")
+        print(f"{spec.name:16s} {spec.kind:8s} {spec.format:12s} L={spec.n_labels}  {spec.loader}{extra}")
         print(f"    mirror folder <mirror>/{spec.folder}/")
         archives = _image_archives(spec)
         for f in spec.files + archives:

@@ -31,7 +31,6 @@ import re
 import shutil
 import socket
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -53,15 +52,12 @@ def sha256_bytes(data: bytes) -> str:
 
 #: the tag between the target's name and the writer's host/pid in a temporary's name
 TEMP_TAG = "atomic"
-#: temporaries of this module's older versions (no host/pid) are removed once this old (seconds)
-LEGACY_TEMP_MAX_AGE = 3600.0
 #: a write failure without an errno counts as "disk full" when less than this is free
 LOW_SPACE_BYTES = 16 * 2**20
 #: texts of write failures that carry no errno (torch's C++ zip writer)
 WRITE_FAILED_TEXTS = ("file write failed", "unexpected pos", "failed writing", "iostream error")
 
 _TEMP_RE = re.compile(rf"^\.(?P<target>.+)\.{TEMP_TAG}-(?P<host>[0-9a-f]{{8}})-(?P<pid>\d+)-[a-z0-9_]{{8}}\.tmp")
-_LEGACY_TEMP_RE = re.compile(r"^\.(?P<target>.+)\.[a-z0-9_]{8}\.tmp")
 _swept: set[str] = set()  # folders this process has already swept
 
 
@@ -138,12 +134,11 @@ def _host_tag() -> str:
 def remove_stale_temps(directory: str | os.PathLike, target: str | None = None) -> list[Path]:
     """Remove the temporaries of :func:`atomic_path` in ``directory`` (of ``target``'s
     name only, if given) whose writer is gone: written on this host by a process that
-    no longer runs (or is a zombie), or named as by older versions of this module (no
-    host/pid) and untouched for :data:`LEGACY_TEMP_MAX_AGE` seconds. A temporary of a
-    running writer, or of another host (a shared file system), is never touched.
+    no longer runs (or is a zombie). A temporary of a running writer, or of another host
+    (a shared file system), is never touched.
     Returns the removed paths; errors (permissions, races) are ignored."""
     removed: list[Path] = []
-    host, now = _host_tag(), time.time()
+    host = _host_tag()
     try:
         entries = list(os.scandir(directory))
     except OSError:
@@ -152,13 +147,10 @@ def remove_stale_temps(directory: str | os.PathLike, target: str | None = None) 
         if not e.name.startswith("."):
             continue
         m = _TEMP_RE.match(e.name)
+        if m is None:
+            continue
         try:
-            if m is not None:
-                stale = m["host"] == host and not _pid_running(int(m["pid"]))
-            elif (m := _LEGACY_TEMP_RE.match(e.name)) is not None:
-                stale = now - e.stat(follow_symlinks=False).st_mtime > LEGACY_TEMP_MAX_AGE
-            else:
-                continue
+            stale = m["host"] == host and not _pid_running(int(m["pid"]))
             if stale and (target is None or m["target"] == target) and e.is_file(follow_symlinks=False):
                 os.unlink(e.path)
                 removed.append(Path(e.path))

@@ -56,7 +56,7 @@ from cdgtmll.data.processed import ProcessedData
 from cdgtmll.metrics.evaluate_run import precision_at_k_topk, topk_from_scores
 from cdgtmll.io import atomic_path, read_json, write_json
 from cdgtmll.labels import label_counts, tail_labels
-from cdgtmll.methods.base import FitData, RunContext
+from cdgtmll.methods.base import FitData, RunContext, build_for_protocol
 from cdgtmll.methods import base
 from cdgtmll.metrics.definitions import mean_average_precision
 from cdgtmll.nn.progress import RunProgress
@@ -67,10 +67,6 @@ TOPK_MIN_LABELS = 2000
 TOPK = 100
 #: rows per predict_proba call in the top-K path
 PREDICT_ROWS = 512
-
-
-#: kept for callers of the old name; the function lives beside the registry
-build_method = base.build_for_protocol
 
 
 def set_seed(seed: int) -> None:
@@ -126,7 +122,7 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
               "kept in every metric (see metrics.json 'labels_without_train_positives').", flush=True)
     fit = FitData(X_tr, Y_tr, X_va, Y_va, data.label_names, tail=tail, images=images)
     set_seed(seed)
-    method = build_method(spec.get("registered_method", spec["method"]), spec["hparams"], spec["training"])
+    method = build_for_protocol(spec.get("registered_method", spec["method"]), spec["hparams"], spec["training"])
     if images is not None and (why := base.image_input_reason(method)):
         raise ValueError(f"{spec['dataset']}/{spec['variant']}: {why}")
     ctx = RunContext(seed=seed, workdir=outdir, device=spec.get("device", "auto"), progress=progress,

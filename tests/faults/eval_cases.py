@@ -20,7 +20,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 def test_label_without_training_positives_is_reported(tmp_path, capsys):
     from cdgtmll.metrics import evaluate_run as evaluate
     from cdgtmll import train as run
-    from cdgtmll.tables import collect as tables
+    from cdgtmll.tables import collect
     from cdgtmll.tables import footnotes
     from cdgtmll.data.processed import ProcessedData
     from cdgtmll.labels import tail_labels
@@ -56,9 +56,9 @@ def test_label_without_training_positives_is_reported(tmp_path, capsys):
     # "counted": the label is in Macro-F1 (it has test positives), so the macro mean covers all 14 labels
     assert m["global@0.5"]["n_labels_in_macro_f1"] == 14
 
-    df = tables.collect([rundir / "seed0" / "metrics.json"])
+    df = collect.collect([rundir / "seed0" / "metrics.json"])
     assert set(df["untrained_labels"]) == {"Class4"}
-    summary = tables.summarise(df)
+    summary = collect.summarise(df)
     table = {"columns": [("yeast-zeroed", "Yeast-zeroed", "clean", "macro_f1", "Macro-F1")]}
     notes = footnotes._untrained_notes(table, summary, "global")
     assert len(notes) == 1 and "yeast-zeroed clean: Class4" in notes[0] and "counted in every metric" in notes[0]

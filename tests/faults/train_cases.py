@@ -36,7 +36,7 @@ from cdgtmll import io as cio
 from cdgtmll.lineage import provenance
 from cdgtmll.methods.base import FitData, RunContext
 from cdgtmll.methods import base
-from cdgtmll.nn import divergence as trainer
+from cdgtmll.nn import divergence
 from cdgtmll.nn import trainer as trainer_mod
 from cdgtmll.nn import checkpoint
 from helpers import YEAST_TRAIN, yeast_fitdata
@@ -155,14 +155,14 @@ def test_divergence_in_epoch_two_keeps_the_last_good_checkpoint(tmp_path):
 def test_deferred_watch_reports_the_first_bad_step():
     """The CUDA mode (values kept on the device, read at the end) on CPU tensors: the
     first non-finite step wins, with its own loss, terms and gradient norm."""
-    watch = trainer.FiniteWatch(torch.device("cpu"), immediate=False)
+    watch = divergence.FiniteWatch(torch.device("cpu"), immediate=False)
     watch.start(3)
     steps = [(0.5, [1.0, 2.0], 3.0), (0.25, [1.0, 2.0], float("inf")), (float("nan"), [float("nan"), 7.0], 9.0)]
     for b, (loss, terms, g) in enumerate(steps):
         lt = torch.tensor(loss)
         assert watch.observe(b, lt, torch.tensor([loss, *terms]), torch.tensor(g)) is None
     assert watch.finish() == (1, [0.25, 1.0, 2.0], math.inf)
-    ok = trainer.FiniteWatch(torch.device("cpu"), immediate=False)
+    ok = divergence.FiniteWatch(torch.device("cpu"), immediate=False)
     ok.start(1)
     assert ok.observe(0, torch.tensor(0.1), torch.tensor([0.1]), None) is None and ok.finish() is None
 
@@ -173,11 +173,11 @@ def test_deferred_mode_in_training_finds_the_same_step(tmp_path, monkeypatch):
     with pytest.raises(FloatingPointError) as now:
         method("BCE", lr_backbone=1e6).fit(yeast(), RunContext(seed=0, workdir=tmp_path / "now"))
 
-    class Deferred(trainer.FiniteWatch):
+    class Deferred(divergence.FiniteWatch):
         def __init__(self, device, immediate):
             super().__init__(device, immediate=False)
 
-    monkeypatch.setattr(trainer, "FiniteWatch", Deferred)
+    monkeypatch.setattr(trainer_mod, "FiniteWatch", Deferred)  # the name the trainer calls
     with pytest.raises(FloatingPointError) as later:
         method("BCE", lr_backbone=1e6).fit(yeast(), RunContext(seed=0, workdir=tmp_path / "later"))
     a, b = now.value, later.value
@@ -376,7 +376,8 @@ torch.set_num_threads(1)
 import cdgtmll.lineage.provenance as prov
 prov._CODE_SHA256 = sys.argv[2]  # the parent's: files edited meanwhile must not change the fingerprint
 from helpers import yeast_fitdata
-from cdgtmll.methods import RunContext, base
+from cdgtmll.methods import base
+from cdgtmll.methods.base import RunContext
 real_save, calls = torch.save, [0]
 
 def save(obj, f, *a, **kw):  # the checkpoint of epoch 3 is complete in its temp file: die before the rename

@@ -84,9 +84,7 @@ ALL_DATASETS = list(dict.fromkeys(d for d, _, _ in ALL_JOBS))
 
 # Methods that cannot run here (e.g. no pretrained encoder configured) are not scheduled;
 # the tables print their reason instead of a number.
-NOT_RUN = {
-    (d, m): r for d, m in dict.fromkeys((d, m) for d, _, m in ALL_JOBS) if (r := not_runnable(config, d, m))
-}
+NOT_RUN = {(d, m): r for d, m in dict.fromkeys((d, m) for d, _, m in ALL_JOBS) if (r := not_runnable(config, d, m))}
 
 
 def run_dirs(jobs=None):

@@ -27,7 +27,7 @@ rule prepare_dataset:
     log:
         "logs/prepare/{dataset}.log",
     benchmark:
-        "benchmarks/out/prepare/{dataset}.tsv"
+        "logs/benchmarks/prepare/{dataset}.tsv"
     resources:
         mem_mb=4000,
         runtime=30,
@@ -59,7 +59,7 @@ rule extract_features:
     log:
         "logs/prepare/{dataset}.features.log",
     benchmark:
-        "benchmarks/out/prepare/{dataset}.features.tsv"
+        "logs/benchmarks/prepare/{dataset}.features.tsv"
     threads: 2
     resources:
         mem_mb=16000,
@@ -85,7 +85,7 @@ rule extract_features_occluded:
     log:
         "logs/variants/{dataset}/{variant}.features.log",
     benchmark:
-        "benchmarks/out/variants/{dataset}/{variant}.features.tsv"
+        "logs/benchmarks/variants/{dataset}/{variant}.features.tsv"
     threads: 2
     resources:
         mem_mb=16000,

@@ -19,7 +19,7 @@ rule evaluate:
     log:
         "logs/evaluate/{dataset}/{variant}/{method}.log",
     benchmark:
-        "benchmarks/out/evaluate/{dataset}/{variant}/{method}.tsv"
+        "logs/benchmarks/evaluate/{dataset}/{variant}/{method}.tsv"
     resources:
         mem_mb=4000,
         runtime=10,

@@ -23,7 +23,6 @@ STUDY_FIGURES = {
 FIGURE_TARGETS = [f"{stem}.{ext}" for s in STUDIES for stem in STUDY_FIGURES[s] for ext in ("pdf", "png", "csv")]
 
 
-
 rule figure_ablation:
     input:
         lambda wc: study_metrics("ablation"),
@@ -41,7 +40,7 @@ rule figure_ablation:
     log:
         "logs/figures/ablation.log",
     benchmark:
-        "benchmarks/out/figures/ablation.tsv"
+        "logs/benchmarks/figures/ablation.tsv"
     resources:
         mem_mb=2000,
         runtime=10,
@@ -67,7 +66,7 @@ rule figure_robustness:
     log:
         "logs/figures/robustness_{kind}.log",
     benchmark:
-        "benchmarks/out/figures/robustness_{kind}.tsv"
+        "logs/benchmarks/figures/robustness_{kind}.tsv"
     resources:
         mem_mb=2000,
         runtime=10,
@@ -95,7 +94,7 @@ rule figure_sensitivity:
     log:
         "logs/figures/sensitivity_{study}.log",
     benchmark:
-        "benchmarks/out/figures/sensitivity_{study}.tsv"
+        "logs/benchmarks/figures/sensitivity_{study}.tsv"
     resources:
         mem_mb=2000,
         runtime=10,
@@ -130,7 +129,7 @@ rule figure_diagnostics:
     log:
         "logs/figures/diagnostics.log",
     benchmark:
-        "benchmarks/out/figures/diagnostics.tsv"
+        "logs/benchmarks/figures/diagnostics.tsv"
     resources:
         mem_mb=2000,
         runtime=10,

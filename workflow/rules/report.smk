@@ -11,18 +11,21 @@ include: "report_common.smk"
 FIGURES = ["figures/pr_tail.pdf", "figures/pr_tail.png", "figures/pr_tail.csv"] if pr_curve_enabled(config) else []
 # `dvc metrics show`: one small file per (dataset, setting, method) with the headline metrics
 METRIC_ROWS = sorted(
-    dict.fromkeys(
-        f"results/metrics/{d}/{variant_setting(v)}/{m}.json" for d, v, m in ALL_JOBS if (d, m) not in NOT_RUN
-    )
+    dict.fromkeys(f"results/metrics/{d}/{variant_setting(v)}/{m}.json" for d, v, m in ALL_JOBS if (d, m) not in NOT_RUN)
 )
-ALL_TARGETS = TABLES + FIGURES + METRIC_ROWS + [
-    "results/tables/metrics_full.csv",
-    "results/tables/metrics_full.html",
-    "results/metrics.json",
-    "results/claims/claims_check.csv",
-    "results/claims/claims_check.md",
-    "results/claims/claims_check.html",
-]
+ALL_TARGETS = (
+    TABLES
+    + FIGURES
+    + METRIC_ROWS
+    + [
+        "results/tables/metrics_full.csv",
+        "results/tables/metrics_full.html",
+        "results/metrics.json",
+        "results/claims/claims_check.csv",
+        "results/claims/claims_check.md",
+        "results/claims/claims_check.html",
+    ]
+)
 
 
 rule tables:
@@ -49,9 +52,11 @@ rule tables:
             + shlex.quote(
                 "{}={}".format(
                     d,
-                    ",".join(str(s) for s in config["r_variants"]["severities"].get(d, []))
-                    if config["experiments"].get("r_variants", True)
-                    else "",
+                    (
+                        ",".join(str(s) for s in config["r_variants"]["severities"].get(d, []))
+                        if config["experiments"].get("r_variants", True)
+                        else ""
+                    ),
                 )
             )
             for d in DATASETS
@@ -63,7 +68,7 @@ rule tables:
     log:
         "logs/report/tables.log",
     benchmark:
-        "benchmarks/out/report/tables.tsv"
+        "logs/benchmarks/report/tables.tsv"
     resources:
         mem_mb=2000,
         runtime=10,
@@ -89,14 +94,16 @@ rule figure_pr:
         # style arguments are figures.smk's FIGURE_STYLE (read when the DAG is built)
         style=lambda wc: FIGURE_STYLE,
         # figures.pr_curve.highlight: in colour; the run's other methods grey (None: all in colour)
-        highlight=lambda wc: "" if (h := pr_highlight(config)) is None else "--highlight " + " ".join(map(shlex.quote, h)),
+        highlight=lambda wc: (
+            "" if (h := pr_highlight(config)) is None else "--highlight " + " ".join(map(shlex.quote, h))
+        ),
         out=lambda wc, output: str(Path(output.pdf).with_suffix("")),
     conda:
         ENV
     log:
         "logs/report/figure_pr.log",
     benchmark:
-        "benchmarks/out/report/figure_pr.tsv"
+        "logs/benchmarks/report/figure_pr.tsv"
     resources:
         mem_mb=2000,
         runtime=10,
@@ -130,7 +137,7 @@ rule claims_check:
     log:
         "logs/report/claims_check.log",
     benchmark:
-        "benchmarks/out/report/claims_check.tsv"
+        "logs/benchmarks/report/claims_check.tsv"
     resources:
         mem_mb=2000,
         runtime=10,

@@ -22,7 +22,7 @@ rule train:
     log:
         "logs/train/{dataset}/{variant}/{method}.log",
     benchmark:
-        "benchmarks/out/train/{dataset}/{variant}/{method}.tsv"
+        "logs/benchmarks/train/{dataset}/{variant}/{method}.tsv"
     threads: 1
     resources:
         mem_mb=8000,

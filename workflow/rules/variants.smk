@@ -20,7 +20,7 @@ rule r_variant:
     log:
         "logs/variants/{dataset}/{variant}.log",
     benchmark:
-        "benchmarks/out/variants/{dataset}/{variant}.tsv"
+        "logs/benchmarks/variants/{dataset}/{variant}.tsv"
     resources:
         mem_mb=4000,
         runtime=10,
@@ -47,7 +47,7 @@ rule noise_variant:
     log:
         "logs/variants/{dataset}/{variant}.log",
     benchmark:
-        "benchmarks/out/variants/{dataset}/{variant}.tsv"
+        "logs/benchmarks/variants/{dataset}/{variant}.tsv"
     resources:
         mem_mb=4000,
         runtime=10,
@@ -74,7 +74,7 @@ rule occlusion_variant:
     log:
         "logs/variants/{dataset}/{variant}.log",
     benchmark:
-        "benchmarks/out/variants/{dataset}/{variant}.tsv"
+        "logs/benchmarks/variants/{dataset}/{variant}.tsv"
     resources:
         mem_mb=4000,
         runtime=10,

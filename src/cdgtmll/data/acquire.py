@@ -54,7 +54,6 @@ from cdgtmll.data.registry import DatasetSpec, PackagedCopy, RemoteFile
 from cdgtmll.io import CHUNK, atomic_path, read_json, sha256_file, write_json
 
 MIRROR_ENV = "CDGTMLL_DATA_MIRROR"
-SOURCES = ("cached", "mirror", "packaged", "url")
 
 
 class ChecksumError(ValueError):
@@ -73,7 +72,7 @@ class UnverifiedWarning(UserWarning):
 class FetchResult:
     path: Path
     sha256: str
-    source: str  # one of SOURCES
+    source: str  # "cached", "mirror", "packaged" or "url"
     origin: str  # mirror path, packaged path or URL the content came from
     size: int
     verified: bool  # True iff sha256 was checked against a known expected value

@@ -54,7 +54,6 @@ from cdgtmll.data.registry import RemoteFile
 ANNOTATIONS_ZIP = "annotations_trainval2014.zip"
 MEMBERS = {"train": "annotations/instances_train2014.json", "test": "annotations/instances_val2014.json"}
 IMAGE_FOLDERS = {"train": "train2014", "test": "val2014"}
-OFFICIAL_IMAGES = {"train": 82783, "test": 40504}
 
 #: the image archives (not in the registry's ``files``: ``prepare`` would then require
 #: 19 GB even when an extracted copy is in the mirror); fetched by the loader on demand.
@@ -133,16 +132,6 @@ def read_instances(archive: str | os.PathLike, member: str) -> dict:
     except OSError as exc:
         raise ValueError(f"{archive}: cannot read: {exc}") from None
     return _decode(raw, f"{archive}:{member}")
-
-
-def read_instances_file(path: str | os.PathLike) -> dict:
-    """The parsed COCO instances JSON file ``path`` (an extracted member)."""
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read: {exc}") from None
-    return _decode(raw, str(path))
 
 
 def _validate(d: Mapping[str, Any], where: str) -> None:

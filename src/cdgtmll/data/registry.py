@@ -27,7 +27,6 @@ MULAN_COMMIT = "43f6389"
 MULAN_RAW = f"https://raw.githubusercontent.com/tsoumakas/mulan/{MULAN_COMMIT}/data/multi-label"
 MULAN_SOURCEFORGE = "https://sourceforge.net/projects/mulan/files/datasets"
 XMC_PAGE = "http://manikvarma.org/downloads/XC/XMLRepository.html"
-VOC_PAGE = "http://host.robots.ox.ac.uk/pascal/VOC/voc2007/"
 BING_RAW = "https://raw.githubusercontent.com/varun-nagaraja/BING-Objectness/2a16654/VOC2007/ImageSets/Main"
 
 KINDS = ("tabular", "image", "xmc")
@@ -443,7 +442,6 @@ REGISTRY: dict[str, DatasetSpec] = {
     s.name: s
     for s in (_YEAST, _MEDIAMILL, _VOC, _COCO, _EURLEX, _WIKI10, _AMAZONCAT, _ENRON, _BIBTEX, _TMC, _DELICIOUS)
 }
-PAPER_DATASETS = ("yeast", "mediamill", "voc2007", "coco2014", "eurlex-4k", "wiki10-31k", "amazoncat-13k")
 
 
 def available() -> list[str]:

@@ -31,8 +31,6 @@ from typing import Sequence
 
 import numpy as np
 
-from cdgtmll.io import sha256_file
-
 #: the 20 VOC classes in the official (devkit) order
 VOC_CLASSES: tuple[str, ...] = (
     "aeroplane", "bicycle", "bird", "boat", "bottle",
@@ -128,12 +126,3 @@ def read_voc_labels(
     mask = flags == 0
     Y = (flags == 1) | (mask if difficult == "positive" else False)
     return ids, Y.astype(np.uint8), mask
-
-
-def source_files(
-    main_dir: str | os.PathLike, split: str, classes: Sequence[str] = VOC_CLASSES
-) -> list[dict[str, str]]:
-    """Provenance of the files :func:`read_voc_labels` reads: ``[{"path", "sha256"}]``."""
-    main_dir = Path(main_dir)
-    paths = [main_dir / f"{split}.txt"] + [main_dir / f"{c}_{split}.txt" for c in classes]
-    return [{"path": str(p), "sha256": sha256_file(p)} for p in paths]

@@ -143,10 +143,6 @@ class FigureStyle:
                            linestyle=LINESTYLES[group % len(LINESTYLES)], hatch=HATCHES[group % len(HATCHES)],
                            linewidth=2.0 if proposed else 1.3, zorder=2.8 if proposed else 3.0)
 
-    def palette(self, names: Iterable[str]) -> dict[str, tuple[float, float, float]]:
-        """``{name: colour}`` for seaborn's ``palette=``."""
-        return {n: self.method(n).color for n in names}
-
     # ----------------------------------------------------------------- datasets
     def dataset(self, ds: str) -> str:
         if ds in self.dataset_names:

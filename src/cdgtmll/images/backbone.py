@@ -162,23 +162,6 @@ def build_image_backbone(
     return model, info
 
 
-def from_config(cfg: Mapping[str, Any]) -> tuple[ResNet50Backbone, dict[str, Any]]:
-    """From a config mapping: ``pretrained`` (default true), ``weights`` (path or null),
-    ``weights_variant`` (default IMAGENET1K_V1), ``init_seed`` (default 0)."""
-    allowed = {"pretrained", "weights", "weights_variant", "init_seed", "backbone", "image_size"}
-    unknown = sorted(set(cfg) - allowed)
-    if unknown:
-        raise ValueError(f"image backbone config: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
-    if cfg.get("backbone", ARCH) != ARCH:
-        raise ValueError(f"image backbone config: backbone {cfg.get('backbone')!r} not supported (only {ARCH})")
-    return build_image_backbone(
-        pretrained=bool(cfg.get("pretrained", True)),
-        weights=cfg.get("weights"),
-        variant=str(cfg.get("weights_variant", DEFAULT_VARIANT)),
-        seed=int(cfg.get("init_seed", 0)),
-    )
-
-
 #: ``image_backbone.amp`` values
 AMP_MODES = ("auto", "bf16", "fp16", "off")
 

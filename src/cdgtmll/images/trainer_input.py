@@ -70,7 +70,7 @@ import torch
 from torch import nn
 
 from cdgtmll.images.ops import eval_transform, load_image, occlude, to_normalized, train_transform
-from cdgtmll.images.backbone import AMP_MODES, resolve_amp  # noqa: F401 - AMP_MODES re-exported
+from cdgtmll.images.backbone import resolve_amp
 
 
 def _seed_of(*entropy: int) -> int:

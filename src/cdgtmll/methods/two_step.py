@@ -102,7 +102,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from cdgtmll.metrics import definitions as metrics
+from cdgtmll.metrics import definitions
 from cdgtmll.metrics import thresholds
 from cdgtmll.nn.losses import _check, build_loss, reduce
 from cdgtmll.methods.base import FitData, RunContext, register
@@ -237,9 +237,9 @@ class PlugInMethod(LinearHeadTask, NeuralMethod):
         shared = float(thresholds.tune_global_threshold(Y_val, S_val))
         self.rule_thresholds = {"macro": per_label, "micro": np.full(data.n_labels, shared)}
         self.thresholds = self.rule_thresholds[self.target].copy()
-        micro = metrics.f1_from_counts(*metrics.thresholded_counts(Y_val, S_val, self.rule_thresholds["micro"]))
-        macro = metrics.f1_from_counts(*metrics.thresholded_counts(Y_val, S_val, per_label))
-        at_half = metrics.f1_from_counts(*metrics.thresholded_counts(Y_val, S_val, 0.5))
+        micro = definitions.f1_from_counts(*definitions.thresholded_counts(Y_val, S_val, self.rule_thresholds["micro"]))
+        macro = definitions.f1_from_counts(*definitions.thresholded_counts(Y_val, S_val, per_label))
+        at_half = definitions.f1_from_counts(*definitions.thresholded_counts(Y_val, S_val, 0.5))
         self._val_report = {  # each metric at its own rule (validation, all labels)
             "val_microF1_tuned": float(micro.micro),
             "val_macroF1_tuned": float(macro.macro),

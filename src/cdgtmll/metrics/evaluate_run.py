@@ -2,7 +2,7 @@
 
 ``python -m cdgtmll.metrics.evaluate_run --clean CLEAN.npz --rundir DIR --seeds 0 1 2``
 
-For each seed directory, reads ``predictions.npz`` and writes ``metrics.json``
+For each seed directory, reads ``predictions.npz`` and writes ``definitions.json``
 with two blocks: ``global@<tau>`` (one threshold for every label, default 0.5)
 and ``adaptive`` (per-label thresholds tuned on the validation split, fixed at
 test; App. E.1 "Thresholds and calibration"), plus a ``method`` block for methods
@@ -16,7 +16,7 @@ NeurIPS 2015): ``micro_f1`` at the one threshold shared by all labels that maxim
 validation micro-F1, ``macro_f1`` and ``rare_f1`` at the per-label thresholds that
 maximise validation F1_l. Both threshold sets are tuned by the method at the end of
 ``fit`` and saved with its predictions (``method_thresholds_micro``,
-``method_thresholds_macro`` in ``predictions.npz``, whose sha256 ``metrics.json``
+``method_thresholds_macro`` in ``predictions.npz``, whose sha256 ``definitions.json``
 records); they are also written under ``method_thresholds_by_rule``. Other methods with
 their own rule (ETU) use ``method_thresholds`` for every column (rule
 :data:`cdgtmll.metrics.thresholds.RULE_METHOD`).
@@ -24,7 +24,7 @@ their own rule (ETU) use ``method_thresholds`` for every column (rule
 Labels without test positives (``--f1-no-positive-labels``, config
 ``evaluation.f1_no_positive_labels``): ``exclude`` (default) leaves them out of
 Macro-F1 and Rare-F1, exactly as mAP leaves them out; ``zero`` counts them with F1 = 0
-(scikit-learn ``zero_division=0``). ``f1_no_positive_labels`` in ``metrics.json`` holds
+(scikit-learn ``zero_division=0``). ``f1_no_positive_labels`` in ``definitions.json`` holds
 the rule, how many labels each metric left out, and which.
 
 Ground truth for validation and
@@ -53,7 +53,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from cdgtmll.lineage import provenance
-from cdgtmll.metrics import definitions as metrics
+from cdgtmll.metrics import definitions
 from cdgtmll.metrics import evaluation
 from cdgtmll.metrics import thresholds
 from cdgtmll.data.processed import ProcessedData
@@ -74,7 +74,7 @@ def topk_from_scores(s: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     own precision."""
     s = np.asarray(s)
     k = min(int(k), s.shape[1])
-    idx = metrics.topk_rows(s, k)
+    idx = definitions.topk_rows(s, k)
     return idx.astype(np.int32), np.take_along_axis(s, idx, axis=1).astype(np.float32)
 
 
@@ -146,7 +146,7 @@ def _method_block(Y_test, s_test, tail, own: np.ndarray, by_rule: dict[str, np.n
 
 
 def evaluate_run(clean: ProcessedData, pred_path: Path, tail: np.ndarray, threshold: float,
-                 no_positive_labels: str = metrics.DEFAULT_F1_NO_POSITIVE) -> dict:
+                 no_positive_labels: str = definitions.DEFAULT_F1_NO_POSITIVE) -> dict:
     """Metrics of one seed's ``predictions.npz`` (module docstring)."""
     with np.load(pred_path, allow_pickle=False) as z:
         if "format" in z.files and str(z["format"]) == "topk":
@@ -206,8 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tail-fraction", type=float, default=0.2)
     ap.add_argument("--tie-seed", type=int, default=0)
     ap.add_argument("--threshold", type=float, default=0.5)
-    ap.add_argument("--f1-no-positive-labels", choices=metrics.F1_NO_POSITIVE_RULES,
-                    default=metrics.DEFAULT_F1_NO_POSITIVE,
+    ap.add_argument("--f1-no-positive-labels", choices=definitions.F1_NO_POSITIVE_RULES,
+                    default=definitions.DEFAULT_F1_NO_POSITIVE,
                     help="labels without test positives in Macro-/Rare-F1: 'exclude' (as mAP; default) "
                          "or 'zero' (count them with F1 = 0)")
     args = ap.parse_args(argv)

@@ -10,7 +10,7 @@ writes into ``ctx.workdir``).
   of torch's ``enforce fail at inline_container.cc``.
 * ``train_log.csv`` -- one row per finished epoch, written atomically.
 
-This module imports nothing from the trainer (the trainer re-exports its names).
+This module imports nothing from the trainer.
 """
 
 from __future__ import annotations

@@ -99,24 +99,20 @@ from torch import nn
 
 from cdgtmll.io import remove_stale_temps
 from cdgtmll.nn import sparse as sparse_mod
-from cdgtmll.nn.checkpoint import (  # noqa: F401 - re-exported: the trainer's public names before the split
+from cdgtmll.nn.checkpoint import (
     CHECKPOINT,
-    CHECKPOINT_VERSION,
     TRAIN_LOG,
     fingerprint_hash,
-    get_rng_state,
     load_checkpoint,
-    read_log,
     restore_state,
     run_fingerprint,
     save_checkpoint,
-    set_rng_state,
     training_state,
     write_log,
 )
-from cdgtmll.nn.divergence import FiniteWatch, TrainingDiverged, divergence_notes, grad_norm, nonfinite_summary  # noqa: F401
+from cdgtmll.nn.divergence import FiniteWatch, TrainingDiverged, divergence_notes, grad_norm
 from cdgtmll.images.trainer_input import ImageInput, iter_rows, needs_grad_scaler
-from cdgtmll.nn.val_metrics import average_precision_per_label, validation_metrics  # noqa: F401 - re-exported
+from cdgtmll.nn.val_metrics import validation_metrics
 from cdgtmll.nn.progress import epoch_reporter
 
 PREDICT_CHUNK = 8192

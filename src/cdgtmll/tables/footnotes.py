@@ -116,9 +116,9 @@ def _own_rule_notes(own: pd.DataFrame) -> list[str]:
     """Rows scored by their own decision rule, grouped by the rule behind each F1 column."""
     if own.empty:
         return []
-    from cdgtmll.metrics import evaluation as M
+    from cdgtmll.metrics import thresholds
 
-    plugin = " | ".join((M.RULE_PLUGIN_MICRO, M.RULE_PLUGIN_MACRO, M.RULE_PLUGIN_MACRO))
+    plugin = " | ".join((thresholds.RULE_PLUGIN_MICRO, thresholds.RULE_PLUGIN_MACRO, thresholds.RULE_PLUGIN_MACRO))
     by_rule: dict[str, list[str]] = {}
     for method, rules in zip(own["method"], own.get("f1_rules", pd.Series([""] * len(own), index=own.index))):
         by_rule.setdefault(_s(rules), [])

@@ -65,7 +65,7 @@ Subcommands
 ``potential --runs DIR... [--tol 0]``
     ``Phi`` per epoch from ``train_log.csv`` (each seed a line, plus their mean). ``Phi`` is
     the trainer's sample-weighted mean over the epoch's batches of the batch potential
-    (Eq. 9), i.e. a running training estimate, and beta warms up during the first 10% of
+    (Eq. 8), i.e. a running training estimate, and beta warms up during the first 10% of
     steps, so the potential itself changes then. ``<out>.monotonicity.csv`` records per
     run (and for each group's mean curve, ``seed = mean``) whether Phi rose
     monotonically: ``n_decreases`` and ``decrease_epochs`` (epochs e with

@@ -24,7 +24,7 @@ part of the training objective only; predictions are the unclipped fused probabi
 Objective (maximised; the trainer minimises ``-Phi``)
 -----------------------------------------------------
 * ``R = E_B[ sum_l w_l (y_l log p_hat_l + (1 - y_l) log(1 - p_hat_l)) ]`` - the
-  logistic utility of Eq. 3 on the fused, clipped probabilities. In terms of Theorem
+  logistic utility of Eq. 5 on the fused, clipped probabilities. In terms of Theorem
   1(3)'s ``M = (1/Z) sum_l w_l [...]`` with ``Z = sum_l w_l``, ``R = L * E_B[M]`` for both
   weightings below (the factor L keeps R on the scale of the project's BCE: sum over
   labels, mean over the batch).
@@ -34,7 +34,7 @@ Objective (maximised; the trainer minimises ``-Phi``)
   ablation intends ("curiosity bonuses inject gradient on under-represented tags without
   hand-tuned class weights", abstract).
   ``'rarity'``: ``w_l = L * r_l / sum_k r_k`` with ``r_l = 1 / (1 + freq(l))`` (the
-  curiosity weights of Eq. 7; ``Z = sum_l r_l``), the "rarity-weighted logistic utility"
+  curiosity weights of Eq. 6; ``Z = sum_l r_l``), the "rarity-weighted logistic utility"
   that Theorem 1(3) analyses. Caveat, measured by
   ``benchmarks/bench_curiosity_direction.py``: with these weights the gradient of Phi on a
   singly-covered label's logit is ``r_l (L / sum r + alpha)(y - p)``, so alpha only
@@ -49,12 +49,12 @@ Objective (maximised; the trainer minimises ``-Phi``)
   computed stably). Targets are binary (uint8 Y), which the overlap-label term uses:
   ``y log p + (1-y) log(1-p) = log(p (2y-1) + 1-y)``.
 * ``C_i = sum_{l in L_i} 1/(1+freq(l)) [y log p_il + (1-y) log(1-p_il)]
-  + beta * sum_{l in O_i} D(p_il, pbar_{-i,l}^stop)`` (Eq. 7), freq = training
+  + beta * sum_{l in O_i} D(p_il, pbar_{-i,l}^stop)`` (Eq. 6), freq = training
   prevalence in [0, 1], ``O_i`` = player i's labels covered by another player.
-  D is ``'jsd'`` (default, E.1) or ``'kl'`` (``KL(Bern(p_il) || Bern(pbar))``, Eq. 7's
+  D is ``'jsd'`` (default, E.1) or ``'kl'`` (``KL(Bern(p_il) || Bern(pbar))``, Eq. 6's
   example), per label on Bernoulli distributions. As in the paper, ``+beta D`` is a
   *bonus*: maximising C_i rewards disagreeing with the (stop-gradient) peers.
-* ``Phi = R + alpha * sum_i E_B[C_i]`` (Eq. 9). ``beta`` warms up linearly from 0 to
+* ``Phi = R + alpha * sum_i E_B[C_i]`` (Eq. 8). ``beta`` warms up linearly from 0 to
   ``beta_max`` over the first ``beta_warmup`` (10%) of training steps; alpha is fixed.
 
 Peer average and its EMA

@@ -1,4 +1,4 @@
-r"""CD-GTMLL's per-pair terms (Eq. 7): Bernoulli divergences between a player and its peers,
+r"""CD-GTMLL's per-pair terms (Eq. 6): Bernoulli divergences between a player and its peers,
 and the fused autograd functions of the overlap-pair curiosity and the per-label
 log-likelihood sums. Values and closed-form gradients are tested against autograd in
 ``tests/test_cdgtmll.py``; the model that uses them is :mod:`cdgtmll.methods.cdgtmll.model`.

@@ -270,7 +270,6 @@ def mlbote_oversample(
     if very.any() and others.any():
         target = int(counts[others].min())
         need = {int(k): target - int(counts[k]) for k in np.flatnonzero(very) if target - int(counts[k]) > 0}
-    n_interior = 0
     while need:
         k = min(need, key=lambda j: (need[j], j))
         m = need.pop(k)
@@ -280,7 +279,6 @@ def mlbote_oversample(
         seeds = rng.choice(inner, size=m, replace=True)
         part = _interpolate(X, Yb, zones, seeds, np.full(m, k), INTERIOR, pos_pool, step_size, rng)
         parts.append(part)
-        n_interior += part["seed"].size
         gained = part["Y"].sum(axis=0)
         need = {j: v - int(gained[j]) for j, v in need.items() if v - int(gained[j]) > 0}
 

@@ -93,7 +93,6 @@ from cdgtmll.methods.base import FitData, Method, NotRunnable, RunContext, regis
 from cdgtmll.methods.neural import BCEMethod
 
 UTILITIES = ("macro-recall", "precision")
-PECOS_PIN = "libpecos==1.2.8"
 _ROW_CHUNK = 2048
 
 
