@@ -35,8 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from cdgtmll.config import plan
-from cdgtmll.config import loader
+from cdgtmll.config import loader, plan
 from cdgtmll.data.mulan import read_mulan_arff
 from cdgtmll.methods.base import FitData, RunContext, build_for_protocol
 from cdgtmll.nn.trainer import seed_everything

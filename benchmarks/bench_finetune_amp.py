@@ -29,9 +29,9 @@ import torch
 from PIL import Image
 
 from cdgtmll.data.processed import ProcessedData
-from cdgtmll.methods.base import FitData, RunContext
-from cdgtmll.methods import base
 from cdgtmll.images.trainer_input import ImageSource
+from cdgtmll.methods import base
+from cdgtmll.methods.base import FitData, RunContext
 
 
 def make_data(root: Path, n: int, n_labels: int = 20, seed: int = 0, smooth: bool = False) -> ProcessedData:

@@ -70,11 +70,9 @@ def one(method: str, dataset: str, data: Path, seed: int, threads: int, epochs: 
     os.environ["CDGTMLL_THREADS"] = str(threads)
     import numpy as np
 
-    from cdgtmll.config import loader
-    from cdgtmll.config import plan
+    from cdgtmll.config import loader, plan
     from cdgtmll.data.processed import ProcessedData
-    from cdgtmll.methods.base import FitData, RunContext
-    from cdgtmll.methods.base import build_for_protocol
+    from cdgtmll.methods.base import FitData, RunContext, build_for_protocol
     from cdgtmll.metrics.definitions import precision_at_k
     from cdgtmll.train import set_seed
 
@@ -156,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             cmd = [sys.executable, __file__, "--one", m, d, str(data), "--seed", str(args.seed),
                    "--threads", str(args.threads)] + (["--epochs", str(args.epochs)] if args.epochs else [])
             t0 = time.perf_counter()
-            res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            res = subprocess.run(cmd, capture_output=True, text=True)
             line = next((ln for ln in res.stdout.splitlines() if ln.startswith("RESULT_JSON ")), None)
             if res.returncode != 0 or line is None:
                 r = {"dataset": d, "method": m, "error": (res.stderr.strip().splitlines() or ["?"])[-1]}

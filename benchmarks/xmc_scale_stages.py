@@ -23,8 +23,7 @@ def _threads(p: dict) -> None:
 
 def _spec(p: dict, method: str) -> dict:
     """The pipeline's run spec for (dataset, clean, method), epochs 1 and one seed."""
-    from cdgtmll.config import loader
-    from cdgtmll.config import plan
+    from cdgtmll.config import loader, plan
 
     config = loader.load(REPO / p["config"])
     spec = plan.run_spec(config, p["dataset"], "clean", method)
@@ -73,8 +72,7 @@ def stage_train(p: dict) -> dict:
 
     from cdgtmll import train as run
     from cdgtmll.methods.base import RunContext, build_for_protocol
-    from cdgtmll.nn import trainer
-    from cdgtmll.nn import checkpoint
+    from cdgtmll.nn import checkpoint, trainer
 
     _threads(p)
     spec = _spec(p, p["method"])
@@ -215,8 +213,8 @@ def _pipeline_loop(method: str, p: dict, X, Y, fit, fused: bool = False, per_bat
     import torch
 
     from cdgtmll.methods.base import RunContext, build_for_protocol
-    from cdgtmll.nn import sparse as sparse_mod
     from cdgtmll.nn import divergence, trainer
+    from cdgtmll.nn import sparse as sparse_mod
 
     spec = _spec(p, method)
     m = build_for_protocol(spec["registered_method"], spec["hparams"], spec["training"])
@@ -345,7 +343,7 @@ def stage_ratio(p: dict) -> dict:
                                           + f"\n  {'total':<44} {sum(c.values()):9.1f} ms {sum(b.values()):9.1f} ms "
                                           f"{sum(c.values()) - sum(b.values()):+9.1f} ms")
     # phase 2: fused AdamW what-if
-    del loops["minimal"], ref, minimal
+    del loops["minimal"], minimal  # the closure held the last reference to the minimal net
     gc.collect()
     loops["BCE-fusedAdamW"], _, _, _ = _pipeline_loop("BCE", p, X, Y, fit, fused=True)
     loops["BCE-fusedAdamW"](batch_rows(2))

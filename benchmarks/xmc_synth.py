@@ -70,7 +70,7 @@ class Shape:
     labels_per_row: float
     nnz_per_row: float
 
-    def scaled(self, rows: float = 1.0, dims: float = 1.0) -> "Shape":
+    def scaled(self, rows: float = 1.0, dims: float = 1.0) -> Shape:
         """Rows scaled by ``rows``, features and labels by ``dims`` (averages kept, capped
         by the scaled dimensions)."""
         if rows == 1.0 and dims == 1.0:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from helpers import MIRROR_ENV, mirror_path, packaged_yeast_mirror
 
 

@@ -8,9 +8,9 @@ import json
 import shutil
 import tarfile
 import zipfile
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 

@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from helpers import mirror_file, mirror_path, packaged_yeast_mirror
 
 from cdgtmll.data import acquire
 from cdgtmll.data.acquire import (
@@ -28,7 +29,6 @@ from cdgtmll.data.registry import (
     get_spec,
     spec_from_config,
 )
-from helpers import mirror_file, mirror_path, packaged_yeast_mirror
 
 BODY = b"".join(b"row %05d,0.125,1\n" % i for i in range(4000))  # ~68 KB, > one read on some paths
 SHA = hashlib.sha256(BODY).hexdigest()

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import yeast_arrays
 
 from cdgtmll.labels import ascending_order, prevalence, tail_labels
 from cdgtmll.methods.base import FitData, RunContext, build
 from cdgtmll.methods.cdgtmll.model import CDGTMLL, PLAYER_ACC_FILE
-from cdgtmll.methods.cdgtmll.terms import bernoulli_jsd, bernoulli_kl
 from cdgtmll.methods.cdgtmll.partition import make_partition
-from helpers import yeast_arrays
+from cdgtmll.methods.cdgtmll.terms import bernoulli_jsd, bernoulli_kl
 
 torch.set_num_threads(1)
 

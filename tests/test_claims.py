@@ -12,11 +12,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from cdgtmll.claims import verdict
-from cdgtmll.claims import compare
-from cdgtmll.claims import paper
-from cdgtmll.claims import report
-from cdgtmll.claims import check
+from cdgtmll.claims import check, compare, paper, report, verdict
 
 TEX = Path(os.environ.get("CDGTMLL_PAPER_TEX",
                           Path(__file__).resolve().parents[2] / "shared" / "paper" / "cd-gtmll.tex"))

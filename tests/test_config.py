@@ -7,12 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cdgtmll.config import plan
-from cdgtmll.config import loader
-from cdgtmll.config import schema
 from cdgtmll import io
+from cdgtmll.config import loader, plan, plugins, schema
 from cdgtmll.variants import naming
-from cdgtmll.config import plugins
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -129,8 +126,8 @@ def test_code_default_change_changes_run_spec(default_cfg, monkeypatch):
 def test_coco_dbl_uses_official_coco_settings():
     """Issue 11 item 4: the official configs/coco/LT_resnet50_pfc_DB.py uses map_param
     gamma (mu) = 0.2 and logit_reg neg_scale (lambda) = 2.0; VOC keeps 0.3 / 5."""
-    from cdgtmll.methods.base import FitData, RunContext
     from cdgtmll.methods import base
+    from cdgtmll.methods.base import FitData, RunContext
 
     cfg = loader.load(ROOT / "config/paper.yaml")
     coco = plan.run_spec(cfg, "coco2014", "clean", "DBL")

@@ -126,7 +126,8 @@ def test_rules_use_environment_yml_and_set_its_root():
     env_path = re.search(r'^ENV = "([^"]+)"', common, re.M).group(1)
     # a conda: path is relative to the file holding the directive (workflow/rules/*.smk)
     assert (ROOT / "workflow" / "rules" / env_path).resolve() == ROOT / "environment.yml"
-    assert re.search(r'^os\.environ\.update\(CDGTMLL_ROOT=workflow\.basedir\)$', common, re.M)  # update(): snakemake --lint flags os.environ[...] =
+    # update(): snakemake --lint flags os.environ[...] =
+    assert re.search(r'^os\.environ\.update\(CDGTMLL_ROOT=workflow\.basedir\)$', common, re.M)
     snakefile = (ROOT / "Snakefile").read_text()
     assert re.search(r"^container: ", snakefile, re.M), "the Snakefile names the image for --sdm apptainer"
 

@@ -23,7 +23,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-
 from faults.data_cases import *  # noqa: F401,F403  (cases and their fixtures)
 from faults.eval_cases import *  # noqa: F401,F403
 from faults.train_cases import *  # noqa: F401,F403
@@ -91,8 +90,7 @@ def test_label_count_mismatch_names_the_missing_labels(mirror):
     (("experiments", "datasets"), ["yaest"], "experiments.datasets[0]"),
 ])
 def test_config_errors_name_the_key(key, value, named):
-    from cdgtmll.config import schema
-    from cdgtmll.config import loader
+    from cdgtmll.config import loader, schema
 
     cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     node = cfg
@@ -118,10 +116,10 @@ def test_yaml_syntax_error_names_file_and_line(tmp_path):
 
 def _tiny_run(tmp_path: Path, name: str):
     """One BCE seed through run.py + evaluate.py on a Yeast slice; returns (clean, rundir)."""
-    from cdgtmll.metrics import evaluate_run as evaluate
     from cdgtmll import train as run
     from cdgtmll.data.processed import ProcessedData
     from cdgtmll.labels import tail_labels
+    from cdgtmll.metrics import evaluate_run as evaluate
 
     X, Y = yeast_arrays(700)
     splits = {"train": np.arange(0, 400), "val": np.arange(400, 550), "test": np.arange(550, 700)}
@@ -148,8 +146,8 @@ def test_same_seed_same_config_same_data_identical_metrics(tmp_path):
 
 
 def test_tampered_predictions_fail_the_audit(tmp_path):
-    from cdgtmll.tables import build as tables
     from cdgtmll.lineage.audit import audit
+    from cdgtmll.tables import build as tables
 
     _, rundir = _tiny_run(tmp_path, "t")
     out = tmp_path / "tables"

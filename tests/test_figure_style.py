@@ -17,12 +17,11 @@ from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.text import Text
+from test_study_figures import TOY_ACC, TOY_LABEL, TOY_PLAYER, run, write_metrics, write_player_acc, write_train_log
 
 from cdgtmll.figures import style as ps
-from cdgtmll.figures.studies import comparison
-from cdgtmll.figures.studies import players
+from cdgtmll.figures.studies import comparison, players
 from cdgtmll.io import write_json
-from test_study_figures import TOY_ACC, TOY_LABEL, TOY_PLAYER, run, write_metrics, write_player_acc, write_train_log
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -269,9 +268,7 @@ def test_pr_figure_highlight_greys_the_other_methods(mirror, tmp_path: Path, sav
     (mean only) beneath them and one legend entry; the CSV keeps every method. The default
     config highlights the paper's PR comparison; `all` colours everything; an unknown method
     names the key."""
-    from cdgtmll.config import loader
-    from cdgtmll.config import plan
-    from cdgtmll.config import schema
+    from cdgtmll.config import loader, plan, schema
     from cdgtmll.data.processed import ProcessedData
     from cdgtmll.figures.pr_curve import CONTEXT_GREY, RECALL_GRID, pr_figure
 

@@ -18,19 +18,17 @@ import torch
 from PIL import Image
 from sklearn.metrics import average_precision_score
 
-from cdgtmll.config import plan as cfgmod
 from cdgtmll.config import loader
-from cdgtmll.variants import naming
-from cdgtmll.variants import occlusion
-from cdgtmll.images.features import extract_features
+from cdgtmll.config import plan as cfgmod
 from cdgtmll.data.processed import ProcessedData
+from cdgtmll.images import backbone, trainer_input
+from cdgtmll.images.features import extract_features
 from cdgtmll.labels import tail_labels
-from cdgtmll.methods.base import FitData, RunContext
 from cdgtmll.methods import base
-from cdgtmll.images import trainer_input
-from cdgtmll.images import backbone
+from cdgtmll.methods.base import FitData, RunContext
 from cdgtmll.nn.trainer import TrainingInterrupted
 from cdgtmll.train import run_seed
+from cdgtmll.variants import naming, occlusion
 
 N, L = 120, 4
 PREVALENCE = np.array([0.5, 0.4, 0.3, 0.15])

@@ -18,10 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cdgtmll.config import schema
-from cdgtmll.config import loader
-from cdgtmll.nn.losses import LOSSES, build_loss
+from cdgtmll.config import loader, schema
 from cdgtmll.methods import base
+from cdgtmll.nn.losses import LOSSES, build_loss
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAINER_KEYS = ("epochs", "batch_size", "lr_backbone", "lr_head", "weight_decay", "grad_clip", "hidden_dim")

@@ -11,18 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-from cdgtmll.data import acquire
-from cdgtmll.images import datasets
-from cdgtmll.images import ops
-from cdgtmll.data.acquire import fetch
-from cdgtmll.data.coco import COCO_CATEGORIES, load_coco2014, read_instances
-from cdgtmll.images.features import main as features_main
-from cdgtmll.data.prepare import prepare
-from cdgtmll.data.processed import ProcessedData
-from cdgtmll.data.registry import get_spec
-from cdgtmll.data.voc import VOC_CLASSES, read_voc_labels
-from cdgtmll.images import backbone as ib
 from fixtures_images import (
     fetched_in_place,
     jpeg_bytes,
@@ -33,6 +21,17 @@ from fixtures_images import (
     write_annotations_zip,
 )
 from helpers import mirror_file
+
+from cdgtmll.data import acquire
+from cdgtmll.data.acquire import fetch
+from cdgtmll.data.coco import COCO_CATEGORIES, load_coco2014, read_instances
+from cdgtmll.data.prepare import prepare
+from cdgtmll.data.processed import ProcessedData
+from cdgtmll.data.registry import get_spec
+from cdgtmll.data.voc import VOC_CLASSES, read_voc_labels
+from cdgtmll.images import backbone as ib
+from cdgtmll.images import datasets, ops
+from cdgtmll.images.features import main as features_main
 
 pytestmark = pytest.mark.filterwarnings("ignore::cdgtmll.data.acquire.UnverifiedWarning")
 
@@ -341,8 +340,9 @@ def test_transforms_and_occlusion(tmp_path):
     with pytest.raises(ValueError, match="gamma"):
         ops.occlude(white, 1.5)
     # the fixed per-row patch of an occlusion variant: same row -> same patch, rows differ
-    from cdgtmll.images.trainer_input import occlude_image
     from torchvision.transforms.functional import pil_to_tensor
+
+    from cdgtmll.images.trainer_input import occlude_image
 
     a0 = pil_to_tensor(occlude_image(img, 0.25, seed=1, row=0))
     k2 = round((0.25 * 80 * 60) ** 0.5)

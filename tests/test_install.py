@@ -27,7 +27,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers import snakemake_env
 from test_environment import PLATFORMS, ROOT, UV_PLATFORMS, lock_pins, parse_pins, pins_for
 

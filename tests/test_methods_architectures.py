@@ -8,12 +8,26 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import yeast_fitdata
 
+from cdgtmll.methods.architectures.attention import (
+    NEGATIVE,
+    POSITIVE,
+    UNKNOWN,
+    CTranMethod,
+    MLDecoderMethod,
+    sample_label_states,
+)
+from cdgtmll.methods.architectures.label_graph import (
+    ClassifierChainMethod,
+    MLGCNMethod,
+    chain_orders,
+    gen_adj,
+    mlgcn_correlation,
+    mlgcn_gen_A,
+)
 from cdgtmll.methods.base import FitData, RunContext, available, build
 from cdgtmll.nn.losses import AsymmetricLoss, BCELoss
-from cdgtmll.methods.architectures.attention import NEGATIVE, POSITIVE, UNKNOWN, CTranMethod, MLDecoderMethod, sample_label_states
-from cdgtmll.methods.architectures.label_graph import ClassifierChainMethod, MLGCNMethod, chain_orders, gen_adj, mlgcn_correlation, mlgcn_gen_A
-from helpers import yeast_fitdata
 
 torch.set_num_threads(1)
 

@@ -9,14 +9,36 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-
-from cdgtmll.nn.losses import reduce
-from cdgtmll.methods.base import FitData, RunContext, available, build
-from cdgtmll.methods.data_side.mlbote import CROSS, INTERIOR, SELF, imbalance_ratios, mlbote_label_borders, mlbote_labels_to_oversample, mlbote_oversample, mlbote_seed_types
-from cdgtmll.methods.data_side.lsfa import FeatureCVAE, generate_tail_features, label_prototypes, split_head_tail, train_feature_generator
-from cdgtmll.methods.data_side.balancemix import class_confidences, gmm_clean_probability, label_wise_management, minority_sampling_probs, mix_pair, sample_mix_lambda
-from cdgtmll.nn.trainer import TrainingInterrupted
 from helpers import yeast_arrays, yeast_fitdata
+
+from cdgtmll.methods.base import FitData, RunContext, available, build
+from cdgtmll.methods.data_side.balancemix import (
+    class_confidences,
+    gmm_clean_probability,
+    label_wise_management,
+    minority_sampling_probs,
+    mix_pair,
+    sample_mix_lambda,
+)
+from cdgtmll.methods.data_side.lsfa import (
+    FeatureCVAE,
+    generate_tail_features,
+    label_prototypes,
+    split_head_tail,
+    train_feature_generator,
+)
+from cdgtmll.methods.data_side.mlbote import (
+    CROSS,
+    INTERIOR,
+    SELF,
+    imbalance_ratios,
+    mlbote_label_borders,
+    mlbote_labels_to_oversample,
+    mlbote_oversample,
+    mlbote_seed_types,
+)
+from cdgtmll.nn.losses import reduce
+from cdgtmll.nn.trainer import TrainingInterrupted
 
 torch.set_num_threads(1)
 

@@ -10,10 +10,10 @@ import math
 import numpy as np
 import pytest
 
-from cdgtmll.metrics import definitions
 from cdgtmll.methods.base import FitData, NotRunnable, RunContext, build
 from cdgtmll.methods.lcifs import lcifs_objective, lcifs_solve, select_top, standardize
 from cdgtmll.methods.xmc.baselines import PECOS_PIN, etu_scores, etu_topk, label_priors, utility_weights
+from cdgtmll.metrics import definitions
 
 
 def _synthetic(n=300, d=40, L=6, informative=(3, 7, 11, 20, 33), seed=0):

@@ -11,10 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import yeast_fitdata
 from scipy.optimize import minimize_scalar
 
-from cdgtmll.metrics import thresholds
-from cdgtmll.metrics import evaluation
 from cdgtmll.methods.base import FitData, RunContext, available, build
 from cdgtmll.methods.two_step import (
     EXP_LINEAR_ABOVE,
@@ -22,7 +21,7 @@ from cdgtmll.methods.two_step import (
     ExponentialProperLoss,
     SquaredProperLoss,
 )
-from helpers import yeast_fitdata
+from cdgtmll.metrics import evaluation, thresholds
 
 torch.set_num_threads(1)
 
@@ -228,11 +227,12 @@ def test_plugin_rows_score_each_f1_column_with_its_own_rule(name, tmp_path):
     threshold per label for macro-F1. A run through run.py + evaluate.py scores the row's
     Micro-F1 at the validation-tuned shared threshold and Macro-/Rare-F1 at the per-label
     thresholds (default target 'macro'), and records the rule of each column."""
-    from cdgtmll.metrics import evaluate_run as evaluate
+    from helpers import yeast_arrays
+
     from cdgtmll import train as run
     from cdgtmll.data.processed import ProcessedData
     from cdgtmll.labels import tail_labels
-    from helpers import yeast_arrays
+    from cdgtmll.metrics import evaluate_run as evaluate
 
     X, Y = yeast_arrays(900)
     splits = {"train": np.arange(0, 500), "val": np.arange(500, 700), "test": np.arange(700, 900)}

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import yeast_fitdata
 
 from cdgtmll.methods.base import FitData, RunContext, available, build
 from cdgtmll.methods.mlcnc import (
@@ -20,7 +21,6 @@ from cdgtmll.methods.mlcnc import (
     two_way_loss,
 )
 from cdgtmll.nn.trainer import TrainingInterrupted
-from helpers import yeast_fitdata
 
 torch.set_num_threads(1)
 

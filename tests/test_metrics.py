@@ -10,9 +10,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.metrics import average_precision_score, f1_score
 
-from cdgtmll.metrics import definitions
-from cdgtmll.metrics import evaluation
-from cdgtmll.metrics import thresholds
+from cdgtmll.metrics import definitions, evaluation, thresholds
 from cdgtmll.metrics import definitions as metrics_core
 
 CASES = [(0, 50, 7), (1, 200, 30), (2, 31, 3), (3, 500, 64), (4, 1, 5)]

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from helpers import mirror_file
 
 from cdgtmll.data import acquire
 from cdgtmll.data.acquire import locate_packaged
@@ -19,7 +20,6 @@ from cdgtmll.data.prepare import main as prepare_main
 from cdgtmll.data.prepare import prepare
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.data.registry import RIVER_YEAST, get_spec
-from helpers import mirror_file
 
 # MULAN's published figures (mulan.sourceforge.net/datasets-mlc.html):
 # dataset -> (mirror folder, file stem, n_train, n_test, n_features, n_labels)

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers import snakemake_env
 
 ROOT = Path(__file__).resolve().parents[1]

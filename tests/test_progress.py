@@ -16,16 +16,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-from cdgtmll.config import loader
-from cdgtmll.config import plan
-from cdgtmll.data.processed import ProcessedData
-from cdgtmll.methods.base import RunContext
-from cdgtmll.methods import base
-from cdgtmll.nn.trainer import TrainingInterrupted
-from cdgtmll.nn.progress import RunProgress, fmt_seconds
-from cdgtmll.train import main as run_main
 from helpers import yeast_arrays, yeast_fitdata
+
+from cdgtmll.config import loader, plan
+from cdgtmll.data.processed import ProcessedData
+from cdgtmll.methods import base
+from cdgtmll.methods.base import RunContext
+from cdgtmll.nn.progress import RunProgress, fmt_seconds
+from cdgtmll.nn.trainer import TrainingInterrupted
+from cdgtmll.train import main as run_main
 
 torch.set_num_threads(1)
 

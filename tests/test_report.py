@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from helpers import snakemake_env
 from report_browser import ReportBrowser, require_chromium
 
@@ -36,8 +35,8 @@ def _quick_results(repo: Path) -> None:
     """results/ as config/quick.yaml's `tables` and `claims_check` rules leave them, from
     format-exact metrics.json files (Yeast clean and R@0.40/0.50, three seeds, the profile's
     three rows; BR-LogReg scored by its own thresholds in global mode)."""
-    from cdgtmll.tables import build as tables
     from cdgtmll.claims import check
+    from cdgtmll.tables import build as tables
 
     rng = np.random.default_rng(7)
     paths = []

@@ -24,7 +24,6 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-
 from helpers import snakemake_env
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from helpers import mirror_file
 
 from cdgtmll.data.mulan import read_mulan_arff, read_mulan_xml
 from cdgtmll.data.splits import carve_validation
-from helpers import mirror_file
 
 SEEDS = range(5)
 

@@ -11,9 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cdgtmll.figures.studies import players
-from cdgtmll.figures.studies import comparison
 from cdgtmll.figures.studies import build as build_mod
+from cdgtmll.figures.studies import comparison, players
 from cdgtmll.io import sha256_file, write_json
 from cdgtmll.labels import tail_labels
 

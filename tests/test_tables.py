@@ -7,9 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cdgtmll.tables import build
-from cdgtmll.tables import collect
-from cdgtmll.tables import layout
+from cdgtmll.tables import build, collect, layout
 
 METRICS = collect.METRICS
 
@@ -94,8 +92,7 @@ def test_footnotes_equal_by_construction_rules_and_left_out_labels(tmp_path):
     """Issue 11: PE's mAP/P@k equal BCE's by construction (footnoted; ETU's only with
     utility 'precision'); the plug-in rows' F1 rule per column; the number of labels without
     test positives that Macro-/Rare-F1 left out, per dataset."""
-    from cdgtmll.metrics import thresholds
-    from cdgtmll.metrics import definitions
+    from cdgtmll.metrics import definitions, thresholds
 
     # what evaluate.py writes (cdgtmll.metrics.evaluation.RULE_*, f1_exclusion; checked at the end)
     micro = "plug-in micro: one threshold shared by all labels, tuned on validation for micro-F1"

@@ -8,13 +8,13 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from helpers import YEAST_TRAIN, yeast_arrays
 
 from cdgtmll.methods.base import FitData, RunContext, available, build
 from cdgtmll.methods.neural import BCEMethod, LossHeadMethod
 from cdgtmll.nn.checkpoint import CHECKPOINT, TRAIN_LOG, read_log
 from cdgtmll.nn.trainer import TrainingInterrupted
 from cdgtmll.nn.val_metrics import validation_metrics
-from helpers import YEAST_TRAIN, yeast_arrays
 
 torch.set_num_threads(1)
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from helpers import YEAST_DIR, mirror_path
 
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.data.voc import VOC_CLASSES, read_voc_labels
 from cdgtmll.labels import ascending_order, label_counts, prevalence, tail_labels
 from cdgtmll.variants.r_variant import apply_to_dataset, main, make_r_variant
-from helpers import YEAST_DIR, mirror_path
 
 MIRROR = mirror_path()
 VOC_MAIN = MIRROR / "voc2007" / "ImageSets" / "Main"

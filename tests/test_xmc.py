@@ -271,8 +271,8 @@ def test_topk_rows_equals_reference_with_ties():
 
 
 def test_topk_pak_equals_dense_pak():
-    from cdgtmll.metrics.evaluate_run import precision_at_k_topk, topk_from_scores
     from cdgtmll.metrics.definitions import precision_at_k
+    from cdgtmll.metrics.evaluate_run import precision_at_k_topk, topk_from_scores
 
     rng = np.random.default_rng(0)
     for n, L, K in ((300, 50, 5), (257, 120, 100), (64, 7, 7)):
@@ -302,10 +302,9 @@ def _sparse_problem(n=240, D=300, L=10, seed=0):
 
 
 def _fit(name, X, Y, workdir, backbone="tfidf-linear", seed=0, **hp):
-    from cdgtmll.methods.base import FitData, RunContext
-    from cdgtmll.methods import base
-
     import cdgtmll.methods.cdgtmll.model  # noqa: F401  (registers CD-GTMLL)
+    from cdgtmll.methods import base
+    from cdgtmll.methods.base import FitData, RunContext
 
     m = base.build(name, {"epochs": 2, "batch_size": 64, "hidden_dim": 32, **hp})
     n = X.shape[0]
@@ -351,10 +350,10 @@ def test_cdgtmll_and_mlp_paths(tmp_path):
 def test_run_and_evaluate_topk_format(tmp_path, monkeypatch):
     """run.py writes top-K predictions for large L (threshold lowered here) and evaluate.py
     scores them: P@k equal to the dense P@k of the same model, mAP/F1 null with a note."""
-    from cdgtmll.metrics import evaluate_run as evaluate
     from cdgtmll import train as run
     from cdgtmll.data.processed import ProcessedData
     from cdgtmll.labels import tail_labels
+    from cdgtmll.metrics import evaluate_run as evaluate
     from cdgtmll.metrics.definitions import precision_at_k
 
     X, Y = _sparse_problem(n=200, L=12, seed=2)

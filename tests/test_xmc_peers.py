@@ -14,17 +14,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from external_envs import require_env
 from scipy.special import expit
 
-from cdgtmll.config import plan
-from cdgtmll.config import loader
-from cdgtmll.io import config_hash
+from cdgtmll.config import loader, plan
 from cdgtmll.external.client import WorkerClient, WorkerError
 from cdgtmll.external.envs import BUILD_ENV, ROOT_ENV, ExternalEnv, checkout_root
 from cdgtmll.external.worker_protocol import topk_dense, topk_rows
+from cdgtmll.io import config_hash
 from cdgtmll.methods.base import FitData, NotRunnable, RunContext, build
 from cdgtmll.metrics.definitions import precision_at_k
-from external_envs import require_env
 
 ROOT = Path(__file__).resolve().parents[1]
 #: method -> environment
@@ -226,7 +225,8 @@ def test_unbuildable_environment_is_a_not_run_reason_in_the_tables(tmp_path, mon
     m = build("XR-Linear")
     reason = m.not_runnable_reason()
     assert reason.startswith("environment .venv/xmc/pecos could not be built from requirements-pecos.lock: "), reason
-    assert ("no-such-python3.11" in reason or "No interpreter found" in reason) and "pecos.build.log" in reason and "make xmc-envs" in reason
+    assert "no-such-python3.11" in reason or "No interpreter found" in reason
+    assert "pecos.build.log" in reason and "make xmc-envs" in reason
     env = ExternalEnv.of("pecos")
     assert not env.ready() and not env.dir.exists() and env.failed_marker.is_file()
     log_mtime = env.build_log.stat().st_mtime_ns

@@ -63,7 +63,7 @@ def git(*args: str) -> str:
 
 def stamp(clone: bool = False) -> dict:
     """When and where; ``dirty`` is False for a measurement in a fresh clone (it has only HEAD)."""
-    return {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(),
+    return {"date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(),
             "commit": git("rev-parse", "--short", "HEAD"), "dirty": False if clone else bool(git("status", "--porcelain"))}
 
 

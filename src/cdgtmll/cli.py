@@ -42,8 +42,8 @@ def _load_plugins(path: Path | None) -> dict[str, list[str]]:
 
 
 def _check_config(path: Path) -> int:
-    from cdgtmll.config.schema import ConfigError
     from cdgtmll.config.loader import load
+    from cdgtmll.config.schema import ConfigError
 
     try:
         added = _load_plugins(path)  # before load(): it imports them too, but without these folders

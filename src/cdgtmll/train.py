@@ -49,16 +49,15 @@ from pathlib import Path
 
 import numpy as np
 
-from cdgtmll.lineage import provenance
-from cdgtmll.io import config_hash
-from cdgtmll.images.datasets import is_image_rows
 from cdgtmll.data.processed import ProcessedData
-from cdgtmll.metrics.evaluate_run import precision_at_k_topk, topk_from_scores
-from cdgtmll.io import atomic_path, read_json, write_json
+from cdgtmll.images.datasets import is_image_rows
+from cdgtmll.io import atomic_path, config_hash, read_json, write_json
 from cdgtmll.labels import label_counts, tail_labels
-from cdgtmll.methods.base import FitData, RunContext, build_for_protocol
+from cdgtmll.lineage import provenance
 from cdgtmll.methods import base
+from cdgtmll.methods.base import FitData, RunContext, build_for_protocol
 from cdgtmll.metrics.definitions import mean_average_precision
+from cdgtmll.metrics.evaluate_run import precision_at_k_topk, topk_from_scores
 from cdgtmll.nn.progress import RunProgress
 
 #: label spaces with more labels than this store top-K predictions (see module docstring)

@@ -44,7 +44,7 @@ def _arff(path: Path, n: int, seed: int, labels=("l1", "l2", "l3"), d: int = 4, 
     """A small dense MULAN ARFF: ``d`` numeric features, then the ``{0,1}`` labels
     (``labels`` are written as given, i.e. already quoted/escaped where needed)."""
     rng = np.random.default_rng(seed)
-    lines = ["@relation 'toy: -C -%d'" % len(labels), ""]
+    lines = [f"@relation 'toy: -C -{len(labels)}'", ""]
     lines += [f"@attribute f{j} numeric" for j in range(d)]
     lines += [f"@attribute {lab} {{0,1}}" for lab in labels]
     lines += ["", "@data"]
@@ -236,8 +236,7 @@ def test_snakemake_reruns_prepare_when_a_source_file_changes(tmp_path):
 # --------------------------------------------------------------------------- 2. audit re-hashes raw
 def _audited_run(tmp_path: Path, data_path: Path, data_sources: list) -> Path:
     """A figure whose lineage is one run trained on ``data_path``; returns the figure."""
-    from cdgtmll.io import config_hash
-    from cdgtmll.io import sha256_file, write_json
+    from cdgtmll.io import config_hash, sha256_file, write_json
 
     run = tmp_path / "runs" / "toy" / "clean" / "M" / "seed0"
     run.mkdir(parents=True)
@@ -295,8 +294,8 @@ def test_audit_finds_raw_files_of_data_prepared_before_paths_were_recorded(tmp_p
 
 
 def test_audit_checks_the_image_listing_behind_frozen_features(tmp_path):
-    from cdgtmll.lineage.audit import audit
     from cdgtmll.images.datasets import listing_sha256
+    from cdgtmll.lineage.audit import audit
 
     root = tmp_path / "JPEGImages"
     root.mkdir()
@@ -377,7 +376,7 @@ def _mulan_pair(folder: Path, stem: str = "esc") -> None:
 
 
 def test_escaped_label_names_match_the_xml(tmp_path, no_env_mirror):
-    from cdgtmll.data.mulan import read_mulan_arff, read_mulan_xml, arff_label_names
+    from cdgtmll.data.mulan import arff_label_names, read_mulan_arff, read_mulan_xml
 
     mirror = tmp_path / "mirror"
     _mulan_pair(mirror / "esc")

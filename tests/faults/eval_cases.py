@@ -11,19 +11,17 @@ import json
 
 import numpy as np
 import pytest
-
 from helpers import yeast_arrays
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
 def test_label_without_training_positives_is_reported(tmp_path, capsys):
-    from cdgtmll.metrics import evaluate_run as evaluate
     from cdgtmll import train as run
-    from cdgtmll.tables import collect
-    from cdgtmll.tables import footnotes
     from cdgtmll.data.processed import ProcessedData
     from cdgtmll.labels import tail_labels
+    from cdgtmll.metrics import evaluate_run as evaluate
+    from cdgtmll.tables import collect, footnotes
 
     X, Y = yeast_arrays(900)
     Y = Y.copy()

@@ -30,16 +30,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import YEAST_TRAIN, yeast_fitdata
 
 import cdgtmll
 from cdgtmll import io as cio
 from cdgtmll.lineage import provenance
-from cdgtmll.methods.base import FitData, RunContext
 from cdgtmll.methods import base
-from cdgtmll.nn import divergence
+from cdgtmll.methods.base import FitData, RunContext
+from cdgtmll.nn import checkpoint, divergence
 from cdgtmll.nn import trainer as trainer_mod
-from cdgtmll.nn import checkpoint
-from helpers import YEAST_TRAIN, yeast_fitdata
 
 torch.set_num_threads(1)
 

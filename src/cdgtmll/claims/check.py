@@ -49,8 +49,7 @@ method was run on the claim's dataset, else from the default hyper-parameters.
 * ``needs <what>``: an input the claim depends on is missing (a setting not run, a figure
   input not given, a metric not recorded).
 
-Layout: this module is the command line (:func:`main`); it re-exports every public name of
-the modules that do the work, so ``from cdgtmll.claims.check import X`` works for all of them:
+Layout: this module is the command line (:func:`main`); the work is done in
 
 * :mod:`cdgtmll.claims.paper` -- the packaged claims table (:func:`~cdgtmll.claims.paper.read_claims`)
   and the parser of the paper's Tables 1-3 (:func:`~cdgtmll.claims.paper.extract_table_cells`,
@@ -61,7 +60,8 @@ the modules that do the work, so ``from cdgtmll.claims.check import X`` works fo
   :func:`~cdgtmll.claims.verdict.welch_from_stats`, :func:`~cdgtmll.claims.verdict.judge`);
 * :mod:`cdgtmll.claims.compare` -- :func:`~cdgtmll.claims.compare.check_claims` maps a claims
   table and a runs table to the result table;
-* :mod:`cdgtmll.claims.report` -- :func:`~cdgtmll.claims.report.render_markdown`, :func:`~cdgtmll.claims.report.render_html` and the CSV text.
+* :mod:`cdgtmll.claims.report` -- :func:`~cdgtmll.claims.report.render_markdown`,
+  :func:`~cdgtmll.claims.report.render_html` and the CSV text.
 """
 
 from __future__ import annotations
@@ -75,58 +75,17 @@ import pandas as pd
 
 # Re-exported: the public names of the modules the checker was split into stay importable
 # from here (``from cdgtmll.claims.check import X``).
-from cdgtmll.claims.compare import (  # noqa: F401
-    ABLATION_ALIASES,
-    RESULT_COLUMNS,
-    RUN_METRICS,
-    FigureInput,
-    NotChecked,
-    canonical_method,
-    canonical_setting,
-    check_claim,
+from cdgtmll.claims.compare import (
     check_claims,
-    construction,
-    higher_is_better,
     load_pr,
     load_spec,
-    mark_paper_inconsistency,
-    normalise_runs,
-    setting_matches,
-    variant_setting,
 )
-from cdgtmll.claims.paper import (  # noqa: F401
-    CLAIM_COLUMNS,
+from cdgtmll.claims.paper import (
     CLAIMS_CSV,
-    METHOD_ALIASES,
-    TABLE_DATASETS,
-    TABLE_LABELS,
-    TABLE_METRICS,
-    TABLE_SHORT,
-    clean_method_name,
-    extract_table_cells,
     read_claims,
     table_claims,
 )
-from cdgtmll.claims.report import CLAIM_TABLE, _csv_text, render_html, render_markdown  # noqa: F401
-from cdgtmll.claims.verdict import (  # noqa: F401
-    CONF,
-    CONSISTENT,
-    INCONSISTENT,
-    KINDS,
-    NC_DATASET,
-    NC_FEW,
-    NC_METHOD,
-    PAPER_INCONSISTENT,
-    STATUS_ORDER,
-    Estimate,
-    describe,
-    judge,
-    needs,
-    paired_test,
-    t_interval,
-    to_percent,
-    welch_from_stats,
-)
+from cdgtmll.claims.report import _csv_text, render_html, render_markdown
 from cdgtmll.io import atomic_write, sha256_file
 
 

@@ -4,7 +4,7 @@ table read in percent (:func:`normalise_runs`), the reproduced estimate of each 
 the runs or from the optional figure inputs (:func:`load_pr`, :func:`load_spec`), judged
 by :func:`cdgtmll.claims.verdict.judge`, and the result table (:func:`check_claims`),
 including the paper inconsistencies (:func:`mark_paper_inconsistency`). The statuses are
-documented in :mod:`cdgtmll.claims.check`, which re-exports every public name of this module.
+documented in :mod:`cdgtmll.claims.check`.
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 (:func:`read_claims`) and the parser of the paper's Tables 1-3 in its LaTeX source
 (:func:`extract_table_cells`, :func:`table_claims`; dev entry point
 ``python -m cdgtmll.claims.check --extract-tables PAPER.tex``). The columns of the claims
-table are documented in :mod:`cdgtmll.claims`; :mod:`cdgtmll.claims.check` re-exports every
-public name of this module.
+table are documented in :mod:`cdgtmll.claims`.
 """
 
 from __future__ import annotations

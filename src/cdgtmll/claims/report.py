@@ -1,8 +1,7 @@
 """Report writing of the claims check: the Markdown summary (:func:`render_markdown`), the
 same as one HTML page (:func:`render_html`, for Snakemake's report) and the CSV text of the
 result table, plus the cell formatting they share with
-:func:`cdgtmll.claims.compare.mark_paper_inconsistency`. :mod:`cdgtmll.claims.check`
-re-exports every public name of this module.
+:func:`cdgtmll.claims.compare.mark_paper_inconsistency`.
 """
 
 from __future__ import annotations

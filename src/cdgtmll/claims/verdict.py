@@ -2,7 +2,7 @@
 interval and test arithmetic in pure functions (:func:`to_percent`, :func:`t_interval`,
 :func:`describe`, :func:`paired_test`, :func:`welch_from_stats`) and :func:`judge`, the
 status of one claim given its reproduced estimate. What each status means is documented in
-:mod:`cdgtmll.claims.check`, which re-exports every public name of this module.
+:mod:`cdgtmll.claims.check`.
 """
 
 from __future__ import annotations

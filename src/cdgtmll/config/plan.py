@@ -15,7 +15,6 @@ from cdgtmll.config.schema import ConfigError
 from cdgtmll.io import canonical_json
 from cdgtmll.variants.naming import CLEAN, noise_id, occlusion_id, variant_id
 
-
 #: figures.pr_curve.highlight default: the methods the paper's PR paragraph compares
 #: (Sec. 5, Fig. pr_tail: "+5 pp over MLC-NC, +8 pp over ASL, +14 pp over BCE").
 PR_HIGHLIGHT_PAPER = ("CD-GTMLL", "MLC-NC", "ASL", "BCE")

@@ -40,7 +40,6 @@ from __future__ import annotations
 import hashlib
 import http.client
 import os
-import socket
 import time
 import urllib.error
 import urllib.parse
@@ -398,7 +397,7 @@ def _download(spec: DatasetSpec, file: RemoteFile, url: str, target: Path, timeo
                         f"dataset '{spec.name}' file '{file.name}' from url {url}: truncated: "
                         f"expected {length if length is not None else '?'} bytes, received {size} bytes"
                     ) from None
-                except (OSError, socket.timeout, http.client.HTTPException) as exc:
+                except (TimeoutError, OSError, http.client.HTTPException) as exc:
                     raise _Unavailable(f"connection lost after {size} bytes: {exc}") from None
             if length is not None and size != length:
                 raise ChecksumError(

@@ -43,13 +43,14 @@ import io
 import json
 import os
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
-from cdgtmll.images.datasets import X_KIND, ArchiveSource, ImageTrainTest, locate_images, mirror_roots, row_ids
 from cdgtmll.data.registry import RemoteFile
+from cdgtmll.images.datasets import X_KIND, ArchiveSource, ImageTrainTest, locate_images, mirror_roots, row_ids
 
 ANNOTATIONS_ZIP = "annotations_trainval2014.zip"
 MEMBERS = {"train": "annotations/instances_train2014.json", "test": "annotations/instances_val2014.json"}

@@ -33,9 +33,10 @@ import csv
 import gzip
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import arff
 import numpy as np

@@ -80,7 +80,7 @@ class ProcessedData:
         X = None if self.X is None else self.X[idx]
         return X, self.Y[idx]
 
-    def with_labels(self, Y: Any, kind: str, variant: dict[str, Any]) -> "ProcessedData":
+    def with_labels(self, Y: Any, kind: str, variant: dict[str, Any]) -> ProcessedData:
         """A training-label variant of this dataset (R-variant, label noise): same
         features, splits and label names, labels ``Y``, name ``<name>-<kind>`` and
         ``meta['variant'] = variant``."""
@@ -109,7 +109,7 @@ class ProcessedData:
                 np.savez(fh, **arrays)
 
     @classmethod
-    def load(cls, path: str | Path) -> "ProcessedData":
+    def load(cls, path: str | Path) -> ProcessedData:
         path = Path(path)
         try:
             z = np.load(path, allow_pickle=False)

@@ -20,8 +20,9 @@ XML file naming which attributes are labels.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 MULAN_COMMIT = "43f6389"
 MULAN_RAW = f"https://raw.githubusercontent.com/tsoumakas/mulan/{MULAN_COMMIT}/data/multi-label"

@@ -26,8 +26,8 @@ blank lines are skipped (line numbers in errors are physical, 1-based).
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 

@@ -82,7 +82,7 @@ class ExternalEnv:
     root: Path
 
     @classmethod
-    def of(cls, name: str, root: Path | None = None) -> "ExternalEnv":
+    def of(cls, name: str, root: Path | None = None) -> ExternalEnv:
         if name not in LIBRARIES:
             raise KeyError(f"unknown external environment '{name}'; known: {', '.join(LIBRARIES)}")
         return cls(name, checkout_root() if root is None else Path(root))

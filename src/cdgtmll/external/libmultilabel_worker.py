@@ -33,7 +33,6 @@ from unittest import mock
 
 import numpy as np
 import scipy.sparse as sp
-
 from worker_protocol import serve, topk_dense
 
 DISTS = ("libmultilabel", "liblinear-multicore")

@@ -26,7 +26,6 @@ import sys
 
 import numpy as np
 import scipy.sparse as sp
-
 from worker_protocol import serve, topk_rows
 
 DISTS = ("napkinxc",)

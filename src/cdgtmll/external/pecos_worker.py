@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-
 from worker_protocol import serve, topk_rows
 
 DISTS = ("libpecos", "scikit-learn")

@@ -36,8 +36,9 @@ import resource
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from importlib import metadata
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import scipy

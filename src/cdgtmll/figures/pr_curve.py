@@ -24,10 +24,25 @@ from pathlib import Path
 import numpy as np
 
 from cdgtmll.data.processed import ProcessedData
+from cdgtmll.figures.studies.runs import _grid, _plt
+from cdgtmll.figures.style import (
+    ONE_COLUMN,
+    TWO_COLUMNS,
+    FigureStyle,
+    add_style_args,
+    bands_below_lines,
+    figure_style,
+    legend_below,
+    legend_right,
+    method_handles,
+    n_labels,
+    save_kw,
+    save_metadata,
+    style_from_args,
+    titles,
+)
 from cdgtmll.io import atomic_path, atomic_write, sha256_file, write_json
 from cdgtmll.labels import tail_labels
-from cdgtmll.figures.style import ONE_COLUMN, TWO_COLUMNS, FigureStyle, add_style_args, bands_below_lines, figure_style, legend_below, legend_right, method_handles, n_labels, save_kw, save_metadata, style_from_args, titles
-from cdgtmll.figures.studies.runs import _grid, _plt
 
 RECALL_GRID = np.linspace(0.0, 1.0, 101)
 

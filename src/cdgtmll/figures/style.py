@@ -35,9 +35,10 @@ from __future__ import annotations
 import argparse
 import re
 import textwrap
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 PALETTE = "colorblind"
 PROPOSED = "CD-GTMLL"

@@ -28,8 +28,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import re
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import torch
 from torch import nn

@@ -1,7 +1,6 @@
 """Image datasets: how image rows are stored, where the image files are found, and the
 PASCAL VOC2007 loader. The image transforms (train / eval / occlusion) and the decoder
-live in :mod:`cdgtmll.images.ops` (shared with :mod:`cdgtmll.images.trainer_input`) and are
-re-exported here.
+live in :mod:`cdgtmll.images.ops` (shared with :mod:`cdgtmll.images.trainer_input`).
 
 Representation of image rows in :class:`~cdgtmll.data.processed.ProcessedData`
 -------------------------------------------------------------------------------
@@ -63,18 +62,17 @@ import hashlib
 import os
 import tarfile
 import zipfile
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from cdgtmll.data.mulan import TrainTest
 from cdgtmll.data.voc import DIFFICULT_MODES, VOC_CLASSES, read_image_list, read_voc_labels
-from cdgtmll.io import CHUNK, atomic_path
-# the image operations live below both data/ and nn/ (the fine-tuning input pipeline uses
-# them too); re-exported here, where the data code and its callers always found them
 from cdgtmll.images.ops import ImageNotFoundError
+from cdgtmll.io import CHUNK, atomic_path
 
 X_KIND = "image-row-id"
 ROW_ID_LIMIT = 2**24  # float32 represents every integer below this exactly

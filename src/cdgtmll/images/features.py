@@ -32,9 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
-from cdgtmll.images.ops import DEFAULT_IMAGE_SIZE, ImageNotFoundError
-from cdgtmll.images.datasets import image_files
 from cdgtmll.data.processed import ProcessedData
+from cdgtmll.images.datasets import image_files
+from cdgtmll.images.ops import DEFAULT_IMAGE_SIZE, ImageNotFoundError
 from cdgtmll.io import sha256_file
 
 

@@ -5,7 +5,7 @@ ImageNet normalisation and the occlusion patch (Sec. 5.3 "Occ-gamma").
 
 It imports nothing from ``cdgtmll`` (torch, torchvision and PIL only inside the
 functions), so both ``cdgtmll.data`` and ``cdgtmll.nn`` can import it without either
-importing the other. ``cdgtmll.images.datasets`` re-exports every name.
+importing the other.
 """
 
 from __future__ import annotations

@@ -61,16 +61,17 @@ for validation and prediction). Their affine parameters are in the ``backbone`` 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from cdgtmll.images.ops import eval_transform, load_image, occlude, to_normalized, train_transform
 from cdgtmll.images.backbone import resolve_amp
+from cdgtmll.images.ops import eval_transform, load_image, occlude, to_normalized, train_transform
 
 
 def _seed_of(*entropy: int) -> int:
@@ -97,7 +98,7 @@ class Occlusion:
     seed: int = 0
 
     @classmethod
-    def from_meta(cls, meta: Mapping[str, Any]) -> "Occlusion | None":
+    def from_meta(cls, meta: Mapping[str, Any]) -> Occlusion | None:
         occ = meta.get("occlusion")
         return None if not occ else cls(float(occ["gamma"]), int(occ["seed"]))
 
@@ -107,7 +108,7 @@ class _Rows(torch.utils.data.Dataset):
     :class:`ImageInput` (the epoch travels in the key, so persistent workers need no
     per-epoch state)."""
 
-    def __init__(self, inp: "ImageInput") -> None:
+    def __init__(self, inp: ImageInput) -> None:
         self.files = inp.files
         self.rows = inp.rows
         self.train = inp.train
@@ -249,7 +250,7 @@ class ImageSource:
     occlusion: Occlusion | None = None
 
     @classmethod
-    def from_data(cls, data: Any) -> "ImageSource":
+    def from_data(cls, data: Any) -> ImageSource:
         meta = data.meta
         return cls(Path(meta["image_root"]), list(meta["image_paths"]), Occlusion.from_meta(meta))
 

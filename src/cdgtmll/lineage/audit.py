@@ -37,8 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cdgtmll.io import config_hash
-from cdgtmll.io import read_json, sha256_file
+from cdgtmll.io import config_hash, read_json, sha256_file
 
 #: where the raw copies of data prepared before ``source_files`` recorded their ``path`` are
 #: (the default ``data.raw_dir``)

@@ -28,7 +28,7 @@ PACKAGES = (
 
 
 def now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def git_state(cwd: str | os.PathLike | None = None) -> dict[str, Any]:

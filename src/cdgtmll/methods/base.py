@@ -22,9 +22,10 @@ import functools
 import inspect
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import jsonschema
 import numpy as np
@@ -78,7 +79,7 @@ class RunContext:
     device: str = "cpu"
     epochs: int | None = None  # overrides a method's default when set (e.g. tiny CI configs)
     batch_size: int | None = None
-    progress: "bool | RunProgress" = False  # cdgtmll.nn.progress.RunProgress: per-epoch log lines
+    progress: bool | RunProgress = False  # cdgtmll.nn.progress.RunProgress: per-epoch log lines
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -106,7 +107,7 @@ class Method(ABC):
         return {}
 
     @abstractmethod
-    def fit(self, data: FitData, ctx: RunContext) -> "Method": ...
+    def fit(self, data: FitData, ctx: RunContext) -> Method: ...
 
     @abstractmethod
     def predict_proba(self, X: Any) -> np.ndarray: ...
@@ -363,7 +364,7 @@ def describe_space(frag: dict) -> str:
     return " or ".join(parts) or "a value" + bound
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _training_properties() -> dict[str, dict]:
     from cdgtmll.config.schema import schema_document
 

@@ -34,7 +34,7 @@ class BinaryRelevanceLogReg(Method):
         self.max_iter = int(max_iter)
         self._models: list[Any] = []
 
-    def fit(self, data: FitData, ctx: RunContext) -> "BinaryRelevanceLogReg":
+    def fit(self, data: FitData, ctx: RunContext) -> BinaryRelevanceLogReg:
         X = np.asarray(data.X_train, dtype=np.float64)
         Y = np.asarray(data.Y_train)
         self._scaler = StandardScaler().fit(X)

@@ -156,7 +156,7 @@ def lcifs_solve(
         W = np.linalg.solve(XtX + beta * np.eye(d), X.T @ Y / n)
     obj = [lcifs_objective(X, Y, W, R, alpha, beta, gamma, eps)]
     it = 0
-    for it in range(1, max_iter + 1):
+    for it in range(1, max_iter + 1):  # noqa: B007 - read after the loop: n_iter
         dinv = 2.0 * np.sqrt(np.sum(W * W, axis=1) + eps)  # D^{-1} diagonal
         T = Y @ R
         if dual:
@@ -250,7 +250,7 @@ class LCIFSMethod(BCEMethod):
         self.selected_ = select_top(res.scores, self.n_keep(res.W.shape[0]))
         return self.selected_
 
-    def fit(self, data: FitData, ctx: RunContext) -> "LCIFSMethod":
+    def fit(self, data: FitData, ctx: RunContext) -> LCIFSMethod:
         sel = self.select(data.X_train, data.Y_train)
         sub = FitData(
             X_train=data.X_train[:, sel],

@@ -39,10 +39,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from cdgtmll.nn.losses import LOSSES, build_loss, loss_hparam_space
+from cdgtmll.images.trainer_input import ImageInput, build_finetune_backbone
 from cdgtmll.methods.base import FitData, Method, RunContext, hparam_names, register, training_hparam_space
 from cdgtmll.nn.backbone import MLPBackbone
-from cdgtmll.images.trainer_input import ImageInput, build_finetune_backbone
+from cdgtmll.nn.losses import LOSSES, build_loss, loss_hparam_space
 from cdgtmll.nn.sparse import SparseLinearBackbone, use_sparse_backbone
 from cdgtmll.nn.trainer import TrainConfig, TrainTask, predict_in_chunks, resolve_device, train
 
@@ -153,7 +153,7 @@ class NeuralMethod(Method, TrainTask):
         return bool(getattr(self, "_sparse_input", False))
 
     # -- Method interface --------------------------------------------------------------
-    def fit(self, data: FitData, ctx: RunContext) -> "NeuralMethod":
+    def fit(self, data: FitData, ctx: RunContext) -> NeuralMethod:
         self._backbone_kind = ((ctx.extra or {}).get("training") or {}).get("backbone")
         self._images = getattr(data, "images", None)
         self.device = resolve_device(ctx.device)

@@ -96,17 +96,17 @@ Differences from the papers
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from cdgtmll.metrics import definitions
-from cdgtmll.metrics import thresholds
-from cdgtmll.nn.losses import _check, build_loss, reduce
 from cdgtmll.methods.base import FitData, RunContext, register
 from cdgtmll.methods.neural import LinearHeadTask, NeuralMethod
+from cdgtmll.metrics import definitions, thresholds
+from cdgtmll.nn.losses import _check, build_loss, reduce
 
 TARGETS = ("macro", "micro")
 #: the plug-in rule that scores each F1 column (Koyejo et al. 2015): shared threshold for
@@ -229,7 +229,7 @@ class PlugInMethod(LinearHeadTask, NeuralMethod):
         return self.link(model(x))
 
     # -- step 2 ------------------------------------------------------------------------
-    def fit(self, data: FitData, ctx: RunContext) -> "PlugInMethod":
+    def fit(self, data: FitData, ctx: RunContext) -> PlugInMethod:
         super().fit(data, ctx)
         S_val = self.predict_proba(data.X_val)
         Y_val = data.Y_val

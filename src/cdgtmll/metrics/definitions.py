@@ -3,15 +3,15 @@
 (Eq. E.9), plus the checked, block-wise input handling they share.
 
 The conventions (thresholding, zero division, ties, labels without positives, undefined
-values) and the equation-to-function table are documented in :mod:`cdgtmll.metrics.evaluation`, which
-re-exports every public name of this module. Threshold tuning and the decision-rule names
+values) and the equation-to-function table are documented in :mod:`cdgtmll.metrics.evaluation`. Threshold tuning and the decision-rule names
 live in :mod:`cdgtmll.metrics.thresholds`; the assembly of the metrics blocks
 (:func:`cdgtmll.metrics.evaluation.evaluate`) in :mod:`cdgtmll.metrics.evaluation`.
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp

@@ -52,14 +52,11 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from cdgtmll.lineage import provenance
-from cdgtmll.metrics import definitions
-from cdgtmll.metrics import evaluation
-from cdgtmll.metrics import thresholds
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.io import read_json, sha256_file, write_json
 from cdgtmll.labels import label_counts, tail_labels
-
+from cdgtmll.lineage import provenance
+from cdgtmll.metrics import definitions, evaluation, thresholds
 
 # --------------------------------------------------------------------------- top-K format
 TOPK_NOTE = "not computed for top-K predictions"

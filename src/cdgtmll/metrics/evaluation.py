@@ -21,9 +21,7 @@ Eq.          quantity                                           function (in :mo
 Layout: the metric functions above, the rule for labels without positives and the
 block-wise input handling are in :mod:`cdgtmll.metrics.definitions`; threshold tuning and the
 decision-rule names in :mod:`cdgtmll.metrics.thresholds`; this module assembles the
-metrics blocks (:func:`evaluate`, :func:`evaluate_all`, :func:`per_label_report`) and
-re-exports every public name of the other two, so ``from cdgtmll.metrics.evaluation import X``
-works for all of them.
+metrics blocks (:func:`evaluate`, :func:`evaluate_all`, :func:`per_label_report`).
 
 Conventions fixed here (the paper leaves them open):
 
@@ -84,20 +82,28 @@ memory stays O(block x L) or O(n x block).
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-
-# Re-exported: the public names of the split-off modules stay importable from here
-# (``from cdgtmll.metrics.evaluation import X``), as do the private helpers used elsewhere
-# (``_topk_rows``, the exact tie rule that ``topk_rows`` falls back on).
-from cdgtmll.metrics.definitions import DEFAULT_F1_NO_POSITIVE, F1Scores, _as_labels, _check_pair, _check_rule, _kept, average_precision_per_label, f1_exclusion, f1_from_counts, macro_f1, precision_at_k, rare_f1, thresholded_counts
+from cdgtmll.metrics.definitions import (
+    DEFAULT_F1_NO_POSITIVE,
+    F1Scores,
+    _as_labels,
+    _check_pair,
+    _check_rule,
+    _kept,
+    average_precision_per_label,
+    f1_exclusion,
+    f1_from_counts,
+    macro_f1,
+    precision_at_k,
+    rare_f1,
+    thresholded_counts,
+)
 from cdgtmll.metrics.thresholds import DEFAULT_THRESHOLD, F1_COLUMNS, RULE_ADAPTIVE, rule_global, tune_thresholds
-
-
-
 
 # --------------------------------------------------------------------------- reports
 

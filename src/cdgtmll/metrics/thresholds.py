@@ -6,18 +6,28 @@
   rule),
 * :data:`RULE_ADAPTIVE`, :data:`RULE_PLUGIN_MICRO`, :data:`RULE_PLUGIN_MACRO`,
   :data:`RULE_METHOD` and :func:`rule_global` -- the names recorded per F1 column in
-  ``decision_rules`` (see "Decision rules per F1 column" in :mod:`cdgtmll.metrics.evaluation`, which
-  re-exports every public name of this module).
+  ``decision_rules`` (see "Decision rules per F1 column" in :mod:`cdgtmll.metrics.evaluation`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from cdgtmll.metrics.definitions import _as_labels, _check_pair, _col_block, _dense_cols, _finite, _safe_div, _sorted_columns, f1_from_counts, thresholded_counts
+from cdgtmll.metrics.definitions import (
+    _as_labels,
+    _check_pair,
+    _col_block,
+    _dense_cols,
+    _finite,
+    _safe_div,
+    _sorted_columns,
+    f1_from_counts,
+    thresholded_counts,
+)
 
 #: threshold used by the "global@0.5" block and by labels without validation positives
 DEFAULT_THRESHOLD = 0.5

@@ -31,7 +31,7 @@ class Standardize(nn.Module):
         self.register_buffer("inv_std", torch.as_tensor(1.0 / np.asarray(std), dtype=torch.float32))
 
     @classmethod
-    def from_data(cls, X: np.ndarray) -> "Standardize":
+    def from_data(cls, X: np.ndarray) -> Standardize:
         X = np.asarray(X, dtype=np.float64)
         return cls(X.mean(axis=0), X.std(axis=0))
 
@@ -55,7 +55,7 @@ class MLPBackbone(nn.Module):
         self.out_dim = int(hidden_dim)
 
     @classmethod
-    def from_data(cls, X: np.ndarray, hidden_dim: int = 512, n_layers: int = 2) -> "MLPBackbone":
+    def from_data(cls, X: np.ndarray, hidden_dim: int = 512, n_layers: int = 2) -> MLPBackbone:
         X = np.asarray(X, dtype=np.float64)
         return cls(X.mean(axis=0), X.std(axis=0), hidden_dim=hidden_dim, n_layers=n_layers)
 

@@ -28,10 +28,10 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from cdgtmll.io import atomic_path, atomic_write
-from cdgtmll.nn import sparse as sparse_mod
 from cdgtmll.images.trainer_input import ImageInput
+from cdgtmll.io import atomic_path, atomic_write
 from cdgtmll.lineage.provenance import code_sha256
+from cdgtmll.nn import sparse as sparse_mod
 
 CHECKPOINT = "checkpoint.pt"
 TRAIN_LOG = "train_log.csv"

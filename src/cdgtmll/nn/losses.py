@@ -19,7 +19,8 @@ built, i.e. at config validation) reject a value outside them, naming it.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import numpy as np
 import torch

@@ -42,8 +42,9 @@ import math
 import os
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, TextIO
+from typing import Any, TextIO
 
 
 def fmt_seconds(s: float) -> str:

@@ -37,7 +37,8 @@ validation columns for a CSR ``Y_val`` in row chunks.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp

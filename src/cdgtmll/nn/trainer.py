@@ -88,15 +88,17 @@ import math
 import random
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 import torch
 from torch import nn
 
+from cdgtmll.images.trainer_input import ImageInput, iter_rows, needs_grad_scaler
 from cdgtmll.io import remove_stale_temps
 from cdgtmll.nn import sparse as sparse_mod
 from cdgtmll.nn.checkpoint import (
@@ -111,9 +113,8 @@ from cdgtmll.nn.checkpoint import (
     write_log,
 )
 from cdgtmll.nn.divergence import FiniteWatch, TrainingDiverged, divergence_notes, grad_norm
-from cdgtmll.images.trainer_input import ImageInput, iter_rows, needs_grad_scaler
-from cdgtmll.nn.val_metrics import validation_metrics
 from cdgtmll.nn.progress import epoch_reporter
+from cdgtmll.nn.val_metrics import validation_metrics
 
 PREDICT_CHUNK = 8192
 
@@ -433,9 +434,9 @@ def train_epoch(
     step0: int,
     total_steps: int,
     grad_clip: float | None,
-    scaler: "torch.amp.GradScaler | None" = None,
+    scaler: torch.amp.GradScaler | None = None,
     epoch: int = 1,
-    watch: "FiniteWatch | None" = None,
+    watch: FiniteWatch | None = None,
 ) -> dict[str, float]:
     """One pass over ``perm`` in batches; returns sample-weighted sums of the objective
     (``loss``) and of the task's logged terms. ``X_t`` is a tensor, ``SparseRows`` (row

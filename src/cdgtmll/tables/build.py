@@ -42,8 +42,8 @@ Further footnotes, from what each ``metrics.json`` records:
   (:func:`equal_by_construction`: PE's mAP and P@k are BCE's), so that equal cells are
   not read as a finding.
 
-Layout of the code: this module is the command line (:func:`main`) and re-exports the public
-names of :mod:`cdgtmll.tables.collect` (the long table and its summary),
+Layout of the code: this module is the command line (:func:`main`); the work is done in
+:mod:`cdgtmll.tables.collect` (the long table and its summary),
 :mod:`cdgtmll.tables.layout` (rows, columns, cells), :mod:`cdgtmll.tables.footnotes` (footnotes)
 and :mod:`cdgtmll.tables.render` (the writers).
 """
@@ -58,9 +58,18 @@ from pathlib import Path
 
 from cdgtmll.io import atomic_write, write_json
 from cdgtmll.tables.collect import METRICS, MODES, collect, summarise, write_summary_dir
-from cdgtmll.tables.layout import CONFIGURED_CAPTIONS, DIGITS, LAYOUTS, PAPER_ROWS, PAPER_TITLES, build_table, configured_columns, paper_columns
 from cdgtmll.tables.footnotes import _full_notes, footnotes
-from cdgtmll.tables.render import cell_text, fmt, write_metrics_full, write_table  # noqa: F401
+from cdgtmll.tables.layout import (
+    CONFIGURED_CAPTIONS,
+    DIGITS,
+    LAYOUTS,
+    PAPER_ROWS,
+    PAPER_TITLES,
+    build_table,
+    configured_columns,
+    paper_columns,
+)
+from cdgtmll.tables.render import write_metrics_full, write_table
 
 MODE_TITLE = {"global": "global threshold", "adaptive": "label-adaptive thresholds"}
 
@@ -96,7 +105,7 @@ def _severities(items: list[str] | None, summary) -> dict[str, list[float]]:
         try:
             out[name] = [float(v) for v in values.split(",") if v.strip()] if eq else []
         except ValueError:
-            raise SystemExit(f"--severities {item!r}: expected NAME=S1,S2 with numbers, e.g. yeast=0.4,0.5")
+            raise SystemExit(f"--severities {item!r}: expected NAME=S1,S2 with numbers, e.g. yeast=0.4,0.5") from None
     return out
 
 

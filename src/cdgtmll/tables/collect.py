@@ -14,8 +14,6 @@ What a row records beside the metrics, from each run's files:
   was used (:func:`backbone_use`), from ``provenance.json``;
 * the path and sha256 of the metrics file (the ``.sources.json`` sidecars and
   ``cdgtmll audit`` follow them).
-
-:mod:`cdgtmll.tables.build` re-exports every public name of this module.
 """
 
 from __future__ import annotations
@@ -25,8 +23,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from cdgtmll.variants.naming import parse_variant, variant_setting
 from cdgtmll.io import read_json, sha256_file, write_json
+from cdgtmll.variants.naming import parse_variant, variant_setting
 
 METRICS = ("mAP", "micro_f1", "macro_f1", "rare_f1", "p@1", "p@3", "p@5")
 METRIC_LABEL = {"mAP": "mAP", "micro_f1": "Micro-F1", "macro_f1": "Macro-F1", "rare_f1": "Rare-F1",
@@ -151,7 +149,8 @@ def collect(paths: list[Path]) -> pd.DataFrame:
             row["untrained_labels"] = ", ".join(untrained.get("names", []))
             rows.append(row)
     cols = ["dataset", "variant", "setting", "severity", "sampling_seed", "method", "seed", "mode", "own_thresholds", *METRICS,
-            *RULE_COLUMNS, *EXCLUSION_COLUMNS, "equal_by_construction", "deviation", "untrained_labels", "backbone", "metrics_path", "metrics_sha256"]
+            *RULE_COLUMNS, *EXCLUSION_COLUMNS, "equal_by_construction", "deviation", "untrained_labels", "backbone",
+            "metrics_path", "metrics_sha256"]
     return pd.DataFrame(rows, columns=cols)
 
 

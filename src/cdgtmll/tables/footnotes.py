@@ -15,7 +15,14 @@ from __future__ import annotations
 import pandas as pd
 
 from cdgtmll.tables.collect import F1_COLUMNS, METRIC_LABEL, RANKING_METRICS, _s, equal_by_construction
-from cdgtmll.tables.layout import NOT_IN_PAPER_MARK, NOT_RUN, OTHER_T1_METRICS, PAPER_SPELLING_T3, TABLE1, rows_with_cells
+from cdgtmll.tables.layout import (
+    NOT_IN_PAPER_MARK,
+    NOT_RUN,
+    OTHER_T1_METRICS,
+    PAPER_SPELLING_T3,
+    TABLE1,
+    rows_with_cells,
+)
 
 
 def footnotes(table: dict, summary: pd.DataFrame, mode: str, threshold: float) -> list[str]:

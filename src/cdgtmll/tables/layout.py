@@ -33,8 +33,8 @@ import math
 
 import pandas as pd
 
-from cdgtmll.variants.naming import CLEAN
 from cdgtmll.tables.collect import METRIC_LABEL
+from cdgtmll.variants.naming import CLEAN
 
 NOT_RUN = "n.r."
 #: the mark and label of the block of rows the paper's table does not have

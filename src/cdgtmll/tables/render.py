@@ -17,8 +17,8 @@ from pathlib import Path
 import pandas as pd
 
 from cdgtmll.io import atomic_write, sha256_file, write_json
-from cdgtmll.tables.html import esc, frame_table, notes_list, page, styled_table
 from cdgtmll.tables.collect import METRIC_LABEL, METRICS
+from cdgtmll.tables.html import esc, frame_table, notes_list, page, styled_table
 from cdgtmll.tables.layout import NOT_RUN, header
 
 FORMATS = ("csv", "md", "tex", "html")

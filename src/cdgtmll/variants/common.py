@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.io import sha256_file, write_json

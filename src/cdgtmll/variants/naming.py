@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from cdgtmll.config.schema import ConfigError
 
-
 CLEAN = "clean"
 
 

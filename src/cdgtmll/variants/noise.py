@@ -30,15 +30,16 @@ import argparse
 import hashlib
 import math
 import numbers
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from cdgtmll.variants.naming import noise_id
 from cdgtmll.data.processed import ProcessedData
-from cdgtmll.variants.common import variant_main
 from cdgtmll.labels import label_counts
+from cdgtmll.variants.common import variant_main
+from cdgtmll.variants.naming import noise_id
 
 VARIANT_KIND = "N"
 PAPER_SECTION = "Sec. 5.3 (Robustness to Noisy Labels and Occlusions)"

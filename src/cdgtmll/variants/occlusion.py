@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from cdgtmll.variants.naming import occlusion_id
-from cdgtmll.images.datasets import X_KIND, is_image_rows
 from cdgtmll.data.processed import ProcessedData
+from cdgtmll.images.datasets import X_KIND, is_image_rows
 from cdgtmll.variants.common import variant_main
+from cdgtmll.variants.naming import occlusion_id
 
 VARIANT_KIND = "O"
 PAPER_SECTION = "Sec. 5.3 (Robustness to Noisy Labels and Occlusions)"

@@ -32,15 +32,16 @@ from __future__ import annotations
 import argparse
 import math
 import numbers
+from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from cdgtmll.data.processed import ProcessedData
-from cdgtmll.variants.common import variant_main
 from cdgtmll.labels import TAIL_FRACTION, TIE_SEED, label_counts, prevalence, tail_labels
+from cdgtmll.variants.common import variant_main
 
 VARIANT_KIND = "R"
 

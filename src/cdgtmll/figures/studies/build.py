@@ -81,8 +81,7 @@ replace the titles.
 Players are numbered from 1 in figures and CSVs (``player`` = index in
 ``player_val_acc.npz`` + 1), as in the paper ("Player 1..N").
 
-Layout: this module is the command line (:func:`main`); it re-exports every public name of
-the modules that do the work, so ``from cdgtmll.figures.studies.build import X`` works for all of them:
+Layout: this module is the command line (:func:`main`); the work is done in
 :mod:`cdgtmll.figures.studies.runs` (run directories, the source log, reading run files, writing
 figure files), :mod:`cdgtmll.figures.studies.comparison` (``ablation``, ``robustness``, ``sweep``) and
 :mod:`cdgtmll.figures.studies.players` (``specialization``, ``ranks``, ``potential``).
@@ -92,15 +91,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
-# Re-exported: the public names of the modules the study figures were split into stay
-# importable from here (``from cdgtmll.figures.studies.build import X``).
-from cdgtmll.figures.style import FigureStyle, add_style_args, style_from_args  # noqa: F401
 from cdgtmll.figures.studies.comparison import KIND_PREFIX, ablation_figure, robustness_figure, sweep_figure
 from cdgtmll.figures.studies.players import potential_figure, ranks_figures, specialization_figure
-
+from cdgtmll.figures.style import add_style_args, style_from_args
 
 # ------------------------------------------------------------------------------ CLI
 

@@ -2,7 +2,7 @@
 ``robustness`` (:func:`robustness_figure`) and ``sweep`` (:func:`sweep_figure`), each
 with the pure computation of its rows (:func:`ablation_rows`, :func:`robustness_rows`,
 :func:`sweep_rows`). All read the metrics blocks of ``metrics.json``. The subcommands are
-documented in :mod:`cdgtmll.figures.studies.build`, which re-exports every public name of this module.
+documented in :mod:`cdgtmll.figures.studies.build`.
 """
 
 from __future__ import annotations
@@ -10,11 +10,38 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
-from cdgtmll.figures.style import NOTE_PT, ONE_COLUMN, PARAM_LABELS, FigureStyle, chars_per_line, figure_style, legend_below, method_handles, n_labels, seed_bars, titles, wrap
-from cdgtmll.figures.studies.runs import METHOD_OUTPUTS, RunDir, SourceLog, _grid, _pct, identical_predictions, mean_std, metric_value, parse_runs, predictions_sha256, read_metrics, save_figure
+from cdgtmll.figures.studies.runs import (
+    METHOD_OUTPUTS,
+    RunDir,
+    SourceLog,
+    _grid,
+    _pct,
+    identical_predictions,
+    mean_std,
+    metric_value,
+    parse_runs,
+    predictions_sha256,
+    read_metrics,
+    save_figure,
+)
+from cdgtmll.figures.style import (
+    NOTE_PT,
+    ONE_COLUMN,
+    PARAM_LABELS,
+    FigureStyle,
+    chars_per_line,
+    figure_style,
+    legend_below,
+    method_handles,
+    n_labels,
+    seed_bars,
+    titles,
+    wrap,
+)
 
 METRIC_LABELS = {
     "mAP": "mAP", "micro_f1": "Micro-F1", "macro_f1": "Macro-F1", "rare_f1": "Rare-F1",

@@ -4,18 +4,46 @@ pure computations on per-(player, label) validation accuracies (:func:`best_cred
 :func:`specialization_shares`, :func:`pair_ranks`, :func:`mean_ranks`, :func:`n_all_tied`),
 the tail of the training counts (:func:`tail_from_counts`) and the monotonicity of the
 potential (:func:`phi_monotonicity`). The subcommands are documented in
-:mod:`cdgtmll.figures.studies.build`, which re-exports every public name of this module.
+:mod:`cdgtmll.figures.studies.build`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from cdgtmll.figures.style import NOTE_PT, ONE_COLUMN, FigureStyle, bands_below_lines, bar_handles, chars_per_line, figure_style, group_bars, legend_below, titles, wrap
-from cdgtmll.figures.studies.runs import METRICS_FILE, TRAIN_LOG, RunDir, SourceLog, _grid, _pct, _stem, _write_rows, mean_std, parse_runs, read_metrics, read_player_acc, read_train_log, save_figure
+from cdgtmll.figures.studies.runs import (
+    METRICS_FILE,
+    TRAIN_LOG,
+    RunDir,
+    SourceLog,
+    _grid,
+    _pct,
+    _stem,
+    _write_rows,
+    mean_std,
+    parse_runs,
+    read_metrics,
+    read_player_acc,
+    read_train_log,
+    save_figure,
+)
+from cdgtmll.figures.style import (
+    NOTE_PT,
+    ONE_COLUMN,
+    FigureStyle,
+    bands_below_lines,
+    bar_handles,
+    chars_per_line,
+    figure_style,
+    group_bars,
+    legend_below,
+    titles,
+    wrap,
+)
 
 LABEL_GROUPS = ("rare", "frequent")
 
@@ -182,7 +210,7 @@ def specialization_rows(by_group: dict[str, list[tuple[RunDir, dict[str, np.ndar
     rows = []
     for g in by_group:
         ds, var, meth = g.split("/", 2)
-        for (gg, e, i), xs in sorted((k, v) for k, v in cells.items() if k[0] == g):
+        for (_, e, i), xs in sorted((k, v) for k, v in cells.items() if k[0] == g):
             mu, sd, n = mean_std([x["share"] for x in xs])
             rows.append({"dataset": ds, "variant": var, "method": meth, "epoch": e, "player": i,
                          "share_mean": mu, "share_std": sd, "n_seeds": n,
@@ -458,7 +486,7 @@ def _potential_plot(curves: dict[str, list], style: FigureStyle, title: str, tol
         mean = [np.mean([phi[list(ep).index(e)] for _, ep, phi, _ in lst]) for e in common]
         handles = [ax.plot(common, mean, color="0.78", linewidth=4.0, solid_capstyle="butt", zorder=2)[0]]
         labels = [f"mean of {len(lst)} seeds"]
-        for (r, ep, phi, beta), (color, dashes) in zip(lst, player_styles(len(lst))):
+        for (r, ep, phi, _beta), (color, dashes) in zip(lst, player_styles(len(lst))):
             mono = phi_monotonicity(ep, phi, tol)
             n_mono += mono["monotone"]
             n_dec += mono["n_decreases"]

@@ -3,7 +3,7 @@
 :class:`SourceLog` that records and hashes every file a figure reads, the readers of the
 run files (``metrics.json``, ``player_val_acc.npz``, ``train_log.csv``), the metric
 lookup per threshold mode, mean ± std, and the writer of ``<out>.pdf/.png/.csv/.sources.json``
-(:func:`save_figure`). :mod:`cdgtmll.figures.studies.build` re-exports every public name of this module.
+(:func:`save_figure`).
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ import io
 import json
 import math
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 

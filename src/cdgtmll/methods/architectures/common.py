@@ -40,9 +40,9 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
-from cdgtmll.nn.losses import build_loss
 from cdgtmll.methods.base import FitData, RunContext
 from cdgtmll.methods.neural import NeuralMethod
+from cdgtmll.nn.losses import build_loss
 
 __all__ = ["FeatureTokens"]
 

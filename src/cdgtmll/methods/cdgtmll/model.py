@@ -134,6 +134,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from cdgtmll.images.trainer_input import iter_rows
 from cdgtmll.io import atomic_path
 from cdgtmll.labels import prevalence, tail_labels
 from cdgtmll.methods.base import FitData, RunContext, register
@@ -141,7 +142,6 @@ from cdgtmll.methods.cdgtmll.partition import Partition, make_partition
 from cdgtmll.methods.cdgtmll.terms import DIVERGENCE_FNS, DIVERGENCES, _LogLikColumns, _OverlapCuriosity
 from cdgtmll.methods.neural import NeuralMethod
 from cdgtmll.nn.backbone import MLPBackbone
-from cdgtmll.images.trainer_input import iter_rows
 
 PLAYER_ACC_FILE = "player_val_acc.npz"
 PAYOFF_WEIGHTS = ("uniform", "rarity")

@@ -11,9 +11,9 @@ import torch.nn.functional as F
 from sklearn.mixture import GaussianMixture
 from torch import nn
 
-from cdgtmll.nn.losses import reduce
 from cdgtmll.methods.base import FitData, RunContext, register
 from cdgtmll.methods.data_side.common import _BACKBONE, _BCEDataSide, _derived_seed
+from cdgtmll.nn.losses import reduce
 from cdgtmll.nn.trainer import PREDICT_CHUNK, as_float32
 
 

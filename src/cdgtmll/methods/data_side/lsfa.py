@@ -18,8 +18,8 @@ from torch import nn
 
 from cdgtmll.methods.base import FitData, RunContext, register
 from cdgtmll.methods.data_side.common import _BACKBONE, _BCEDataSide, _dense_labels, _derived_seed
-from cdgtmll.nn.trainer import PREDICT_CHUNK, TrainConfig, TrainTask, as_float32, train
 from cdgtmll.nn.progress import RunProgress, fmt_seconds
+from cdgtmll.nn.trainer import PREDICT_CHUNK, TrainConfig, TrainTask, as_float32, train
 
 
 def label_prototypes(H: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -322,7 +322,7 @@ class LSFAMethod(_BCEDataSide):
         ]
         return torch.cat(out).numpy()
 
-    def fit(self, data: FitData, ctx: RunContext) -> "LSFAMethod":
+    def fit(self, data: FitData, ctx: RunContext) -> LSFAMethod:
         super().fit(data, ctx)  # stage 1: the BCE row
         hp = self.lsfa_params
         Y = (_dense_labels(data.Y_train) > 0.5).astype(np.uint8)

@@ -12,7 +12,6 @@ from cdgtmll.methods.base import FitData, RunContext, register
 from cdgtmll.methods.data_side.common import _BACKBONE, _BCEDataSide, _dense_labels, _derived_seed
 from cdgtmll.nn.trainer import as_float32
 
-
 SELF, CROSS, INTERIOR = "self_borderline", "cross_borderline", "interior"
 
 
@@ -404,7 +403,7 @@ class MLBOTEMethod(_BCEDataSide):
     def hparams(self) -> dict[str, Any]:
         return {**super().hparams(), **self.mlbote_params}
 
-    def fit(self, data: FitData, ctx: RunContext) -> "MLBOTEMethod":
+    def fit(self, data: FitData, ctx: RunContext) -> MLBOTEMethod:
         X = as_float32(data.X_train)
         Y = (_dense_labels(data.Y_train) > 0.5).astype(np.uint8)
         X_syn, Y_syn, info = mlbote_oversample(X, Y, seed=ctx.seed, **self.mlbote_params)

@@ -88,9 +88,9 @@ from typing import Any
 
 import numpy as np
 
-from cdgtmll.methods.xmc.external import ExternalMethod, job_threads
 from cdgtmll.methods.base import FitData, Method, NotRunnable, RunContext, register
 from cdgtmll.methods.neural import BCEMethod
+from cdgtmll.methods.xmc.external import ExternalMethod, job_threads
 
 UTILITIES = ("macro-recall", "precision")
 _ROW_CHUNK = 2048
@@ -299,7 +299,7 @@ class _EncoderMethod(Method):
             return missing
         return "transformer stage not implemented in this pipeline (an encoder is configured)"
 
-    def fit(self, data: FitData, ctx: RunContext) -> "_EncoderMethod":
+    def fit(self, data: FitData, ctx: RunContext) -> _EncoderMethod:
         missing = self._missing_encoder()
         if missing is not None:
             raise NotRunnable(f"{self.name}: not run: {missing}")

@@ -76,7 +76,7 @@ class ExternalMethod(Method):
     def not_runnable_reason(self) -> str | None:
         return self.env().ensure()
 
-    def fit(self, data: FitData, ctx: RunContext) -> "ExternalMethod":
+    def fit(self, data: FitData, ctx: RunContext) -> ExternalMethod:
         env = self.env()
         reason = env.ensure()
         if reason is not None:

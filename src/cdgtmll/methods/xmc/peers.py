@@ -56,8 +56,8 @@ from typing import Any
 import numpy as np
 from scipy.special import expit
 
-from cdgtmll.methods.xmc.external import ExternalMethod
 from cdgtmll.methods.base import register
+from cdgtmll.methods.xmc.external import ExternalMethod
 
 _TOP_K_SPACE = {"anyOf": [{"type": "null"}, {"type": "integer", "minimum": 1}]}
 
