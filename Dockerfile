@@ -26,7 +26,7 @@ COPY src ./src
 # Not editable: the image carries its own copy of the code (--no-deps: the lock has them all).
 RUN uv pip install --system --no-cache --no-deps --no-build-isolation . \
     && rm -rf build src/*.egg-info \
-    && python -c "from importlib import resources; resources.files('cdgtmll').joinpath('schemas/config.schema.yaml').read_text()" \
+    && python -c "from importlib import resources; resources.files('cdgtmll.config').joinpath('schema.yaml').read_text()" \
     && cdgtmll --help > /dev/null
 
 LABEL org.opencontainers.image.title="cdgtmll" \

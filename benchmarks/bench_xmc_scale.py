@@ -241,7 +241,7 @@ def bench_dataset(name: str, args: argparse.Namespace) -> dict:
               f"k=100 cpu_s={pr['topk_predict_cpu_s']:.4f} reference_cpu_s={pr['topk_predict_ref_cpu_s']:.4f}; "
               f"valpass_block={pr['topk_valpass_rows']}x{shape.n_labels} k=5 cpu_s={pr['topk_valpass_cpu_s']:.4f} "
               f"reference_cpu_s={pr['topk_valpass_ref_cpu_s']:.4f} (medians of 5, alternated; trainer val pass: {chunks} "
-              f"such blocks/epoch, through topk_rows; reference: metrics_core._topk_rows)", flush=True)
+              f"such blocks/epoch, through topk_rows; reference: cdgtmll.metrics.definitions._topk_rows)", flush=True)
         results[method] = res
     shutil.rmtree(work / "runs")
     rt = stage("ratio", {**base, "processed": str(processed), "rundir": str(work / "ratio"), "rounds": args.rounds,

@@ -149,7 +149,7 @@ def stage_predict(p: dict) -> dict:
         np.savez(fh, **arrays)
     rec["rows_per_s_test"] = data.splits["test"].size / rec["test_s"]
     # top-k selection: cdgtmll.metrics.definitions.topk_rows (used by predict_topk) against the
-    # reference metrics_core._topk_rows, on real score blocks: 512 rows, k = TOPK (predict)
+    # reference cdgtmll.metrics.definitions._topk_rows, on real score blocks: 512 rows, k = TOPK (predict)
     # and 4096 rows float32, k = 5 (what the trainer's sparse validation pass selects)
     from cdgtmll.metrics.definitions import _topk_rows, topk_rows
 
