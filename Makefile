@@ -42,7 +42,10 @@ test: venv
 report: venv
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --report results/report.html --configfile $(CONFIG)
 
+# style checks, as CI runs them: ruff ([tool.ruff]), snakefmt ([tool.snakefmt]), snakemake --lint
 lint: venv
+	$(BIN)/ruff check src tests benchmarks tools
+	$(BIN)/snakefmt --check Snakefile workflow/
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --lint
 
 # requirements.lock from pyproject.toml, one lock for Linux and macOS (tools/write_lock.py);
