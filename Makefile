@@ -1,15 +1,16 @@
 # Two commands a researcher needs:
-#   make all    create .venv (pinned, offline-capable) and run `snakemake --cores 8 all`
+#   make all    create .venv (pinned, offline-capable) and run `snakemake all --cores all`
 #   make test   create .venv and run the test suite
 PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
-CORES ?= 8
+# jobs at once: every core of this machine (`make all CORES=2` for fewer)
+CORES ?= all
 # the profile to run; `make all CONFIG=config/paper.yaml` runs the paper's full protocol
 CONFIG ?= config/config.yaml
 # Offline data: the mirror beside the checkout is used when present (env var wins).
-MIRROR := $(abspath ../shared/datasets)
-export CDGTMLL_DATA_MIRROR ?= $(if $(wildcard $(MIRROR)/MANIFEST.tsv),$(MIRROR),)
+# (found by the shell, not $(wildcard): a checkout path may contain spaces)
+export CDGTMLL_DATA_MIRROR ?= $(shell test -f ../shared/datasets/MANIFEST.tsv && cd ../shared/datasets && pwd)
 export MPLCONFIGDIR ?= $(CURDIR)/.cache/matplotlib
 export XDG_CACHE_HOME ?= $(CURDIR)/.cache
 export DVC_NO_ANALYTICS = 1
@@ -24,29 +25,32 @@ UV_PIN = $(shell grep -m1 '^uv==' requirements.lock)
 $(BIN)/.installed: requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --no-compile '$(UV_PIN)'
-	$(BIN)/uv pip sync --quiet --python $(BIN)/python requirements.lock
-	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps --no-build-isolation -e .
+	$(BIN)/uv pip sync --quiet --compile-bytecode --python $(BIN)/python requirements.lock
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python --no-deps --no-build-isolation -e .
+	$(BIN)/python -m compileall -q src
 	touch $@
 
 venv: $(BIN)/.installed
 
 # check-config first: a YAML syntax error then names the file and line (Snakemake's own
-# parser names neither); --show-failed-logs prints the tail of a failed rule's log.
+# parser names neither); --show-failed-logs prints the tail of a failed rule's log. The target
+# comes before --configfile, which takes one or more files. An interrupted run is picked up
+# where it stopped (profiles/default/config.yaml: rerun-incomplete).
 all: venv
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/cdgtmll check-config $(CONFIG)
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --cores $(CORES) --show-failed-logs --configfile $(CONFIG) all
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/cdgtmll check-config "$(CONFIG)"
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake all --cores $(CORES) --show-failed-logs --configfile "$(CONFIG)"
 
 test: venv
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -n 2 --dist loadfile -q
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -n 2 --dist loadfile -q
 
 report: venv
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --report results/report.html --configfile $(CONFIG)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --report results/report.html --configfile "$(CONFIG)"
 
 # style checks, as CI runs them: ruff ([tool.ruff]), snakefmt ([tool.snakefmt]), snakemake --lint
 lint: venv
 	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/snakefmt --check Snakefile workflow/
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --lint
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --lint
 
 # requirements.lock from pyproject.toml, one lock for Linux and macOS (tools/write_lock.py);
 # pins stay unless LOCK_ARGS asks, e.g. make lock LOCK_ARGS="--upgrade-package torch"
@@ -72,23 +76,23 @@ PROFILE ?= profiles/slurm
 SLURM_ARGS ?=
 .PHONY: cluster
 cluster: venv
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/cdgtmll check-config $(CONFIG)
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --profile $(PROFILE) --configfile $(CONFIG) $(SLURM_ARGS) all
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/cdgtmll check-config "$(CONFIG)"
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake all --profile $(PROFILE) $(SLURM_ARGS) --configfile "$(CONFIG)"
 
 # DVC: share and restore results (README "DVC: share and restore results")
 DVC_PROFILE = $(shell sed -n 's/^      - \(config\/[^:]*\.yaml\):$$/\1/p' dvc.yaml | head -1)
 DVC_REMOTE = $(if $(CDGTMLL_DVC_REMOTE),$(BIN)/dvc remote modify --local cdgtmll url '$(CDGTMLL_DVC_REMOTE)' &&,)
 .PHONY: push pull restore
 push: venv
-	$(DVC_REMOTE) PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/dvc push
+	$(DVC_REMOTE) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc push
 pull: venv
-	$(DVC_REMOTE) PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/dvc pull
+	$(DVC_REMOTE) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc pull
 	$(MAKE) --no-print-directory restore
 restore: venv
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/dvc status --quiet || { \
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc status --quiet || { \
 	  echo "restore: the workspace differs from dvc.lock (see 'dvc status'); not marking it up to date" >&2; exit 1; }
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --touch --forceall --cores 1 \
-	  --max-checksum-file-size 20000000000 all --configfile $(DVC_PROFILE)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --touch --forceall --cores 1 \
+	  --max-checksum-file-size 20000000000 all --configfile "$(DVC_PROFILE)"
 
 # Isolated environments of the external XMC libraries (XR-Linear, napkinXC, LibMultiLabel)
 include mk/xmc-envs.mk
