@@ -19,7 +19,9 @@ export DVC_NO_ANALYTICS = 1
 
 # The environment: pip bootstraps uv (the version requirements.lock pins), uv makes the venv
 # exactly the lock for this platform (`uv pip sync`: the lock's markers pick the Linux or macOS
-# set) and installs this checkout editable. uv reads no pip.conf: UV_INDEX_URL / UV_FIND_LINKS
+# set) and installs this checkout editable, all compiled to bytecode (PYTHONDONTWRITEBYTECODE
+# machines would otherwise compile torch's Python again in every job), then caches the method
+# catalog (cdgtmll.methods.catalog: planning without importing torch). uv reads no pip.conf: UV_INDEX_URL / UV_FIND_LINKS
 # name another index or local wheel folders; its cache is $(XDG_CACHE_HOME)/uv.
 UV_PIN = $(shell grep -m1 '^uv==' requirements.lock)
 $(BIN)/.installed: requirements.lock pyproject.toml
@@ -28,6 +30,7 @@ $(BIN)/.installed: requirements.lock pyproject.toml
 	$(BIN)/uv pip sync --quiet --compile-bytecode --python $(BIN)/python requirements.lock
 	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python --no-deps --no-build-isolation -e .
 	$(BIN)/python -m compileall -q src
+	$(BIN)/python -m cdgtmll.methods.catalog
 	touch $@
 
 venv: $(BIN)/.installed
@@ -35,9 +38,12 @@ venv: $(BIN)/.installed
 # check-config first: a YAML syntax error then names the file and line (Snakemake's own
 # parser names neither); --show-failed-logs prints the tail of a failed rule's log. The target
 # comes before --configfile, which takes one or more files. An interrupted run is picked up
-# where it stopped (profiles/default/config.yaml: rerun-incomplete).
+# where it stopped (profiles/default/config.yaml: rerun-incomplete). The isolated environments
+# the profile's methods need are built first (a failed build: the tables say why, not run).
 all: venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/cdgtmll check-config "$(CONFIG)"
+	@envs=$$($(BIN)/cdgtmll envs "$(CONFIG)") && for e in $$envs; do \
+	  $(MAKE) --no-print-directory -f mk/xmc-envs.mk $(XMC_DIR)/$$e/.installed || true; done
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake all --cores $(CORES) --show-failed-logs --configfile "$(CONFIG)"
 
 test: venv

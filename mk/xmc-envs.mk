@@ -5,9 +5,10 @@
 #   .venv/xmc/napkinxc       requirements-napkinxc.lock       napkinXC-PLT (reference row, not in the paper)
 #   .venv/xmc/libmultilabel  requirements-libmultilabel.lock  LibMultiLabel-1vsRest (reference row, not in the paper)
 # Each method runs its library in a worker process of that environment (src/cdgtmll/external/).
-# The pipeline builds a missing environment on demand through this file when a configured
-# method needs it (cdgtmll.external.envs; CDGTMLL_BUILD_ENVS=0 turns that off), and a lock
-# change rebuilds it and re-runs the method's jobs. Included from the Makefile; also alone:
+# Nothing builds one behind the user's back: `make xmc-envs` builds all three, `make all` the
+# ones its profile's methods need (`cdgtmll envs CONFIG`); a missing one is a "not run: not
+# built: run make xmc-envs" row. A lock change re-runs the method's jobs (and needs a rebuild).
+# Included from the Makefile; also alone:
 #   make -f mk/xmc-envs.mk xmc-envs                  build all three (a failure is recorded, see below)
 #   make -f mk/xmc-envs.mk .venv/xmc/pecos/.installed
 #   make -f mk/xmc-envs.mk xmc-locks UV=path/to/uv   regenerate the three locks (needs uv and the registry)

@@ -52,7 +52,7 @@ def _default_figures(config: dict) -> None:
 
 def _semantic_checks(config: dict, source: str) -> None:
     from cdgtmll.data.registry import get_spec
-    from cdgtmll.methods import base as methods
+    from cdgtmll.methods import base, catalog
 
     import_plugins(config.get("plugins", []), source)
 
@@ -94,23 +94,24 @@ def _semantic_checks(config: dict, source: str) -> None:
         if d != "default":
             check_dataset(d, f"training.{d}")
     aliases = config.get("aliases", {})
+    known_methods = catalog.available()
     for a, spec in aliases.items():
-        if a in methods.available() or "@" in a:
+        if a in known_methods or "@" in a:
             fail(f"aliases.{a}", "an alias must not shadow a registered method or contain '@'")
-        if spec["method"] not in methods.available():
-            fail(f"aliases.{a}.method", f"unknown method '{spec['method']}'; registered: {', '.join(methods.available())}")
+        if spec["method"] not in known_methods:
+            fail(f"aliases.{a}.method", f"unknown method '{spec['method']}'; registered: {', '.join(known_methods)}")
 
     def check_method(m: str, key: str, dataset: str | None = None) -> None:
         try:
             registered, _ = resolve_method(config, m)
         except ConfigError as exc:
             fail(key, str(exc).split(": ", 1)[-1])
-        if registered not in methods.available():
-            fail(key, f"unknown method '{m}'; registered: {', '.join(methods.available())}"
+        if registered not in known_methods:
+            fail(key, f"unknown method '{m}'; registered: {', '.join(known_methods)}"
                       + (f"; aliases: {', '.join(sorted(aliases))}" if aliases else ""))
         try:
-            methods.build(registered, method_hparams(config, dataset or "", m))
-        except methods.HparamError as exc:  # out of range: name the key that set it, down to the parameter
+            catalog.check(registered, method_hparams(config, dataset or "", m))
+        except base.HparamError as exc:  # out of range: name the key that set it, down to the parameter
             base_name, at_over = split_method(m)
             d_over = config.get("dataset_overrides", {}).get(dataset or "", {})
             sources = [(f"dataset_overrides.{dataset}.{m}", d_over.get(m, {}) if m != registered else {}),
@@ -119,7 +120,7 @@ def _semantic_checks(config: dict, source: str) -> None:
                        (key, at_over), (f"aliases.{base_name}.hparams", aliases.get(base_name, {}).get("hparams", {})),
                        (f"methods.{registered}", config["methods"].get(registered, {}))]  # method_hparams, reversed
             where = next((k for k, hp in sources if exc.param in hp), key)
-            fail(f"{where}.{exc.param}", f"expected {exc.expected}, got {methods.format_value(exc.value)}"
+            fail(f"{where}.{exc.param}", f"expected {exc.expected}, got {base.format_value(exc.value)}"
                  + (f" (in '{m}')" if where == key and m != registered else ""))
         except (TypeError, ValueError) as exc:
             fail(key, str(exc))

@@ -105,23 +105,19 @@ def finetunes_images(config: dict, dataset: str) -> bool:
 def not_runnable(config: dict, dataset: str, method: str) -> str | None:
     """The method's own reason it cannot run on this dataset here (e.g. no pretrained
     encoder, or it needs feature vectors while the dataset is fine-tuned on images)."""
-    from cdgtmll.methods import base
+    from cdgtmll.methods import catalog
 
     registered, _ = resolve_method(config, method)
-    m = base.build(registered, method_hparams(config, dataset, method))
-    reason = m.not_runnable_reason()
-    if reason is None and finetunes_images(config, dataset):
-        reason = base.image_input_reason(m)
-    return reason
+    return catalog.not_runnable(registered, method_hparams(config, dataset, method), finetunes_images(config, dataset))
 
 
 def _resolved_hparams(config: dict, dataset: str, method: str) -> dict:
     """Every hyper-parameter the job's method uses, code defaults included
-    (:func:`cdgtmll.methods.base.resolved_hparams`): a changed default re-runs the job."""
-    from cdgtmll.methods import base
+    (:func:`cdgtmll.methods.catalog.resolved_hparams`): a changed default re-runs the job."""
+    from cdgtmll.methods import catalog
 
     registered, _ = resolve_method(config, method)
-    hp = base.resolved_hparams(registered, method_hparams(config, dataset, method), training_protocol(config, dataset))
+    hp = catalog.resolved_hparams(registered, method_hparams(config, dataset, method), training_protocol(config, dataset))
     return json.loads(canonical_json(hp))
 
 

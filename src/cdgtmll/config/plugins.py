@@ -64,7 +64,9 @@ def import_plugins(modules: list[str], source: str = "config",
     import importlib
     import sys
 
-    from cdgtmll.methods import base  # the built-ins first: what a plugin adds is its own
+    from cdgtmll.methods import BUILTIN_MODULES, base, catalog
+
+    builtin = set(catalog.catalog()["methods"])
 
     dirs = [Path(d) for d in (search or [])]
     for d in reversed(dirs):
@@ -73,13 +75,18 @@ def import_plugins(modules: list[str], source: str = "config",
     importlib.invalidate_caches()  # a plugin file written after this process started
     added: dict[str, list[str]] = {}
     for i, mod in enumerate(modules):
-        before = set(base.available())
+        before = set(base.registered())
         try:
             importlib.import_module(mod)
         except Exception as exc:  # noqa: BLE001 - any import failure is a config error here
             raise ConfigError(f"{source}: config error at 'plugins[{i}]': "
                               f"{_plugin_failure(mod, exc, dirs)}") from None
-        added[mod] = sorted(set(base.available()) - before)
+        now = base.registered()
+        added[mod] = sorted(n for n in set(now) - before if now[n].__module__ not in BUILTIN_MODULES)
+        clash = [n for n in added[mod] if n in builtin]
+        if clash:
+            raise ConfigError(f"{source}: config error at 'plugins[{i}]': '{mod}' registers {clash}, "
+                              "the name of a built-in method")
     return added
 
 

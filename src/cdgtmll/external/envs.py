@@ -27,9 +27,10 @@ current lock (mk/build-env.sh writes it last, after the worker's import check pa
 failed build leaves ``.venv/xmc/<name>.failed`` (that lock's sha256, then the log's tail)
 and the log ``.venv/xmc/<name>.build.log``.
 :meth:`ExternalEnv.ensure` is what a method's ``not_runnable_reason`` calls: ready -> None;
-else it builds the environment through make (unless ``CDGTMLL_BUILD_ENVS=0``), once per
-lock: a recorded failure for the same lock is reported without retrying (``make
-xmc-envs`` retries). The reason it returns is what the tables print as "not run: ...".
+else the reason, which the tables print as "not run: ...": the recorded failure of the current
+lock, or "not built: run `make xmc-envs`". Nothing builds an environment behind the user's back:
+``make xmc-envs`` builds all three, ``make all`` the ones its profile's methods need
+(``cdgtmll envs CONFIG``), and planning only looks.
 
 The checkout is the one this package is imported from (``src/cdgtmll`` -> ``..``), or
 ``$CDGTMLL_ENVS_ROOT``.
@@ -49,7 +50,6 @@ from pathlib import Path
 #: environment name -> the distribution it exists for (pinned in its lock)
 LIBRARIES = {"pecos": "libpecos", "napkinxc": "napkinxc", "libmultilabel": "libmultilabel"}
 ROOT_ENV = "CDGTMLL_ENVS_ROOT"
-BUILD_ENV = "CDGTMLL_BUILD_ENVS"
 MAKEFILE = "mk/xmc-envs.mk"
 #: where the environments live, relative to the checkout
 ENVS_DIR = ".venv/xmc"
@@ -178,9 +178,9 @@ class ExternalEnv:
             why = f"environment {self.display} could not be built from {self.lock.name}: {_one_line(tail)}"
         return why
 
-    def ensure(self, build: bool | None = None) -> str | None:
-        """None when the environment is ready (building it first when allowed and needed),
-        else the reason the method cannot run (module docstring)."""
+    def ensure(self, build: bool = False) -> str | None:
+        """None when the environment is ready, else the reason the method cannot run (module
+        docstring). ``build=True`` builds a missing one first (what ``make xmc-envs`` does)."""
         if not self.lock.is_file():
             return f"lock file {self.lock.name} not found in {self.root} (it pins {self.display})"
         if self.ready():
@@ -188,9 +188,7 @@ class ExternalEnv:
         failed = self.failure()
         if failed is not None:
             return failed
-        if build is None:
-            build = os.environ.get(BUILD_ENV, "1") != "0"
         if not build:
-            return (f"environment {self.display} not built ({BUILD_ENV}=0); build it with "
-                    f"`make -f {MAKEFILE} {self.display}/.installed` or `make xmc-envs`")
+            return (f"environment {self.display} not built: run `make xmc-envs` "
+                    f"(or `make -f {MAKEFILE} {self.display}/.installed`)")
         return self.build()

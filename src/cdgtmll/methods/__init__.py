@@ -1,21 +1,29 @@
-"""Method registry: every method (classical, neural, two-step) is looked up by name.
-
-Importing this package (or any module in it) registers all built-in methods; the interface
-and the registry itself live in :mod:`cdgtmll.methods.base`.
+"""Methods: the interface and the registry (:mod:`.base`), what planning knows of each method
+without importing it (:mod:`.catalog`, :mod:`.requirements`), and one module or package per
+method family. A built-in method is registered when its module is imported, which
+:func:`cdgtmll.methods.base.get` and :func:`~cdgtmll.methods.base.available` do on first use
+(through :func:`load_builtins`); importing this package imports none of them.
 """
 
+import importlib
 
-def _register_builtin() -> None:  # imported lazily so that a broken optional dep names itself
-    import importlib
+from cdgtmll.methods import base
 
-    for mod in ("cdgtmll.methods.classic", "cdgtmll.methods.neural", "cdgtmll.methods.cdgtmll.model",
-                "cdgtmll.methods.loss_methods", "cdgtmll.methods.two_step",
-                "cdgtmll.methods.lcifs", "cdgtmll.methods.xmc.baselines", "cdgtmll.methods.xmc.peers",
-                "cdgtmll.methods.architectures.common",
-                "cdgtmll.methods.architectures.label_graph", "cdgtmll.methods.architectures.attention",
-                "cdgtmll.methods.mlcnc", "cdgtmll.methods.data_side.balancemix", "cdgtmll.methods.data_side.mlbote",
-                "cdgtmll.methods.data_side.lsfa"):
+#: the modules that define the built-in methods (each registers its methods when imported)
+BUILTIN_MODULES = (
+    "cdgtmll.methods.classic", "cdgtmll.methods.neural", "cdgtmll.methods.cdgtmll.model",
+    "cdgtmll.methods.loss_methods", "cdgtmll.methods.two_step", "cdgtmll.methods.lcifs",
+    "cdgtmll.methods.xmc.baselines", "cdgtmll.methods.xmc.peers", "cdgtmll.methods.architectures.common",
+    "cdgtmll.methods.architectures.label_graph", "cdgtmll.methods.architectures.attention",
+    "cdgtmll.methods.mlcnc", "cdgtmll.methods.data_side.balancemix", "cdgtmll.methods.data_side.mlbote",
+    "cdgtmll.methods.data_side.lsfa",
+)
+
+
+def load_builtins() -> None:
+    """Import every built-in method module (a no-op once they are imported)."""
+    for mod in BUILTIN_MODULES:
         importlib.import_module(mod)
 
 
-_register_builtin()
+base.set_builtin_loader(load_builtins)

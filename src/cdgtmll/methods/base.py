@@ -151,15 +151,37 @@ class Method(ABC):
         return {}
 
 
-def image_input_reason(method: Method) -> str | None:
-    """Why ``method`` cannot run on fine-tuned image inputs, or None."""
-    if method.supports_images():
-        return None
-    return (f"{method.name} needs feature vectors; with image_backbone.mode finetune its inputs would be "
+def image_reason_text(name: str) -> str:
+    """Why a method that needs feature vectors does not run on fine-tuned image inputs."""
+    return (f"{name} needs feature vectors; with image_backbone.mode finetune its inputs would be "
             "images (mode frozen runs it on ResNet-50 features)")
 
 
+def image_input_reason(method: Method) -> str | None:
+    """Why ``method`` cannot run on fine-tuned image inputs, or None."""
+    return None if method.supports_images() else image_reason_text(method.name)
+
+
 _REGISTRY: dict[str, type[Method]] = {}
+
+#: imports the built-in method modules: :func:`cdgtmll.methods.load_builtins`, set when that
+#: package is imported (always before this module); this module imports none of them
+_BUILTIN_LOADER: list[Callable[[], None]] = []
+
+
+def set_builtin_loader(load: Callable[[], None]) -> None:
+    _BUILTIN_LOADER[:] = [load]
+
+
+def _load_builtins() -> None:
+    for load in _BUILTIN_LOADER:
+        load()
+
+
+def registered() -> dict[str, type[Method]]:
+    """The methods registered so far (built-ins only once something loaded them; plugins
+    once imported), without importing anything."""
+    return dict(_REGISTRY)
 
 
 def register(name: str) -> Callable[[type[Method]], type[Method]]:
@@ -174,10 +196,14 @@ def register(name: str) -> Callable[[type[Method]], type[Method]]:
 
 
 def available() -> list[str]:
+    """Every registered method: the built-ins (imported now if need be) and the plugins imported."""
+    _load_builtins()
     return sorted(_REGISTRY)
 
 
 def get(name: str) -> type[Method]:
+    if name not in _REGISTRY:
+        _load_builtins()
     try:
         return _REGISTRY[name]
     except KeyError:

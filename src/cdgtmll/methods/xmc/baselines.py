@@ -83,13 +83,13 @@ same way.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from cdgtmll.methods.base import FitData, Method, NotRunnable, RunContext, register
 from cdgtmll.methods.neural import BCEMethod
+from cdgtmll.methods.requirements import encoder_reason, missing_encoder
 from cdgtmll.methods.xmc.external import ExternalMethod, job_threads
 
 UTILITIES = ("macro-recall", "precision")
@@ -279,28 +279,16 @@ class _EncoderMethod(Method):
     """A method that needs a pretrained transformer text encoder (not implemented)."""
 
     hparam_space = {"encoder": {"type": ["string", "null"]}}  # local HuggingFace model directory
+    needs_encoder: ClassVar[bool] = True
 
     def __init__(self, encoder: str | None = None) -> None:
         self.encoder = None if encoder is None else str(encoder)
 
-    def _missing_encoder(self) -> str | None:
-        if self.encoder is None:
-            return (
-                "needs pretrained encoder (set hyper-parameter 'encoder' to a local HuggingFace-format "
-                "model directory; none configured)"
-            )
-        if not Path(self.encoder).is_dir():
-            return f"needs pretrained encoder ('{self.encoder}' is not a directory)"
-        return None
-
     def not_runnable_reason(self) -> str | None:
-        missing = self._missing_encoder()
-        if missing is not None:
-            return missing
-        return "transformer stage not implemented in this pipeline (an encoder is configured)"
+        return encoder_reason(self.encoder)
 
     def fit(self, data: FitData, ctx: RunContext) -> _EncoderMethod:
-        missing = self._missing_encoder()
+        missing = missing_encoder(self.encoder)
         if missing is not None:
             raise NotRunnable(f"{self.name}: not run: {missing}")
         raise NotImplementedError(

@@ -25,6 +25,7 @@ import numpy as np
 from cdgtmll.external.client import WorkerClient
 from cdgtmll.external.envs import ExternalEnv
 from cdgtmll.methods.base import FitData, Method, NotRunnable, RunContext
+from cdgtmll.methods.requirements import env_hparams, env_reason
 
 #: labels requested per row when the label space is large (the pipeline's top-K format
 #: keeps this many; cdgtmll.train.TOPK)
@@ -69,16 +70,14 @@ class ExternalMethod(Method):
         return np.clip(raw, 0.0, 1.0)
 
     def hparams(self) -> dict[str, Any]:
-        env = self.env()
-        return {"env": env.display, "env_lock": env.lock.name, "env_lock_sha256": env.lock_sha256(),
-                "library": env.pinned()}
+        return env_hparams(self.env_name)
 
     def not_runnable_reason(self) -> str | None:
-        return self.env().ensure()
+        return env_reason(self.env_name)
 
     def fit(self, data: FitData, ctx: RunContext) -> ExternalMethod:
         env = self.env()
-        reason = env.ensure()
+        reason = env_reason(self.env_name)
         if reason is not None:
             raise NotRunnable(f"{self.name}: not run: {reason}")
         self.close()
