@@ -1,26 +1,31 @@
-"""Measure the numbers the README states (job counts, install, tests, quick run) and write them.
+"""Measure the job counts and timings of docs/benchmarks.md ("Timings") and write them there.
 
-Every timing and count in the README's "Timings" section comes from this script; nothing there
-is typed by hand. Each measurement is stored with its date, the machine and the load average
-during it in ``docs/timings.json``, so parts can be re-measured separately (``--only``) and the
-README table is regenerated from the whole file.
+Every number in that block comes from this script; nothing there is typed by hand. Each
+measurement is stored in ``docs/timings.json`` with its date, the machine, the 1-minute load
+average during it (sampled at start and end) and the CPU time it used (user + system of the
+command and every process it waited for), so parts can be re-measured separately (``--only``)
+and the block is regenerated from the whole file. Wall time on a shared machine depends on the
+load; CPU time much less so.
 
 Usage (from the repository root, with the project's venv on PATH)::
 
-    python tools/readme_timings.py                      # everything (about 25-35 min on 2 cores)
+    python tools/readme_timings.py                      # everything (about 30-40 min on 2 cores)
     python tools/readme_timings.py --only jobs quick    # a subset; the rest is kept from the file
-    python tools/readme_timings.py --render             # only rewrite README.md from the file
+    python tools/readme_timings.py --render             # only rewrite the block from the file
 
 Measurements
 ------------
-``jobs``    ``snakemake -n all --configfile <profile>`` for every ``config/*.yaml``: the job
-            count Snakemake prints ("total") and the number of training jobs.
-``install`` a ``git clone`` of HEAD into a temporary folder, then ``make venv``: wall time and
-            the size of the resulting ``.venv``.
-``quick``   ``snakemake --cores 2 all --configfile config/quick.yaml`` in a fresh clone (the
-            packaged Yeast or the mirror), wall time.
-``tests``   ``pytest -n 2 --dist loadfile -q`` (what ``make test`` runs) in the working tree: wall time and the
-            passed / skipped / failed counts from pytest's summary line.
+``jobs``          ``snakemake -n --forceall all --configfile <profile>`` for every ``config/*.yaml``: the
+                  job count Snakemake prints ("total") and the number of training jobs.
+``install_cold``  a ``git clone`` of HEAD into a temporary folder, then ``make venv`` with an
+                  empty uv cache (every wheel fetched from the index): wall and CPU time, and
+                  the size of the resulting ``.venv``.
+``install_warm``  the same with the checkout's filled uv cache (``UV_CACHE_DIR=.cache/uv``, as
+                  after one install on this machine).
+``quick``         ``snakemake --cores 2 all --configfile config/quick.yaml`` in a fresh clone
+                  (the packaged Yeast or the mirror): wall and CPU time.
+``tests``         ``pytest -n 2 --dist loadfile -q`` (what ``make test`` runs) in the working
+                  tree: wall and CPU time and the counts from pytest's summary line.
 
 The clones are of the committed HEAD: uncommitted changes are not measured, and the record says
 which commit was measured and whether the working tree was dirty.
@@ -34,6 +39,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -43,9 +49,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 STORE = ROOT / "docs" / "timings.json"
-README = ROOT / "README.md"
+#: the page holding the generated block (between BEGIN and END)
+TARGET = ROOT / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- timings:begin (tools/readme_timings.py writes this block) -->", "<!-- timings:end -->"
-KINDS = ("jobs", "install", "quick", "tests")
+KINDS = ("jobs", "install_cold", "install_warm", "quick", "tests")
 
 
 def machine() -> str:
@@ -67,19 +74,27 @@ def stamp(clone: bool = False) -> dict:
             "commit": git("rev-parse", "--short", "HEAD"), "dirty": False if clone else bool(git("status", "--porcelain"))}
 
 
-def timed(cmd: list[str] | str, cwd: Path, env: dict | None = None, log: Path | None = None) -> tuple[float, str, float]:
-    """Run ``cmd``; return (wall seconds, combined output, mean 1-min load average sampled at start and end)."""
+def child_cpu() -> float:
+    """User + system seconds of every child process waited for so far (and of theirs)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(cmd: list[str] | str, cwd: Path, env: dict | None = None,
+          log: Path | None = None) -> tuple[float, str, float, float]:
+    """Run ``cmd``; return (wall seconds, combined output, mean 1-min load average sampled at
+    start and end, CPU seconds of the command and its children)."""
     load0 = os.getloadavg()[0]
-    t0 = time.monotonic()
+    cpu0, t0 = child_cpu(), time.monotonic()
     proc = subprocess.run(cmd, cwd=cwd, env=env, shell=isinstance(cmd, str), capture_output=True, text=True)
-    wall = time.monotonic() - t0
+    wall, cpu = time.monotonic() - t0, child_cpu() - cpu0
     out = proc.stdout + proc.stderr
     if log:
         log.write_text(out)
     if proc.returncode != 0:
         raise SystemExit(f"readme_timings: {cmd!r} failed with exit {proc.returncode} in {cwd}; "
                          f"last output:\n{out[-3000:]}")
-    return wall, out, (load0 + os.getloadavg()[0]) / 2
+    return wall, out, (load0 + os.getloadavg()[0]) / 2, cpu
 
 
 def clone(tmp: Path) -> Path:
@@ -91,7 +106,10 @@ def clone(tmp: Path) -> Path:
 def measure_jobs() -> dict:
     out = {}
     for prof in sorted((ROOT / "config").glob("*.yaml")):
-        _, text, _ = timed(["snakemake", "-n", "all", "--configfile", str(prof.relative_to(ROOT))], ROOT)
+        # --forceall: every job of the DAG, whatever results/ holds; --workflow-profile none: the
+        # job table Snakemake prints (a logger plugin in the workflow profile may replace it)
+        _, text, _, _ = timed(["snakemake", "-n", "--forceall", "--workflow-profile", "none", "all",
+                               "--configfile", str(prof.relative_to(ROOT))], ROOT)
         total = re.search(r"^total\s+(\d+)\s*$", text, re.M)
         train = re.search(r"^train\s+(\d+)\s*$", text, re.M)
         if not total:
@@ -100,34 +118,47 @@ def measure_jobs() -> dict:
     return {**stamp(), "profiles": out}
 
 
-def measure_install(tmp: Path) -> dict:
+def measure_install(tmp: Path, warm: bool) -> dict:
+    """``make venv`` in a fresh clone, as a user's shell runs it: no venv on PATH, the clone's
+    own caches (the Makefile's ``XDG_CACHE_HOME``), and uv's cache either empty or the
+    checkout's filled one."""
     repo = clone(tmp)
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    drop = ("VIRTUAL_ENV", "PYTHONPATH", "XDG_CACHE_HOME", "UV_CACHE_DIR", "MPLCONFIGDIR")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if ".venv" not in p)
-    wall, _, load = timed(["make", "venv"], repo, env=env)
+    cache = ROOT / ".cache" / "uv"
+    if warm and not cache.is_dir():
+        raise SystemExit(f"readme_timings: install_warm needs a filled uv cache at {cache} (run `make venv` first)")
+    env["UV_CACHE_DIR"] = str(cache if warm else tmp / "empty-uv-cache")
+    wall, _, load, cpu = timed(["make", "venv"], repo, env=env)
     size = subprocess.run(["du", "-sb", str(repo / ".venv")], capture_output=True, text=True, check=True).stdout
-    return {**stamp(clone=True), "seconds": round(wall, 1), "venv_bytes": int(size.split()[0]), "load": round(load, 2),
-            "command": "make venv (fresh clone)"}
+    what = "the checkout's filled uv cache" if warm else "an empty uv cache"
+    return {**stamp(clone=True), "seconds": round(wall, 1), "cpu_seconds": round(cpu, 1),
+            "venv_bytes": int(size.split()[0]), "load": round(load, 2),
+            "command": f"make venv (fresh clone, {what})"}
 
 
 def measure_quick(tmp: Path) -> dict:
     repo = clone(tmp)
     env = dict(os.environ, PYTHONPATH=str(repo / "src"))
-    wall, text, load = timed(["snakemake", "--cores", "2", "all", "--configfile", "config/quick.yaml"], repo, env=env)
-    total = re.findall(r"(\d+) of (\d+) steps \(100%\) done", text)
-    return {**stamp(clone=True), "seconds": round(wall, 1), "load": round(load, 2), "jobs": int(total[-1][1]) if total else None,
+    wall, text, load, cpu = timed(["snakemake", "--cores", "2", "all", "--configfile", "config/quick.yaml"], repo, env=env)
+    total = [t for t in re.findall(r"(\d+) of (\d+) steps (?:\(\d+%\) )?done", text) if t[0] == t[1]]
+    return {**stamp(clone=True), "seconds": round(wall, 1), "cpu_seconds": round(cpu, 1), "load": round(load, 2),
+            "jobs": int(total[-1][1]) if total else None,
             "command": "snakemake --cores 2 all --configfile config/quick.yaml (fresh clone)"}
 
 
 def measure_tests() -> dict:
-    wall, text, load = timed([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadfile", "-q", "-p", "no:cacheprovider"], ROOT)
+    wall, text, load, cpu = timed([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadfile", "-q", "-p", "no:cacheprovider"], ROOT)
     summary = [line for line in text.splitlines() if re.search(r"\d+ (passed|failed)", line)][-1]
     counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)", summary)}
-    return {**stamp(), "seconds": round(wall, 1), "load": round(load, 2), "counts": counts, "summary": summary.strip("= "),
+    return {**stamp(), "seconds": round(wall, 1), "cpu_seconds": round(cpu, 1), "load": round(load, 2), "counts": counts,
+            "summary": summary.strip("= "),
             "command": "pytest -n 2 --dist loadfile -q (make test)"}
 
 
-MEASURE = {"jobs": lambda tmp: measure_jobs(), "install": measure_install, "quick": measure_quick,
+MEASURE = {"jobs": lambda tmp: measure_jobs(), "install_cold": lambda tmp: measure_install(tmp, warm=False),
+           "install_warm": lambda tmp: measure_install(tmp, warm=True), "quick": measure_quick,
            "tests": lambda tmp: measure_tests()}
 
 
@@ -137,49 +168,56 @@ def _mmss(s: float) -> str:
 
 
 def render(store: dict) -> str:
-    rows = ["| what | measured | when, commit, load (1-min avg) |", "|---|---|---|"]
+    rows = ["| what | wall time; CPU time (user + system) | when, commit, load (1-min average) |", "|---|---|---|"]
 
     def when(r: dict) -> str:
         load = f", load {r['load']}" if "load" in r else ""
         return f"{r['date']}, {r['commit']}{' (dirty tree)' if r['dirty'] else ''}{load}"
 
+    def cpu(r: dict) -> str:
+        return f"CPU {_mmss(r['cpu_seconds'])}" if "cpu_seconds" in r else "CPU time not recorded"
+
     if "jobs" in store:
         r = store["jobs"]
         for name, c in r["profiles"].items():
-            rows.append(f"| `snakemake -n all --configfile config/{name}` | {c['total']} jobs, of which {c['train']} "
+            rows.append(f"| `snakemake -n --forceall all --configfile config/{name}` | {c['total']} jobs, of which {c['train']} "
                         f"training jobs | {when(r)} |")
-    if "install" in store:
-        r = store["install"]
-        rows.append(f"| `{r['command']}` | {_mmss(r['seconds'])}, `.venv` {r['venv_bytes'] / 2**30:.1f} GiB | {when(r)} |")
+    for kind in ("install_cold", "install_warm"):
+        if kind in store:
+            r = store[kind]
+            rows.append(f"| `{r['command']}` | {_mmss(r['seconds'])}; {cpu(r)}; `.venv` "
+                        f"{r['venv_bytes'] / 2**30:.1f} GiB | {when(r)} |")
     if "quick" in store:
         r = store["quick"]
-        rows.append(f"| `{r['command']}` | {_mmss(r['seconds'])} ({r['jobs']} jobs) | {when(r)} |")
+        rows.append(f"| `{r['command']}` | {_mmss(r['seconds'])}; {cpu(r)} ({r['jobs']} jobs) | {when(r)} |")
     if "tests" in store:
         r = store["tests"]
-        rows.append(f"| `{r['command']}` | {_mmss(r['seconds'])}: {r['summary']} | {when(r)} |")
+        rows.append(f"| `{r['command']}` | {_mmss(r['seconds'])}; {cpu(r)}: {r['summary']} | {when(r)} |")
     machines = sorted({r["machine"] for r in store.values()})
-    head = (f"Measured by `python tools/readme_timings.py` on {'; '.join(machines)}. "
-            "Raw records: `docs/timings.json`. A load above the core count means other work shared the machine.")
+    head = (f"Measured by `python tools/readme_timings.py` on {'; '.join(machines)}. Raw records: "
+            "[`timings.json`](timings.json). A load above the core count means other work shared the machine "
+            "and stretched the wall time; the CPU time is what the command itself used.")
     return "\n".join([BEGIN, head, "", *rows, END])
 
 
-def write_readme(block: str) -> None:
-    text = README.read_text()
+def write_block(block: str, target: Path = TARGET) -> None:
+    text = target.read_text()
     if BEGIN not in text or END not in text:
-        raise SystemExit(f"readme_timings: {README} has no '{BEGIN}' ... '{END}' block to replace")
+        raise SystemExit(f"readme_timings: {target} has no '{BEGIN}' ... '{END}' block to replace")
     pre, rest = text.split(BEGIN, 1)
     post = rest.split(END, 1)[1]
-    tmp = README.with_suffix(".md.tmp")
+    tmp = target.with_suffix(".md.tmp")
     tmp.write_text(pre + block + post)
-    tmp.replace(README)
+    tmp.replace(target)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", nargs="+", choices=KINDS, default=list(KINDS))
-    ap.add_argument("--render", action="store_true", help="only rewrite README.md from docs/timings.json")
+    ap.add_argument("--render", action="store_true", help="only rewrite the block in docs/benchmarks.md from docs/timings.json")
     args = ap.parse_args(argv)
     store = json.loads(STORE.read_text()) if STORE.exists() else {}
+    store.pop("install", None)  # a record without its uv cache state (cold or warm): not shown
     if not args.render:
         with tempfile.TemporaryDirectory(prefix="cdgtmll-timings-") as tmp:
             for kind in args.only:
@@ -190,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
                 STORE.parent.mkdir(exist_ok=True)
                 STORE.write_text(json.dumps(store, indent=1, sort_keys=True) + "\n")
                 print(f"readme_timings: {kind}: {json.dumps(store[kind])}", flush=True)
-    write_readme(render(store))
+    write_block(render(store))
     return 0
 
 

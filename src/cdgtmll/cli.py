@@ -3,7 +3,8 @@
   cdgtmll check-config config/config.yaml     validate a config (schema, registries, plugins)
   cdgtmll methods [--config FILE]             list registered methods, the config's plugins included
   cdgtmll datasets [--config FILE]            list the datasets: each file's source and sha256
-  cdgtmll audit PATH [--cell ROW COLUMN]      trace a table cell or figure to its inputs
+  cdgtmll audit PATH [--cell ROW COLUMN]      a table cell's value and each run's, then the cell
+                                              (or figure) traced to its inputs
 
 A config's ``plugins`` are imported as the pipeline imports them: from the working directory
 and the folder holding the Snakefile (besides PYTHONPATH and the installed packages), so a
@@ -61,7 +62,7 @@ def _check_config(path: Path) -> int:
 
 def _methods(config: Path | None) -> int:
     from cdgtmll.config.schema import ConfigError
-    from cdgtmll.methods import base
+    from cdgtmll.methods import catalog
 
     try:
         added = _load_plugins(config)
@@ -69,9 +70,9 @@ def _methods(config: Path | None) -> int:
         print(exc, file=sys.stderr)
         return 2
     plugin_of = {name: mod for mod, names in added.items() for name in names}
-    for name in base.available():
+    for name in catalog.available():
         tag = f"  [plugin {plugin_of[name]}, {config}]" if name in plugin_of else ""
-        print(f"{name:16s} {base.get(name).description}{tag}")
+        print(f"{name:16s} {catalog.description(name)}{tag}")
     return 0
 
 
@@ -134,6 +135,25 @@ def _datasets(config: Path | None) -> int:
     return 0
 
 
+def _envs(path: Path) -> int:
+    """Print, one per line, the environments (``.venv/xmc/<name>``) that the methods of the
+    config at ``path`` run in, studies included."""
+    from cdgtmll.config import loader, plan
+    from cdgtmll.config.schema import ConfigError
+    from cdgtmll.methods import catalog
+
+    try:
+        cfg = loader.load(path)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    names = list(cfg["experiments"]["methods"]) + [m for jobs in plan.study_jobs(cfg).values() for _, _, m in jobs]
+    entries = catalog.catalog()["methods"]
+    envs = {entries[r]["env"] for r in (plan.resolve_method(cfg, m)[0] for m in names) if r in entries}
+    print("\n".join(sorted(e for e in envs if e)))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="cdgtmll", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -143,13 +163,25 @@ def main(argv: list[str] | None = None) -> int:
     _config_arg(sub.add_parser("methods", help="list registered methods, with a config's plugins"), "plugins")
     _config_arg(sub.add_parser("datasets", help="list the datasets: each file's source and sha256"),
                 "data.custom datasets")
-    p = sub.add_parser("audit", help="trace a table cell or a figure back to its inputs, re-verifying hashes")
+    p = sub.add_parser("envs", help="the isolated XMC library environments a config's methods need "
+                       "(what `make all` builds first)")
+    p.add_argument("path", type=Path)
+    p = sub.add_parser("audit", help="trace a table cell or a figure back to its inputs, re-verifying hashes",
+                       description="For a table cell: first its value as the table shows it (mean ± sample std "
+                                   "in percent, n runs), recomputed from the metrics.json files behind it, and "
+                                   "each run's value (run folder, variant, sampling and training seed) in the "
+                                   "table's threshold mode, checked against the table's CSV (a WARNING line "
+                                   "when they differ); then the lineage of every run down to the raw data "
+                                   "files, re-verifying every recorded hash (exit 1 on a missing or modified "
+                                   "file).")
     p.add_argument("path", help="a table (.md/.csv/.tex) or figure (.pdf/.png/.csv) written by the pipeline")
     p.add_argument("--cell", nargs=2, metavar=("ROW", "COLUMN"), help='e.g. CD-GTMLL "Yeast Rare-F1"')
     args = ap.parse_args(argv)
 
     if args.cmd == "check-config":
         return _check_config(args.path)
+    if args.cmd == "envs":
+        return _envs(args.path)
     if args.cmd == "audit":
         from cdgtmll.lineage.audit import audit
 
@@ -159,6 +191,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"audit: {exc}", file=sys.stderr)
             return 2
         print("\n".join(rep.lines))
+        if rep.warnings:
+            print("\nAUDIT WARNINGS:", file=sys.stderr)
+            for w in rep.warnings:
+                print(f"  {w}", file=sys.stderr)
         if rep.problems:
             print("\nAUDIT FAILED:", file=sys.stderr)
             for p_ in rep.problems:

@@ -22,8 +22,10 @@ Files
       "best in the table", "the strongest baseline") or ``*`` (every other method run on that
       dataset/setting, sweep ``@`` variants and ablation aliases excluded).
     * ``setting``: ``clean``, ``R@0.30`` (R-variant severity, pooled over training seeds x
-      sampling seeds), ``noise@0.30`` (variants ``N0.30-s<k>``), ``occlusion@0.30`` (``O0.30-s<k>``)
-      or ``R@*`` (any severity; figure claims whose severity the paper does not state).
+      sampling seeds), ``N@0.30`` (label noise, variants ``N0.30-s<k>``), ``O@0.30`` (occlusion,
+      ``O0.30-s<k>``) or ``R@*`` (any severity; figure claims whose severity the paper does not
+      state): the settings as the tables spell them (:mod:`cdgtmll.variants.naming`). A
+      ``--claims`` file in the older spelling ``noise@0.30`` / ``occlusion@0.30`` is still read.
     * metrics: the columns of ``all_runs.csv`` (``mAP, micro_f1, macro_f1, rare_f1, p@1, p@3, p@5``),
       ``<metric>_drop`` (clean minus corrupted, each corrupted run paired with the clean run of the
       same training seed; lower is better), and figure quantities read from optional inputs:

@@ -1,10 +1,14 @@
 """Check the paper's claims (``paper_claims.csv``) against the reproduced runs.
 
 ``python -m cdgtmll.claims.check --runs results/tables/all_runs.csv --out results/claims/claims_check
-[--claims PATH] [--pr-csv figures/pr_tail.csv] [--spec-csv PATH] [--mode claims|global|adaptive]``
+[--claims PATH] [--pr-csv figures/pr_tail.csv] [--spec-csv PATH] [--mode claims|global|adaptive]
+[--profile-json results/tables/profile.json]``
 
-writes ``<out>.csv`` (one row per claim), ``<out>.md`` (a status summary, then every claim) and
-``<out>.html`` (the same as one page, for Snakemake's report).
+writes ``<out>.csv`` (one row per claim), ``<out>.md`` (a verdict per claim group -- Table 1, 2,
+3, the experiments text -- then a status summary, then every claim) and ``<out>.html`` (the same
+as one page, for Snakemake's report). The verdict names why claims are not checked; with the
+tables' ``profile.json`` (by default the one beside ``--runs``, which the same ``tables`` step
+writes) it also says whether a dataset or method not run is outside the profile.
 
 Per claim, the reproduced quantity is computed in percent from the runs of the claim's
 (dataset, setting, method, mode); R-variant settings pool training seeds x sampling seeds.
@@ -89,6 +93,17 @@ from cdgtmll.claims.report import _csv_text, render_html, render_markdown
 from cdgtmll.io import atomic_write, sha256_file
 
 
+def _profile(path: Path, explicit: bool) -> dict | None:
+    """The tables' ``profile.json`` (profile, configfiles, datasets, methods), or None when absent
+    (an error when it was asked for with --profile-json)."""
+    if not path.is_file():
+        if explicit:
+            raise SystemExit(f"--profile-json {path}: no such file")
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return data if isinstance(data, dict) else None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=Path, help="results/tables/all_runs.csv")
@@ -99,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spec-csv", type=Path, help="player-specialisation shares (dataset, epoch, player, share[, seed])")
     ap.add_argument("--mode", choices=("claims", "global", "adaptive"), default="claims",
                     help="threshold mode: each claim's own (default) or one for all")
+    ap.add_argument("--profile-json", type=Path,
+                    help="the tables' profile.json (profile, datasets, methods); default: the one beside --runs")
     ap.add_argument("--extract-tables", type=Path, metavar="TEX",
                     help="dev: print the table-cell claim rows parsed from the paper source and exit")
     args = ap.parse_args(argv)
@@ -115,6 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     res = check_claims(claims, runs, pr, spec, mode)
     stem = args.out.with_suffix("") if args.out.suffix in (".csv", ".md") else args.out
     extra = [f"threshold mode: {'per claim (default global)' if mode is None else mode}"]
+    profile = _profile(args.profile_json or args.runs.parent / "profile.json", explicit=args.profile_json is not None)
+    if profile:
+        files = ", ".join(profile.get("configfiles") or [])
+        extra.insert(0, f"profile: {profile.get('profile') or '(unnamed)'}" + (f" ({files})" if files else "")
+                     + f"; its datasets: {', '.join(profile.get('datasets') or []) or 'none'}")
     if pr is not None:
         extra.append(f"PR figure: `{pr.path}` ({', '.join(sorted(pr.datasets)) or 'dataset unknown'})")
     if spec is not None:
@@ -127,8 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     claims_name = f"{claims_name}, sha256 {sha256_file(args.claims)[:16]}…"
     report_args = (res, str(args.runs), claims_name, len(runs),
                    sorted(set(runs["dataset"])) if "dataset" in runs else [], extra)
-    atomic_write(stem.parent / f"{stem.name}.md", render_markdown(*report_args))
-    atomic_write(stem.parent / f"{stem.name}.html", render_html(*report_args))
+    atomic_write(stem.parent / f"{stem.name}.md", render_markdown(*report_args, profile=profile))
+    atomic_write(stem.parent / f"{stem.name}.html", render_html(*report_args, profile=profile))
     counts = res["status"].value_counts().to_dict()
     print(json.dumps({"claims": len(res), "status": counts, "out": [f"{stem}.{e}" for e in ("csv", "md", "html")]}))
     return 0

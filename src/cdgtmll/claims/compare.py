@@ -35,6 +35,8 @@ from cdgtmll.claims.verdict import (
     to_percent,
     welch_from_stats,
 )
+from cdgtmll.config.schema import ConfigError
+from cdgtmll.variants import naming
 
 RUN_METRICS = ("mAP", "micro_f1", "macro_f1", "rare_f1", "p@1", "p@3", "p@5")
 #: ablation aliases of CD-GTMLL (App. E.2); excluded, like ``@`` sweep variants, from ``*`` comparators
@@ -61,26 +63,35 @@ def canonical_method(name: str) -> str:
     return f"{METHOD_ALIASES.get(base, base)}@{','.join(parts)}"
 
 
-_VARIANT = re.compile(r"([RNO])(\d+(?:\.\d+)?)-s(\d+)")
-_SETTING_KIND = {"R": "R", "N": "noise", "O": "occlusion"}
+#: how claims files written before settings had one spelling named two kinds of setting
+#: (``noise@0.30``, ``occlusion@0.30``); read by :func:`canonical_setting` only
+_OLD_SETTING_KINDS = {"noise": "N", "occlusion": "O"}
 
 
 def variant_setting(variant: str) -> tuple[str, int]:
-    """'clean' -> ('clean', -1); 'R0.40-s1' -> ('R@0.40', 1); 'N0.10-s0' -> ('noise@0.10', 0);
-    'O0.30-s2' -> ('occlusion@0.30', 2). Unknown variants map to themselves."""
-    m = _VARIANT.fullmatch(str(variant))
-    if not m:
+    """(setting, sampling seed) of a variant, the setting as the tables spell it
+    (:func:`cdgtmll.variants.naming.variant_setting`): 'clean' -> ('clean', -1); 'R0.40-s1' ->
+    ('R@0.40', 1); 'N0.10-s0' -> ('N@0.10', 0); 'O0.30-s2' -> ('O@0.30', 2). Unknown variants
+    map to themselves."""
+    try:
+        parsed = naming.split_variant(str(variant))
+    except ConfigError:
+        parsed = None
+    if parsed is None:
         return str(variant), -1
-    return f"{_SETTING_KIND[m.group(1)]}@{float(m.group(2)):.2f}", int(m.group(3))
+    return naming.setting_id(parsed[0], parsed[1]), parsed[2]
 
 
 def canonical_setting(setting: str) -> str:
+    """A claim's setting in the one spelling (:mod:`cdgtmll.variants.naming`): values with two
+    decimals ('N@0.3' -> 'N@0.30'), ``R@*`` kept, and the older ``noise@`` / ``occlusion@``
+    read as ``N@`` / ``O@``."""
     s = str(setting).strip()
     m = re.fullmatch(r"(R|N|noise|O|occlusion)@(\*|\d+(?:\.\d+)?)", s)
     if not m:
         return s
-    kind = {"N": "noise", "O": "occlusion"}.get(m.group(1), m.group(1))
-    return f"{kind}@{m.group(2) if m.group(2) == '*' else f'{float(m.group(2)):.2f}'}"
+    kind = _OLD_SETTING_KINDS.get(m.group(1), m.group(1))
+    return f"{kind}@*" if m.group(2) == "*" else naming.setting_id(kind, float(m.group(2)))
 
 
 def setting_matches(claim_setting: str, run_setting: str) -> bool:

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from cdgtmll.claims.verdict import KINDS
+from cdgtmll.variants.naming import setting_id
 
 CLAIMS_CSV = Path(__file__).with_name("paper_claims.csv")
 CLAIM_COLUMNS = ["claim_id", "location", "line", "quote", "kind", "dataset", "setting", "metric", "method",
@@ -133,7 +134,7 @@ def extract_table_cells(tex_path: str | Path) -> list[dict]:
                 printed, mark = _cell_value(cell)
                 if label == "tab:main_rare":
                     sev = float(re.fullmatch(r"@(\d+)\\%", sub.strip()).group(1)) / 100
-                    setting, metric = f"R@{sev:.2f}", "rare_f1"
+                    setting, metric = setting_id("R", sev), "rare_f1"
                 else:
                     setting, metric = "clean", TABLE_METRICS[sub.strip()]
                 out.append({"table": label, "line": no, "method": method, "group": title,

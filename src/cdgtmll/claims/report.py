@@ -2,6 +2,13 @@
 same as one HTML page (:func:`render_html`, for Snakemake's report) and the CSV text of the
 result table, plus the cell formatting they share with
 :func:`cdgtmll.claims.compare.mark_paper_inconsistency`.
+
+Both pages open, right under the title, with the verdict of each claim group (:func:`verdicts`:
+Table 1, Table 2, Table 3, the experiments text with its figure claims): the counts per
+status, what reproduces, what does not, and what cannot be checked here and why (the
+``not checked`` reasons, most frequent first; with the tables' ``profile.json``, whether a
+dataset or method not run is outside the profile). Then how the check was made, the counts,
+and every claim by group.
 """
 
 from __future__ import annotations
@@ -9,7 +16,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from cdgtmll.claims.verdict import CONSISTENT, INCONSISTENT, KINDS, PAPER_INCONSISTENT, STATUS_ORDER
+from cdgtmll.claims.verdict import (
+    CONSISTENT,
+    INCONSISTENT,
+    KINDS,
+    NC_DATASET,
+    NC_METHOD,
+    PAPER_INCONSISTENT,
+    STATUS_ORDER,
+)
 from cdgtmll.tables.html import esc, frame_table, page
 
 
@@ -124,9 +139,12 @@ def _summary(res: pd.DataFrame) -> tuple[list[str], pd.Series, int, list[tuple[s
 
 
 def render_markdown(res: pd.DataFrame, runs_path: str, claims_path: str, n_runs: int, datasets: list[str],
-                    extra: list[str]) -> str:
+                    extra: list[str], profile: dict | None = None) -> str:
+    """``profile``: the tables' ``profile.json`` (which datasets and methods the profile has), for
+    the reasons of the verdict; None when unknown."""
     order, counts, partial, kinds = _summary(res)
-    md = ["# Paper claims vs. reproduced runs", "",
+    md = ["# Paper claims vs. reproduced runs", "", *_verdict_markdown(res, profile), "",
+          "## How this check was made", "",
           *[f"- {h}" for h in _header(res, runs_path, claims_path, n_runs, datasets, extra)], "",
           "## Summary", "", "| status | claims |", "|---|---:|"]
     md += [f"| {s} | {int(counts[s])} |" for s in order]
@@ -163,15 +181,16 @@ def _inline(text: str) -> str:
 
 
 def render_html(res: pd.DataFrame, runs_path: str, claims_path: str, n_runs: int, datasets: list[str],
-                extra: list[str], stamp: str = "") -> str:
-    """The claims check as one HTML page: the same header, summary and per-group tables as
-    :func:`render_markdown`; the status cell coloured (consistent green, inconsistent red,
+                extra: list[str], stamp: str = "", profile: dict | None = None) -> str:
+    """The claims check as one HTML page: the same verdict, header, summary and per-group tables
+    as :func:`render_markdown`; the status cell coloured (consistent green, inconsistent red,
     paper inconsistency yellow, not checked grey)."""
     order, counts, partial, kinds = _summary(res)
     title = "Paper claims vs. reproduced runs"
     body = [f"<h1>{esc(title)}</h1>"]
     if stamp:
         body.append(f'<p class="stamp">{esc(stamp)}</p>')
+    body += [_verdict_html(res, profile), "<h2>How this check was made</h2>"]
     body.append('<ul class="meta">' + "".join(
         f"<li>{_inline(h)}</li>" for h in _header(res, runs_path, claims_path, n_runs, datasets, extra)) + "</ul>")
     summary = pd.DataFrame({"status": order + ["total"], "claims": [int(counts[s]) for s in order] + [len(res)]})
@@ -194,6 +213,131 @@ def render_html(res: pd.DataFrame, runs_path: str, claims_path: str, n_runs: int
                              for col in CLAIM_TABLE] for _, st in rows], columns=list(CLAIM_TABLE))
         body += [f"<h2>{esc(grp)}</h2>", frame_table(df, f"claims_group{k}", cls)]
     return page(title, body)
+
+
+# ------------------------------------------------------------------ the verdict per group
+
+#: how many names a verdict line lists before "+k more"
+_NAMES = 6
+
+
+def _names(items, limit: int = _NAMES) -> str:
+    items = list(dict.fromkeys(i for i in items if i))
+    more = len(items) - limit
+    return ", ".join(items[:limit]) + (f", +{more} more" if more > 0 else "")
+
+
+def _where(recs: list[dict]) -> str:
+    """'yeast clean, R@0.40: BCE, CD-GTMLL; voc2007 clean: PE' -- the datasets, settings and
+    methods of some claims, by dataset."""
+    by_ds: dict[str, tuple[list[str], list[str]]] = {}
+    for r in recs:
+        settings, methods = by_ds.setdefault(_s(r["dataset"]) or "?", ([], []))
+        settings.append(_s(r["setting"]))
+        methods.append(_s(r["method"]))
+    return "; ".join(f"{ds} {_names(st, 4)}: {_names(ms)}" for ds, (st, ms) in by_ds.items())
+
+
+def _missing_methods(r: dict) -> list[str]:
+    """The method(s) a ``method not run`` claim misses: the claim's method, or its comparators."""
+    if _s(r["detail"]).startswith("no comparator"):
+        other = _s(r["other_method"])
+        return ["other methods"] if other.strip() == "*" else [o.strip() for o in other.split("|") if o.strip()]
+    return [_s(r["method"])]
+
+
+def _not_checked(recs: list[dict], profile: dict | None) -> list[tuple[int, str]]:
+    """(claims, reason) of the not-checked claims, most frequent first; with ``profile`` (the
+    tables' ``profile.json``: which datasets and methods the profile has) a dataset or method
+    not run is said to be out of the profile or in it without runs."""
+    name = _s((profile or {}).get("profile"))
+    this = f"profile {name}" if name else "this profile"
+    p_ds = set((profile or {}).get("datasets") or ())
+    p_methods = {m.split("@")[0] for m in (profile or {}).get("methods") or ()}
+    groups: dict[str, list[dict]] = {}
+    for r in recs:
+        groups.setdefault(r["status"], []).append(r)
+    out = []
+    for status, rs in groups.items():
+        what = status.removeprefix("not checked: ")
+        if status == NC_DATASET:
+            ds = list(dict.fromkeys(_s(r["dataset"]) for r in rs))
+            if profile:
+                out_ = [d for d in ds if d not in p_ds]
+                in_ = [d for d in ds if d in p_ds]
+                parts = ([f"{_names(out_)}: not in {this}'s datasets"] if out_ else []) + \
+                        ([f"{_names(in_)}: in {this}, but no runs"] if in_ else [])
+                what += f" ({'; '.join(parts)})"
+            else:
+                what += f" ({_names(ds)})"
+        elif status == NC_METHOD:
+            ms = [m for r in rs for m in _missing_methods(r)]
+            if profile:
+                base = list(dict.fromkeys(ms))
+                out_ = [m for m in base if m.split("@")[0] not in p_methods]
+                in_ = [m for m in base if m.split("@")[0] in p_methods]
+                parts = ([f"{_names(out_)}: not in {this}'s methods"] if out_ else []) + \
+                        ([f"{_names(in_)}: in {this}, but no run there"] if in_ else [])
+                what += f" ({'; '.join(parts)})"
+            else:
+                what += f" ({_names(ms)})"
+        out.append((len(rs), what))
+    return sorted(out, key=lambda x: -x[0])
+
+
+def verdicts(res: pd.DataFrame, profile: dict | None = None) -> list[tuple[str, list[str]]]:
+    """The verdict of each claim group (Table 1, 2, 3, the experiments text), in 1-3 lines,
+    from the statuses of its claims only: the counts; what reproduces (``consistent``), what
+    does not (``inconsistent``; ``paper inconsistency`` apart); what cannot be checked here and
+    why (the ``not checked`` reasons, most frequent first)."""
+    out = []
+    recs = res.to_dict("records")
+    for grp in dict.fromkeys(_group(r["claim_id"]) for r in recs):
+        rs = [r for r in recs if _group(r["claim_id"]) == grp]
+        by = {s: [r for r in rs if r["status"] == s] for s in (CONSISTENT, INCONSISTENT, PAPER_INCONSISTENT)}
+        nc = [r for r in rs if r["status"] not in by]
+        counts = [f"{len(by[CONSISTENT])} consistent", f"{len(by[INCONSISTENT])} inconsistent"]
+        if by[PAPER_INCONSISTENT]:
+            counts.append(f"{len(by[PAPER_INCONSISTENT])} paper inconsistency")
+        counts.append(f"{len(nc)} not checked")
+        checked = len(by[CONSISTENT]) + len(by[INCONSISTENT])
+        head = f"{len(rs)} claim{'' if len(rs) == 1 else 's'}: {', '.join(counts)}."
+        if checked:
+            head += f" Reproduces: {len(by[CONSISTENT])} of {checked} checked"
+            head += f" ({_where(by[CONSISTENT])})." if by[CONSISTENT] else "."
+        else:
+            head += " Nothing could be checked here."
+        lines = [head]
+        bad = []
+        if by[INCONSISTENT]:
+            bad.append(f"Does not reproduce: {len(by[INCONSISTENT])} ({_where(by[INCONSISTENT])}).")
+        if by[PAPER_INCONSISTENT]:
+            bad.append(f"Paper inconsistency: {len(by[PAPER_INCONSISTENT])} (the paper prints different values "
+                       f"where they are equal by construction; not a reproduction failure; "
+                       f"{_where(by[PAPER_INCONSISTENT])}).")
+        if bad:
+            lines.append(" ".join(bad))
+        if nc:
+            reasons = _not_checked(nc, profile)
+            shown = "; ".join(f"{n} {why}" for n, why in reasons[:3])
+            rest = sum(n for n, _ in reasons[3:])
+            lines.append(f"Not checked here: {len(nc)} — {shown}" + (f"; {rest} other" if rest else "") + ".")
+        out.append((grp, lines))
+    return out
+
+
+def _verdict_markdown(res: pd.DataFrame, profile: dict | None) -> list[str]:
+    md = []
+    for grp, lines in verdicts(res, profile):
+        md.append(f"- **{grp}**: {lines[0]}")
+        md += [f"  {line}" for line in lines[1:]]
+    return md
+
+
+def _verdict_html(res: pd.DataFrame, profile: dict | None) -> str:
+    items = "".join(f"<li><b>{esc(grp)}</b>: " + "<br>".join(esc(line) for line in lines) + "</li>"
+                    for grp, lines in verdicts(res, profile))
+    return f'<ul class="verdict">{items}</ul>'
 
 
 def _csv_text(res: pd.DataFrame) -> str:

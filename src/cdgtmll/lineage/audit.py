@@ -3,6 +3,15 @@
 ``cdgtmll audit results/tables/table1_standard.md --cell CD-GTMLL "Yeast Rare-F1"``
 ``cdgtmll audit figures/pr_tail.pdf``
 
+For a table, each cell's value comes first (:func:`audit_cell_value`), recomputed from the
+``metrics.json`` files its ``.sources.json`` lists as the tables compute it: the cell as the
+table prints it (mean ± sample std in percent, n runs), then one line per run (its folder,
+variant, sampling seed and training seed, and the metric's value in that file, read in the
+table's threshold mode: ``global`` for the unsuffixed files, ``adaptive`` for ``*_adaptive``).
+The recomputed mean / std / n are compared with the table's CSV (``<stem>.csv`` beside the
+artifact); a cell whose CSV differs gets a ``WARNING`` line (a warning, not a problem: the
+hashes below say which file changed).
+
 The chain, for each run behind the artifact::
 
     table/figure  --sources.json-->  metrics.json (sha256)
@@ -32,12 +41,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cdgtmll.io import config_hash, read_json, sha256_file
+from cdgtmll.tables.collect import mode_block
+from cdgtmll.tables.layout import header_metric, table_digits
+from cdgtmll.variants.naming import split_variant, variant_setting
 
 #: where the raw copies of data prepared before ``source_files`` recorded their ``path`` are
 #: (the default ``data.raw_dir``)
@@ -127,6 +140,9 @@ def _dvc_cache_dir(root: Path) -> Path:
 class AuditReport:
     lines: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    #: things the audit found wrong that are not a hash check (a table cell whose CSV differs
+    #: from the value its sources give); printed, but the audit does not fail on them
+    warnings: list[str] = field(default_factory=list)
     checked: int = 0
     #: within one audit each file is hashed and each image listing computed once (a table's
     #: runs share their data files)
@@ -340,7 +356,6 @@ def audit(artifact: str | Path, cell: tuple[str, str] | None = None) -> AuditRep
     sources_path = _sources_file(artifact)
     sources = read_json(sources_path)
     rep.say(f"artifact {artifact}")
-    audit_dvc_artifact(rep, artifact, sources_path)
     if "cells" in sources:  # a table
         cells: dict[str, Any] = sources["cells"]
         if cell is not None:
@@ -348,11 +363,17 @@ def audit(artifact: str | Path, cell: tuple[str, str] | None = None) -> AuditRep
             if key not in cells:
                 raise KeyError(f"{artifact}: no cell '{key}'; cells with runs: {', '.join(sorted(cells))}")
             cells = {key: cells[key]}
+        stem = str(sources.get("table") or artifact.name.split(".")[0])
+        table_csv = _read_table_csv(artifact.parent / f"{stem}.csv")
+        for key, runs in cells.items():  # the values first, then the lineage
+            audit_cell_value(rep, key, runs, stem, table_csv, 1)
+        audit_dvc_artifact(rep, artifact, sources_path)
         for key, runs in cells.items():
             rep.say(f"cell     {key}: {len(runs)} run(s)", 1)
             for r in runs:
                 audit_run_metrics(rep, Path(r["path"]), r["sha256"], 2)
     else:  # a figure
+        audit_dvc_artifact(rep, artifact, sources_path)
         for method, runs in sources.get("runs", {}).items():
             rep.say(f"method   {method}: {len(runs)} run(s)", 1)
             for r in runs:
@@ -365,8 +386,114 @@ def audit(artifact: str | Path, cell: tuple[str, str] | None = None) -> AuditRep
                         rep.problems.append(f"MISSING provenance: {prov}")
     dvc = (f", {rep.dvc_checked} file(s) against {rep.dvc.root / 'dvc.lock'}" if rep.dvc is not None
            else " (no dvc.lock: DVC lineage not checked)")
-    rep.say(f"verified {rep.checked} hashes{dvc}; {len(rep.problems)} problem(s)")
+    warned = f", {len(rep.warnings)} warning(s)" if rep.warnings else ""
+    rep.say(f"verified {rep.checked} hashes{dvc}; {len(rep.problems)} problem(s){warned}")
     return rep
+
+
+def _read_table_csv(path: Path) -> dict[str, dict[str, str]] | None:
+    """The rows of a table's CSV by method; None when there is no CSV."""
+    import csv
+
+    if not path.is_file():
+        return None
+    with open(path, newline="", encoding="utf-8") as fh:
+        return {rec.get("method", ""): rec for rec in csv.DictReader(fh)}
+
+
+def _pct(v: float) -> str:
+    return "nan" if math.isnan(v) else f"{100 * v:.4f}%"
+
+
+def _variant_names(variant: str) -> tuple[str, str]:
+    """(setting, 'sampling seed k' / 'no sampling seed') of a run folder's variant, in the
+    spelling of :mod:`cdgtmll.variants.naming` (an unknown variant: itself, '?')."""
+    from cdgtmll.config.schema import ConfigError
+
+    try:
+        parsed = split_variant(variant)
+        return variant_setting(variant), (f"sampling seed {parsed[2]}" if parsed else "no sampling seed")
+    except ConfigError:
+        return variant, "sampling seed ?"
+
+
+def audit_cell_value(rep: AuditReport, key: str, runs: list[dict], stem: str,
+                     table_csv: dict[str, dict[str, str]] | None, indent: int = 1) -> float | None:
+    """Say a table cell's value, recomputed as the tables compute it (mean, sample std and
+    n over the runs its ``.sources.json`` lists, each run's metric from its ``metrics.json``
+    in the table's threshold mode), then one line per run; compare it with the table's CSV
+    (``table_csv``: rows by method, None without a CSV). Returns the mean (fraction), None
+    when no run could be read."""
+    import pandas as pd
+
+    from cdgtmll.tables.render import fmt
+
+    row, column = key.split(" | ", 1)
+    mode = "adaptive" if stem.endswith("_adaptive") else "global"
+    try:
+        metric = header_metric(column)
+    except KeyError as exc:
+        rep.warnings.append(f"cell {key}: {exc.args[0]}")
+        rep.say(f"WARNING  value of {key}: {exc.args[0]}", indent)
+        return None
+    per_run: list[tuple[Path, str, str, float]] = []
+    unread: list[str] = []
+    for r in runs:
+        path = Path(r["path"])
+        seed_dir = path.parent
+        variant = seed_dir.parent.parent.name
+        try:
+            block_key, block = mode_block(read_json(path), mode)
+        except (OSError, ValueError, KeyError) as exc:
+            unread.append(f"{seed_dir}: {path.name} cannot be read ({type(exc).__name__}: {exc})")
+            continue
+        v = block.get(metric)
+        per_run.append((seed_dir, variant, block_key, math.nan if v is None else float(v)))
+    values = pd.Series([v for *_, v in per_run], dtype=float)
+    n = len(runs)
+    mean, std = float(values.mean()), float(values.std())  # pandas: as summarise() (NaN skipped, ddof 1)
+    digits = table_digits(stem)
+    settings = sorted({_variant_names(v)[0] for _, v, _, _ in per_run})
+    rep.say(f"value    {key} = {fmt(mean, std, n, digits)} (n={n}): {metric}, mean ± sample std over runs, "
+            f"{mode} threshold mode, setting {', '.join(settings) or '?'}", indent)
+    for seed_dir, variant, block_key, v in per_run:
+        sampling = _variant_names(variant)[1]
+        rep.say(f"run      {seed_dir}  variant {variant} ({sampling}), training seed {seed_dir.name[4:]}: "
+                f"{metric} = {v!r} ({_pct(v)}) [{block_key}]", indent + 1)
+    for u in unread:
+        rep.say(f"UNREAD   {u}", indent + 1)
+    if unread:
+        rep.warnings.append(f"cell {key}: {len(unread)} of {n} run(s) could not be read; the value above leaves "
+                            "them out")
+    _compare_with_csv(rep, key, row, column, mean, std, n, stem, table_csv, indent + 1)
+    return None if not per_run else mean
+
+
+def _compare_with_csv(rep: AuditReport, key: str, row: str, column: str, mean: float, std: float, n: int,
+                      stem: str, table_csv: dict[str, dict[str, str]] | None, indent: int) -> None:
+    """The recomputed cell against the table's CSV (mean and std in percent, 4 decimals)."""
+    if table_csv is None:
+        rep.say(f"(no {stem}.csv beside the table: the value is not compared with it)", indent)
+        return
+    rec = table_csv.get(row)
+    if rec is None or f"{column} mean" not in rec:
+        diff = f"{stem}.csv has no {'row ' + repr(row) if rec is None else 'column ' + repr(column + ' mean')}"
+    else:
+        def num(text: str | None) -> float:
+            return math.nan if text in (None, "") else float(text)
+
+        csv_mean, csv_std, csv_n = num(rec[f"{column} mean"]), num(rec.get(f"{column} std")), rec.get(f"{column} n")
+        ours = (round(100 * mean, 4), round(100 * std, 4))
+
+        def same(a: float, b: float) -> bool:
+            return (math.isnan(a) and math.isnan(b)) or abs(a - b) <= 1e-4 + 1e-9
+        if same(csv_mean, ours[0]) and same(csv_std, ours[1]) and str(csv_n) == str(n):
+            rep.say(f"ok       equals {stem}.csv: mean {csv_mean:.4f}, std {csv_std:.4f}, n {csv_n}", indent)
+            return
+        diff = (f"{stem}.csv says mean {csv_mean:.4f}, std {csv_std:.4f}, n {csv_n}; its metrics files give "
+                f"mean {ours[0]:.4f}, std {ours[1]:.4f}, n {n}")
+    rep.problems.append(f"cell {key}: the table differs from its sources: {diff}")
+    rep.say(f"MISMATCH cell differs from its sources: {diff}", indent)
 
 
 def audit_dvc_artifact(rep: AuditReport, artifact: Path, sources_path: Path) -> None:

@@ -1,7 +1,8 @@
 """Aggregate per-run metrics into the paper's tables (CSV, Markdown, LaTeX, HTML).
 
 ``python -m cdgtmll.tables.build --metrics RUN/seed*/metrics.json ... --methods M ... --out results/tables
-[--datasets NAME[=TITLE] ...] [--severities NAME=S1,S2 ...] [--profile NAME [--profile-file PATH]]``
+[--datasets NAME[=TITLE] ...] [--severities NAME=S1,S2 ...] [--profile NAME [--profile-file PATH]]
+[--profiles-dir config]``
 
 * ``all_runs.csv`` – one row per (dataset, variant, method, training seed,
   threshold mode) with every metric of App. E.4: the long form every table is
@@ -24,6 +25,12 @@ validation); the unsuffixed file uses ``global``. Cells are mean ± sample std
 (ddof = 1) in percent over training seeds, and for R-variants over training
 seeds x sampling seeds; ``n`` gives the number of runs (CSV; the footnotes give its range).
 Datasets not run are marked ``n.r.`` with a footnote; nothing is ever filled in from the paper.
+Each ``n.r.`` footnote says why: a dataset not in this profile's datasets (``--datasets``), a
+severity not in its ``--severities``, a row of the paper's table not in its ``--methods``, each
+with the shipped profiles (``--profiles-dir``, default the checkout's ``config/``) that run it,
+and for a dataset where its data comes from (the dataset registry's sources: a packaged copy, a
+download URL, or a dataset mirror only); or configured, but no run was given. The footnotes
+depend on the shipped profiles, which are inputs of the ``tables`` rule.
 Best mean per column is bold, second underlined. Rows the paper's table does not have
 (reference rows, further peers) come last, under a rule, marked ``‡ not in the paper``.
 For image datasets a footnote says how the ResNet-50 was used in the runs behind the cells
@@ -58,7 +65,7 @@ from pathlib import Path
 
 from cdgtmll.io import atomic_write, write_json
 from cdgtmll.tables.collect import METRICS, MODES, collect, summarise, write_summary_dir
-from cdgtmll.tables.footnotes import _full_notes, footnotes
+from cdgtmll.tables.footnotes import ProfileContext, _full_notes, default_profiles_dir, footnotes, shipped_profiles
 from cdgtmll.tables.layout import (
     CONFIGURED_CAPTIONS,
     DIGITS,
@@ -70,6 +77,7 @@ from cdgtmll.tables.layout import (
     paper_columns,
 )
 from cdgtmll.tables.render import write_metrics_full, write_table
+from cdgtmll.variants.naming import parse_setting
 
 MODE_TITLE = {"global": "global threshold", "adaptive": "label-adaptive thresholds"}
 
@@ -96,8 +104,9 @@ def _severities(items: list[str] | None, summary) -> dict[str, list[float]]:
         out: dict[str, list[float]] = {}
         if not summary.empty:
             for ds, setting in zip(summary["dataset"], summary["setting"]):
-                if str(setting).startswith("R@"):
-                    out.setdefault(ds, []).append(float(setting[2:]))
+                parsed = parse_setting(setting)
+                if parsed is not None and parsed[0] == "R":
+                    out.setdefault(ds, []).append(parsed[1])
         return {ds: sorted(set(v)) for ds, v in out.items()}
     out = {}
     for item in items:
@@ -107,6 +116,17 @@ def _severities(items: list[str] | None, summary) -> dict[str, list[float]]:
         except ValueError:
             raise SystemExit(f"--severities {item!r}: expected NAME=S1,S2 with numbers, e.g. yeast=0.4,0.5") from None
     return out
+
+
+def _context(args: argparse.Namespace, severities: dict[str, list[float]]) -> ProfileContext:
+    """What the ``n.r.`` footnotes say about this profile and the shipped ones."""
+    given = args.datasets is not None
+    return ProfileContext(
+        name=args.profile,
+        datasets=tuple(d.partition("=")[0] for d in args.datasets) if given else None,
+        methods=tuple(args.methods),
+        severities=severities if args.severities is not None else None,
+        shipped=shipped_profiles(args.profiles_dir if args.profiles_dir is not None else default_profiles_dir()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="configured R-variant severities of a dataset (default: those run)")
     ap.add_argument("--profile", default="", help="config profile name, shown on the HTML pages")
     ap.add_argument("--profile-file", nargs="*", default=[], help="the profile's config file(s)")
+    ap.add_argument("--profiles-dir", type=Path, default=None,
+                    help="the shipped profiles (*.yaml) named in the n.r. footnotes (default: the checkout's config/)")
     args = ap.parse_args(argv)
     df = collect(args.metrics)
     not_run = {}
@@ -144,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
              if args.profile else "") + f"{n_runs} runs (metrics.json files); written by python -m cdgtmll.tables.build."
     write_metrics_full(summary, args.out, _full_notes(summary), stamp)
     severities = _severities(args.severities, summary)
+    context = _context(args, severities)
     for mode in MODES:
         suffix = "" if mode == "global" else "_adaptive"
         mode_title = MODE_TITLE[mode] + (f" {args.threshold}" if mode == "global" else "")
@@ -156,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                 name = f"table{number}_configured" if configured else stem
                 what = "configured datasets" if configured else "as in the paper"
                 write_table(table, args.out, f"{name}{suffix}", CONFIGURED_CAPTIONS[number] if configured else caption,
-                            footnotes(table, summary, mode, args.threshold),
+                            footnotes(table, summary, mode, args.threshold, context),
                             title=f"Table {number} ({what}), {mode_title}", stamp=stamp)
     write_json(args.out / "profile.json", {"profile": args.profile, "configfiles": args.profile_file,
                                            "datasets": [d for d, _ in datasets], "methods": args.methods,

@@ -135,8 +135,8 @@ def collect(paths: list[Path]) -> pd.DataFrame:
         deviation = run_deviation(seed_dir, method)
         digest = sha256_file(mpath)
         for mode in MODES:
-            own = mode == "global" and "method" in m
-            block = m["method"] if own else m[_mode_key(m, mode)]
+            key, block = mode_block(m, mode)
+            own = key == "method"
             row = {"dataset": dataset, "variant": variant, "setting": variant_setting(variant),
                    "severity": sev, "sampling_seed": sseed,
                    "method": method, "seed": int(seed_dir.name[4:]), "mode": mode, "own_thresholds": own,
@@ -152,6 +152,17 @@ def collect(paths: list[Path]) -> pd.DataFrame:
             *RULE_COLUMNS, *EXCLUSION_COLUMNS, "equal_by_construction", "deviation", "untrained_labels", "backbone",
             "metrics_path", "metrics_sha256"]
     return pd.DataFrame(rows, columns=cols)
+
+
+def mode_block(m: dict, mode: str) -> tuple[str, dict]:
+    """``(key, block)`` of a ``metrics.json`` whose metrics the tables show in threshold ``mode``:
+    in ``global`` mode the method's own block (``method``, a row scored by its own thresholds)
+    when it has one, else its one ``global@<t>`` block; ``adaptive`` in ``adaptive`` mode.
+    ``cdgtmll audit`` reads a cell's per-run values with it too."""
+    if mode == "global" and "method" in m:
+        return "method", m["method"]
+    key = _mode_key(m, mode)
+    return key, m[key]
 
 
 def _mode_key(m: dict, mode: str) -> str:

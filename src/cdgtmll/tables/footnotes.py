@@ -1,6 +1,10 @@
 """Footnotes of the tables, from what the runs record (see :mod:`cdgtmll.tables.build`):
 
-* not-run cells and their reasons (``†``), datasets or settings not run (``n.r.``);
+* not-run cells and their reasons (``†``); datasets, settings, cells and rows not run
+  (``n.r.``), each with its reason (:class:`ProfileContext`): not in this profile's
+  ``experiments.datasets`` / ``methods`` / ``r_variants.severities`` (naming the shipped
+  profiles ``config/*.yaml`` that run it, and whether the dataset's data can be had on this
+  machine: :func:`data_availability`), or configured but no run was given;
 * rows the paper's table does not have (the ``‡`` block), how the paper spells a row;
 * for a table with configured datasets as columns, which metrics a dataset outside the
   paper's table shows, and datasets without a configured R-variant;
@@ -12,6 +16,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from pathlib import Path
+
 import pandas as pd
 
 from cdgtmll.tables.collect import F1_COLUMNS, METRIC_LABEL, RANKING_METRICS, _s, equal_by_construction
@@ -19,14 +26,19 @@ from cdgtmll.tables.layout import (
     NOT_IN_PAPER_MARK,
     NOT_RUN,
     OTHER_T1_METRICS,
+    PAPER_ROWS,
     PAPER_SPELLING_T3,
     TABLE1,
     rows_with_cells,
 )
+from cdgtmll.variants.naming import parse_setting
 
 
-def footnotes(table: dict, summary: pd.DataFrame, mode: str, threshold: float) -> list[str]:
-    """Every footnote of a table built by :func:`cdgtmll.tables.layout.build_table`."""
+def footnotes(table: dict, summary: pd.DataFrame, mode: str, threshold: float,
+              context: ProfileContext | None = None) -> list[str]:
+    """Every footnote of a table built by :func:`cdgtmll.tables.layout.build_table`;
+    ``context``: the profile the tables are for, to say why something is ``n.r.``."""
+    ctx = context or ProfileContext()
     notes = []
     reasons: dict[str, list[str]] = {}
     for (row, _), cell in table["cells"].items():
@@ -35,19 +47,10 @@ def footnotes(table: dict, summary: pd.DataFrame, mode: str, threshold: float) -
     for reason, rows in reasons.items():
         notes.append(f"† {', '.join(rows)}: not run: {reason}")
     notes += _block_notes(table)
-    run_ds = set(summary["dataset"]) if not summary.empty else set()
-    missing = list(dict.fromkeys(title for ds, title, setting, *_ in table["columns"]
-                                 if ds not in run_ds and setting is not None))
-    if missing:
-        notes.append(f"{NOT_RUN} = not run in this configuration: {', '.join(sorted(missing))}. "
-                     "No value is copied from the paper.")
-    run_settings = set(zip(summary["dataset"], summary["setting"])) if not summary.empty else set()
-    unset = [f"{title} {sub}" for ds, title, setting, _, sub in table["columns"]
-             if ds in run_ds and setting is not None and (ds, setting) not in run_settings]
-    if unset:
-        notes.append(f"{NOT_RUN} in {', '.join(dict.fromkeys(unset))}: this setting was not run in this "
-                     "configuration (the dataset's other columns were).")
-    notes += _column_notes(table)
+    notes += _not_run_notes(table, summary, ctx)
+    notes += _column_notes(table, ctx)
+    notes += _cell_notes(table, summary, ctx)
+    notes += _row_notes(table, ctx)
     if "backbone" in summary:
         for ds, title in dict.fromkeys((ds, title) for ds, title, *_ in table["columns"]):
             uses = summary.loc[(summary["dataset"] == ds) & (summary["mode"] == mode), "backbone"]
@@ -91,7 +94,7 @@ def _block_notes(table: dict) -> list[str]:
     return notes
 
 
-def _column_notes(table: dict) -> list[str]:
+def _column_notes(table: dict, ctx: ProfileContext | None = None) -> list[str]:
     """For the tables with configured datasets as columns: the metrics of datasets outside the
     paper's Table 1, and datasets without a configured R-variant."""
     if not table.get("configured"):
@@ -105,10 +108,15 @@ def _column_notes(table: dict) -> list[str]:
                          f"{' and '.join(METRIC_LABEL[m] for m in OTHER_T1_METRICS)} (mAP is threshold-free, "
                          "so comparable across rows whatever their decision rule; Rare-F1 is the paper's tail "
                          "metric). Every metric of every dataset is in metrics_full.")
-    none = list(dict.fromkeys(title for _, title, setting, *_ in table["columns"] if setting is None))
+    ctx = ctx or ProfileContext()
+    none = list(dict.fromkeys((ds, title) for ds, title, setting, *_ in table["columns"] if setting is None))
     if none:
-        notes.append(f"{NOT_RUN} in {', '.join(none)}: no R-variant configured for the dataset "
-                     "(experiments.r_variants, r_variants.severities).")
+        where: dict[str, list[str]] = {}
+        for ds, title in none:
+            where.setdefault(_profiles_with(ctx, lambda p, ds=ds: bool(p.severities.get(ds))), []).append(title)
+        notes.append(f"{NOT_RUN} in {', '.join(t for _, t in none)}: no R-variant configured for the dataset "
+                     f"in {ctx.this} (experiments.r_variants, r_variants.severities); R-variants "
+                     + "; ".join(f"of {', '.join(ts)} configured in {w}" for w, ts in where.items()) + ".")
     return notes
 
 
@@ -268,3 +276,215 @@ def _why(value: str) -> str:
             return eq[2]
     return "same scores"
 
+
+# ------------------------------------------------------------------ why a column or row is n.r.
+
+@dataclass(frozen=True)
+class ShippedProfile:
+    """What one shipped profile (``config/*.yaml``) runs: its ``name``, its file, its
+    ``experiments.datasets`` and ``experiments.methods``, and the R-variant severities per
+    dataset (empty when ``experiments.r_variants`` is false)."""
+
+    name: str
+    path: str
+    datasets: tuple[str, ...]
+    methods: tuple[str, ...]
+    severities: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.path})"
+
+
+@dataclass(frozen=True)
+class ProfileContext:
+    """What the footnotes know of the profile the tables are written for (``python -m
+    cdgtmll.tables.build --profile --datasets --methods --severities``) and of the shipped
+    profiles, to say *why* a column or row is ``n.r.``. ``datasets`` / ``severities``: None
+    when not given (then the tables only know what ran)."""
+
+    name: str = ""
+    datasets: tuple[str, ...] | None = None
+    methods: tuple[str, ...] = ()
+    severities: dict | None = None
+    shipped: tuple[ShippedProfile, ...] = ()
+
+    @property
+    def this(self) -> str:
+        return f"this profile ({self.name})" if self.name else "this profile"
+
+
+def default_profiles_dir() -> Path:
+    """The checkout's ``config/`` (the shipped profiles), else ``./config``."""
+    here = Path(__file__).resolve().parents[3] / "config"
+    return here if here.is_dir() else Path.cwd() / "config"
+
+
+def shipped_profiles(config_dir: Path | str | None = None) -> tuple[ShippedProfile, ...]:
+    """Every ``<config_dir>/*.yaml`` with an ``experiments`` block, in file-name order; paths
+    as ``config/<file>``. A file that does not parse is left out."""
+    import yaml
+
+    config_dir = Path(config_dir) if config_dir is not None else default_profiles_dir()
+    out = []
+    for p in sorted(config_dir.glob("*.yaml")) if config_dir.is_dir() else []:
+        try:
+            cfg = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError):
+            continue
+        exp = cfg.get("experiments") if isinstance(cfg, dict) else None
+        if not isinstance(exp, dict):
+            continue
+        sev = ((cfg.get("r_variants") or {}).get("severities") or {}) if exp.get("r_variants", True) else {}
+        out.append(ShippedProfile(
+            name=str(cfg.get("name") or p.stem), path=f"{config_dir.name}/{p.name}",
+            datasets=tuple(map(str, exp.get("datasets") or ())), methods=tuple(map(str, exp.get("methods") or ())),
+            severities={str(d): tuple(float(v) for v in (vs or ())) for d, vs in sev.items()}))
+    return tuple(out)
+
+
+def _profiles_with(ctx: ProfileContext, has) -> str:
+    """'profile a (config/a.yaml)' / 'profiles a (config/a.yaml), b (config/b.yaml)': the shipped
+    profiles for which ``has(profile)``; 'no shipped profile (config/*.yaml)' when none."""
+    if not ctx.shipped:
+        return "no shipped profile (none found: --profiles-dir)"
+    hits = [p.label for p in ctx.shipped if has(p)]
+    if not hits:
+        return "no shipped profile (config/*.yaml)"
+    return ("profile " if len(hits) == 1 else "profiles ") + ", ".join(hits)
+
+
+def _archive_files(spec) -> tuple:
+    """The image archives an image dataset's loader fetches besides ``spec.files`` (kept out of
+    the registry's ``files`` so that an extracted copy suffices), by the dataset's format."""
+    if spec.format == "voc-devkit":
+        from cdgtmll.data.registry import voc_image_archives
+
+        return voc_image_archives()
+    if spec.format == "coco-json":
+        from cdgtmll.data.coco import IMAGE_ARCHIVES
+
+        return tuple(IMAGE_ARCHIVES.values())
+    return ()
+
+
+def data_availability(name: str) -> str:
+    """Where the data of dataset ``name`` can come from, in words, from what the dataset registry
+    records for each raw file (:mod:`cdgtmll.data.registry`): a packaged copy (installed with the
+    lock), a download URL, or none (put in a dataset mirror by hand). The same on every machine:
+    what a mirror on this one holds is not a property of the table."""
+    from cdgtmll.data.registry import REGISTRY
+
+    spec = REGISTRY.get(name)
+    if spec is None:
+        return "its data is not in the dataset registry (a data.custom dataset of a profile)"
+    files = tuple(spec.files) + tuple(_archive_files(spec))
+    where: dict[str, list[str]] = {}  # source -> the kinds of file (roles) it provides
+    for f in files:
+        copy = next((c for c in spec.packaged if f.name in c.replaces), None)
+        src = (f"packaged copy {copy.distribution}=={copy.version}" if copy is not None
+               else "download" if f.urls else "none")
+        role = (f.role or "files").split("-")[0]
+        if role not in where.setdefault(src, []):
+            where[src].append(role)
+    how = {"download": "by download from its official URLs or from a dataset mirror",
+           "none": "no download URL: from a dataset mirror only, put there by hand (docs/datasets.md)"}
+    parts = [f"{', '.join(roles)}: {how.get(src, src)}" for src, roles in where.items()]
+    return "data " + "; ".join(parts)
+
+
+def _dataset_reason(ds: str, ctx: ProfileContext) -> str:
+    """Why dataset ``ds`` has no runs: not in this profile (and which shipped profiles have
+    it), or in it but no run given; and whether its data can be had here."""
+    if ctx.datasets is None:
+        why = "no run of it among the metrics files given (this profile's datasets were not given: --datasets)"
+    elif ds in ctx.datasets:
+        why = (f"in experiments.datasets of {ctx.this}, but no run of it among the metrics files given "
+               "(runs missing or failed)")
+    else:
+        why = f"not in experiments.datasets of {ctx.this}"
+    if ctx.datasets is None or ds not in ctx.datasets:
+        why += f"; in experiments.datasets of {_profiles_with(ctx, lambda p: ds in p.datasets)}"
+    return f"{why}; {data_availability(ds)}"
+
+
+def _setting_reason(ds: str, setting: str, ctx: ProfileContext) -> str:
+    """Why the R-variant ``setting`` ('R@0.40') of a dataset that ran has no runs."""
+    parsed = parse_setting(setting)
+    if parsed is None or parsed[0] != "R":
+        return "no run of this setting among the metrics files given"
+    sev = parsed[1]
+    mine = None if ctx.severities is None else ctx.severities.get(ds, [])
+    if mine is not None and any(abs(sev - v) < 1e-9 for v in mine):
+        return f"severity {sev:.2f} is in r_variants.severities of {ctx.this}, but no run of it was given"
+    if mine is None:
+        why = "no run of this severity among the metrics files given"
+    elif not mine:
+        why = f"no R-variant of the dataset in {ctx.this} (experiments.r_variants, r_variants.severities)"
+    else:
+        why = (f"severity {sev:.2f} not in r_variants.severities of {ctx.this} "
+               f"({', '.join(f'{v:.2f}' for v in mine)})")
+    has = _profiles_with(ctx, lambda p: any(abs(sev - v) < 1e-9 for v in p.severities.get(ds, ())))
+    return f"{why}; configured in {has}"
+
+
+def _not_run_notes(table: dict, summary: pd.DataFrame, ctx: ProfileContext) -> list[str]:
+    """The ``n.r.`` footnotes: datasets not run, settings not run, and, with the reason of
+    each, grouped by reason."""
+    notes = []
+    run_ds = set(summary["dataset"]) if not summary.empty else set()
+    missing = list(dict.fromkeys((ds, title) for ds, title, setting, *_ in table["columns"]
+                                 if ds not in run_ds and setting is not None))
+    if missing:
+        notes.append(f"{NOT_RUN} = not run in this configuration: {', '.join(sorted({t for _, t in missing}))}. "
+                     "No value is copied from the paper.")
+        by_reason: dict[str, list[str]] = {}
+        for ds, title in missing:
+            by_reason.setdefault(_dataset_reason(ds, ctx), []).append(title)
+        notes += [f"{NOT_RUN} {', '.join(titles)}: {reason}." for reason, titles in by_reason.items()]
+    run_settings = set(zip(summary["dataset"], summary["setting"])) if not summary.empty else set()
+    unset: dict[str, list[str]] = {}
+    for ds, title, setting, _, sub in table["columns"]:
+        if ds in run_ds and setting is not None and (ds, setting) not in run_settings:
+            unset.setdefault(_setting_reason(ds, setting, ctx), []).append(f"{title} {sub}")
+    for reason, cols in unset.items():
+        notes.append(f"{NOT_RUN} in {', '.join(dict.fromkeys(cols))}: this setting was not run in this "
+                     f"configuration (the dataset's other columns were): {reason}.")
+    return notes
+
+
+def _cell_notes(table: dict, summary: pd.DataFrame, ctx: ProfileContext) -> list[str]:
+    """``n.r.`` cells of a configured row in a column whose dataset and setting ran: no run of
+    that method there was given."""
+    if summary.empty:
+        return []
+    ran = set(zip(summary["dataset"], summary["setting"]))
+    gaps: dict[str, list[str]] = {}
+    for j, (ds, title, setting, *_) in enumerate(table["columns"]):
+        if (ds, setting) not in ran:
+            continue
+        for r in table["rows"]:
+            if (r, j) not in table["cells"]:
+                gaps.setdefault(r, [])
+                if title not in gaps[r]:
+                    gaps[r].append(title)
+    where = f"in experiments.methods of {ctx.this}" if ctx.methods else "configured"
+    return [f"{NOT_RUN} for {r} in {', '.join(cols)}: {where}, but no run of it there among the metrics files "
+            "given (runs missing or failed)." for r, cols in gaps.items()]
+
+
+def _row_notes(table: dict, ctx: ProfileContext) -> list[str]:
+    """Rows of the paper's table that are not rows here: not in this profile's methods, with
+    the shipped profiles that run them."""
+    number = table.get("number")
+    if number not in PAPER_ROWS or not ctx.methods:
+        return []
+    absent = [m for m in PAPER_ROWS[number] if m not in table["rows"]]
+    if not absent:
+        return []
+    by_where: dict[str, list[str]] = {}
+    for m in absent:
+        by_where.setdefault(_profiles_with(ctx, lambda p, m=m: m in p.methods), []).append(m)
+    parts = "; ".join(f"{', '.join(ms)} (in {where})" for where, ms in by_where.items())
+    return [f"{NOT_RUN} rows of the paper's Table {number}, not shown: not in experiments.methods of "
+            f"{ctx.this}: {parts}."]

@@ -30,11 +30,12 @@ best mean of a column is marked ``best``, the second ``second`` (ties share a ma
 from __future__ import annotations
 
 import math
+import re
 
 import pandas as pd
 
 from cdgtmll.tables.collect import METRIC_LABEL
-from cdgtmll.variants.naming import CLEAN
+from cdgtmll.variants.naming import CLEAN, parse_setting, setting_id
 
 NOT_RUN = "n.r."
 #: the mark and label of the block of rows the paper's table does not have
@@ -103,8 +104,8 @@ Column = tuple  # (dataset, group title, setting or None, metric, subheader)
 
 
 def severity_label(setting: str) -> str:
-    """``'R@0.50'`` -> ``'@50%'``."""
-    return f"@{round(100 * float(setting[2:]))}%"
+    """``'R@0.50'`` -> ``'@50%'`` (the paper's Table 2 header for the setting)."""
+    return f"@{round(100 * parse_setting(setting)[1])}%"
 
 
 def table1_columns() -> list[Column]:
@@ -113,7 +114,7 @@ def table1_columns() -> list[Column]:
 
 def table2_columns() -> list[Column]:
     return [(ds, title, s, "rare_f1", severity_label(s)) for ds, title, sevs in TABLE2
-            for s in (f"R@{v:.2f}" for v in sevs)]
+            for s in (setting_id("R", v) for v in sevs)]
 
 
 def table3_columns() -> list[Column]:
@@ -135,7 +136,7 @@ def configured_columns(number: int, datasets: list[tuple[str, str]],
             cols += [(ds, title, CLEAN, m, METRIC_LABEL[m]) for m in t1.get(ds, OTHER_T1_METRICS)]
         elif number == 2:
             sevs = severities.get(ds) or []
-            cols += [(ds, f"{title}-R", f"R@{v:.2f}", "rare_f1", f"@{round(100 * v)}%") for v in sevs] or \
+            cols += [(ds, f"{title}-R", s, "rare_f1", severity_label(s)) for s in (setting_id("R", v) for v in sevs)] or \
                 [(ds, f"{title}-R", None, "rare_f1", "no R-variant")]
         else:
             cols += [(ds, title, CLEAN, m, METRIC_LABEL[m]) for m in T3_METRICS]
@@ -203,3 +204,22 @@ def rows_with_cells(table: dict, metrics: tuple[str, ...] | None = None) -> list
 def header(column: Column) -> str:
     """A column's name in the CSV, the ``.sources.json`` keys and ``cdgtmll audit --cell``."""
     return f"{column[1]} {column[4]}"
+
+
+def header_metric(text: str) -> str:
+    """The metric of a column from its :func:`header`: its subheader (the last word) is a
+    metric label (``Yeast Rare-F1``, ``Eurlex-4K P@3``), or a severity (``Yeast-R @50%``,
+    Table 2's layout), whose metric is Rare-F1. KeyError for any other header."""
+    sub = text.rsplit(" ", 1)[-1]
+    by_label = {label: m for m, label in METRIC_LABEL.items()}
+    if sub in by_label:
+        return by_label[sub]
+    if re.fullmatch(r"@\d+%", sub):
+        return "rare_f1"
+    raise KeyError(f"column '{text}': no metric label ({', '.join(by_label)}) or severity (@x%) at its end")
+
+
+def table_digits(stem: str) -> int:
+    """Decimals of the cells of the table written as ``stem`` (``table3_xmc_adaptive`` -> 2)."""
+    m = re.match(r"table(\d)", stem)
+    return DIGITS.get(int(m.group(1)), 1) if m else 1

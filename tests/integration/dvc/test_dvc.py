@@ -1,0 +1,397 @@
+"""DVC on the shipped profiles, at tiny scale, in temporary git repositories made from the
+working tree: outputs in the cache (hardlinked), push/pull through the default remote, the
+restore step after a pull/checkout/exp apply (Snakemake then plans nothing), experiments with
+`dvc exp run -S` (show, diff, apply, plots diff), the per-row metrics files, the offline plots
+page, and `cdgtmll audit` against dvc.lock.
+
+The profiles are used as shipped; only scale keys (epochs, seeds, methods, study sweep sizes)
+are changed, with DVC's own `-S` override code (``dvc.utils.hydra.apply_overrides``) or
+`dvc exp run -S`. config/quick.yaml is put under DVC the documented way: the ``profile``
+variable at the top of dvc.yaml.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support.paths import ROOT
+
+#: never copied into a test repository (build/run state of the working tree)
+SKIP_NAMES = {".venv", ".snakemake", "results", "logs", "figures", ".cache", "__pycache__", ".pytest_cache",
+              "report.html", ".git", "dvc_plots"}
+SKIP_PATHS = {"logs/benchmarks", ".dvc/cache", ".dvc/tmp", ".dvc/config.local", "dvc.lock"}
+QUICK = "config/quick.yaml"
+DEFAULT = "config/config.yaml"
+#: what the stages pass to Snakemake (dvc.yaml) and what the restore step must pass as well
+CHECKSUM = ("--max-checksum-file-size", "20000000000")
+
+slow = pytest.mark.slow
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+def _env(mirror: Path, **extra: str) -> dict:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    env["XDG_CACHE_HOME"] = env.get("XDG_CACHE_HOME", "/tmp/cdgtmll-cache")
+    env["MPLCONFIGDIR"] = "/tmp/cdgtmll-mpl"
+    env["CDGTMLL_DATA_MIRROR"] = str(mirror)
+    env["DVC_NO_ANALYTICS"] = "1"
+    env["COLUMNS"] = "250"
+    env.update(extra)
+    return env
+
+
+def _run(repo: Path, env: dict, *cmd: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(list(cmd), cwd=repo, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _ok(res: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert res.returncode == 0, f"{res.args}\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}"
+    return res
+
+
+def _dvc(repo: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
+    return _run(repo, env, sys.executable, "-m", "dvc", *args)
+
+
+def _smk(repo: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
+    return _run(repo, env, sys.executable, "-m", "snakemake", *args)
+
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    return _ok(subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, timeout=120))
+
+
+def _make_repo(dst: Path, profile: str = DEFAULT, overrides: tuple[str, ...] = ()) -> Path:
+    """A git repository holding the working tree, with ``profile`` under DVC and the scale
+    ``overrides`` applied to it (as `dvc exp run -S` would), committed."""
+    def ignore(d, names):
+        rel = Path(d).relative_to(ROOT)
+        return [n for n in names if n in SKIP_NAMES or n.endswith(".egg-info") or (rel / n).as_posix() in SKIP_PATHS]
+
+    shutil.copytree(ROOT, dst, ignore=ignore, symlinks=True)
+    (dst / "results").mkdir(exist_ok=True)
+    if profile != DEFAULT:  # the documented switch: the profile path in dvc.yaml
+        dvc_yaml = dst / "dvc.yaml"
+        text = dvc_yaml.read_text()
+        assert text.count(f"--configfile {DEFAULT}") == 3 and text.count(f"      - {DEFAULT}:") == 3
+        dvc_yaml.write_text(text.replace(DEFAULT, profile))
+    if overrides:
+        from dvc.utils.hydra import apply_overrides
+
+        apply_overrides(str(dst / profile), list(overrides))
+    _git(dst, "init", "-q")
+    _git(dst, "config", "user.name", "cdgtmll test")
+    _git(dst, "config", "user.email", "test@cdgtmll.invalid")
+    _git(dst, "add", "-A")
+    _git(dst, "commit", "-qm", f"{profile} at test scale")
+    return dst
+
+
+def _commit(repo: Path, msg: str) -> None:
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", msg)
+
+
+def _digests(repo: Path, *tops: str) -> dict[str, str]:
+    out = {}
+    for top in tops:
+        p = repo / top
+        files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file())
+        out.update({str(f.relative_to(repo)): hashlib.sha256(f.read_bytes()).hexdigest() for f in files})
+    return out
+
+
+def _restore(repo: Path, env: dict, profile: str) -> None:
+    """The restore step after dvc pull / checkout / exp apply (README "Share and restore
+    results"): the workspace must match dvc.lock, then Snakemake's file times and metadata are
+    made to match the restored files."""
+    _ok(_dvc(repo, env, "status", "--quiet"))
+    _ok(_smk(repo, env, "--touch", "--forceall", "--cores", "1", *CHECKSUM, "all", "--configfile", profile))
+
+
+def _plans_nothing(repo: Path, env: dict, profile: str) -> None:
+    dry = _ok(_smk(repo, env, "-n", "all", "--configfile", profile))
+    assert "Nothing to be done" in dry.stdout + dry.stderr, (dry.stdout + dry.stderr)[-3000:]
+
+
+def _alphas(repo: Path, method: str = "CD-GTMLL") -> set[float]:
+    return {json.loads(p.read_text())["config"]["hparams"]["alpha"]
+            for p in (repo / "results/runs/yeast").glob(f"*/{method}/seed*/provenance.json")}
+
+
+def _audit(repo: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
+    return _run(repo, env, sys.executable, "-m", "cdgtmll.cli", "audit", *args, timeout=300)
+
+
+def _exp_rows(shown: list) -> dict[str, dict]:
+    """``{experiment name or rev: data}`` from `dvc exp show --json`."""
+    rows = {}
+    for base in shown:
+        rows[base.get("name") or base["rev"]] = base.get("data") or {}
+        for exp in base.get("experiments") or []:
+            for rev in exp.get("revs") or []:
+                rows[rev.get("name") or rev["rev"]] = rev.get("data") or {}
+    return rows
+
+
+def _offline_page(html: str) -> None:
+    assert "<script src=" not in html and "cdn.jsdelivr" not in html  # nothing from the network
+    assert "vegaEmbed(" in html and '"field": "method"' in html      # vega inlined; colour by method
+
+
+# ---------------------------------------------------------------------------------------------
+# config/quick.yaml: share, restore, lineage, experiments
+
+#: every output dvc.yaml caches
+OUTS = ("results/raw", "results/data", "results/runs", "results/tables", "results/claims", "results/metrics",
+        "results/metrics.json", "figures")
+QUICK_SCALE = ("training.default.epochs=1", "experiments.seeds=[0]", "experiments.methods=[BR-LogReg,CD-GTMLL]")
+
+
+@slow
+def test_quick_profile_cache_share_restore_and_experiments(tmp_path, mirror):
+    """config/quick.yaml (1 epoch, 1 seed, BR-LogReg + CD-GTMLL) reproduced with `dvc repro`
+    and dvc.lock committed; then, on that one repository (one pipeline run for all three
+    parts): the cache, the push/pull round trip, the experiments."""
+    repo = _make_repo(tmp_path / "repo", QUICK, QUICK_SCALE)
+    env = _env(mirror)
+    _ok(_dvc(repo, env, "repro"))
+    _commit(repo, "dvc repro of the quick profile")
+    _outputs_cached_as_hardlinks(repo, env)
+    _push_delete_pull_restores_identical_results(repo, env, tmp_path)
+    _experiments_show_diff_apply_and_plots(repo, env, tmp_path)
+
+
+def _outputs_cached_as_hardlinks(repo: Path, env: dict) -> None:
+    lock = yaml.safe_load((repo / "dvc.lock").read_text())
+    outs = {o["path"]: o for s in lock["stages"].values() for o in s["outs"]}
+    assert set(outs) == set(OUTS)
+    assert all(o["md5"] for o in outs.values())
+    # one copy on disk: the workspace file is the cache object (same inode)
+    data = repo / "results/data/yeast/processed.npz"
+    md5 = hashlib.md5(data.read_bytes()).hexdigest()
+    cached = repo / ".dvc/cache/files/md5" / md5[:2] / md5[2:]
+    assert cached.is_file() and os.stat(cached).st_ino == os.stat(data).st_ino
+    # the stages ran the profile they track, which is tracked whole
+    assert lock["stages"]["experiments"]["params"][QUICK]["methods"]["CD-GTMLL"]["alpha"] == 0.4
+    assert "--configfile config/quick.yaml" in lock["stages"]["report"]["cmd"]
+    assert "Data and pipelines are up to date" in _ok(_dvc(repo, env, "status")).stdout
+
+
+def _push_delete_pull_restores_identical_results(repo: Path, env: dict, tmp_path: Path) -> None:
+    before = _digests(repo, *OUTS)
+    assert any(k.startswith("results/tables/table1_standard") for k in before)
+    # the default remote: ../cdgtmll-dvc-remote beside the checkout
+    assert "cdgtmll-dvc-remote" in _ok(_dvc(repo, env, "remote", "list")).stdout
+    _ok(_dvc(repo, env, "push"))
+    assert any((repo.parent / "cdgtmll-dvc-remote").rglob("*.dir"))
+    for d in ("results", "figures", ".dvc/cache"):
+        shutil.rmtree(repo / d)
+    _ok(_dvc(repo, env, "pull"))
+    assert _digests(repo, *OUTS) == before  # byte-identical: data, runs, tables, claims, metrics, figures
+    _restore(repo, env, QUICK)
+    _plans_nothing(repo, env, QUICK)
+    ok = _audit(repo, env, "results/tables/table1_standard.md", "--cell", "CD-GTMLL", "Yeast Rare-F1")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "dvc      stage 'report' of dvc.lock" in ok.stdout
+    assert "| dvc experiments md5" in ok.stdout and "| dvc data md5" in ok.stdout
+    # a table that differs from dvc.lock fails the audit (replaced, not edited: it is a hardlink)
+    table = repo / "results/tables/table1_standard.md"
+    text = table.read_text()
+    table.unlink()
+    table.write_text(text.replace("CD-GTMLL", "CD-GTMLL*", 1))
+    bad = _audit(repo, env, "results/tables/table1_standard.md", "--cell", "CD-GTMLL", "Yeast Rare-F1")
+    assert bad.returncode == 1 and "DIFFERS FROM DVC.LOCK artifact: results/tables/table1_standard.md" in bad.stderr
+    _ok(_dvc(repo, env, "checkout", "--force", "results/tables"))
+    assert table.read_text() == text
+
+    # a fresh clone, remote given by CDGTMLL_DVC_REMOTE (dvc remote modify --local)
+    other = tmp_path / "other-remote"
+    env2 = dict(env, CDGTMLL_DVC_REMOTE=str(other))
+    _ok(_dvc(repo, env2, "remote", "modify", "--local", "cdgtmll", "url", env2["CDGTMLL_DVC_REMOTE"]))
+    _ok(_dvc(repo, env2, "push"))
+    clone = tmp_path / "clone"
+    _ok(subprocess.run(["git", "clone", "-q", str(repo), str(clone)], capture_output=True, text=True))
+    _ok(_dvc(clone, env2, "remote", "modify", "--local", "cdgtmll", "url", env2["CDGTMLL_DVC_REMOTE"]))
+    _ok(_dvc(clone, env2, "pull"))
+    assert _digests(clone, "results/tables", "results/metrics.json") == _digests(repo, "results/tables",
+                                                                                  "results/metrics.json")
+    _restore(clone, env2, QUICK)  # no .snakemake here: without it every job would be "new"
+    _plans_nothing(clone, env2, QUICK)
+    assert _audit(clone, env2, "results/tables/table2_rare.md", "--cell", "CD-GTMLL", "Yeast-R @50%").returncode == 0
+    _ok(_dvc(repo, env, "remote", "modify", "--local", "--unset", "cdgtmll", "url"))  # back to the default
+
+
+def _experiments_show_diff_apply_and_plots(repo: Path, env: dict, tmp_path: Path) -> None:
+    br_prov = _digests(repo, "results/runs/yeast/clean/BR-LogReg")
+    tables = {}
+    for name, alpha in (("alpha-0.2", 0.2), ("alpha-0.6", 0.6)):
+        res = _ok(_dvc(repo, env, "exp", "run", "-n", name, "-S", f"{QUICK}:methods.CD-GTMLL.alpha={alpha}"))
+        assert "Ran experiment(s): " + name in res.stdout + res.stderr
+        assert _alphas(repo) == {alpha}                                # every CD-GTMLL run re-trained
+        assert _digests(repo, "results/runs/yeast/clean/BR-LogReg") == br_prov  # BR-LogReg untouched
+        tables[name] = _digests(repo, "results/tables", "results/metrics")
+    assert tables["alpha-0.2"] != tables["alpha-0.6"]
+
+    rows = _exp_rows(json.loads(_ok(_dvc(repo, env, "exp", "show", "--json")).stdout))
+    for name, alpha in (("alpha-0.2", 0.2), ("alpha-0.6", 0.6)):
+        data = rows[name]
+        assert data["params"][QUICK]["data"]["methods"]["CD-GTMLL"]["alpha"] == alpha
+        row = data["metrics"]["results/metrics/yeast/clean/CD-GTMLL.json"]["data"]
+        assert set(row) == {"mAP", "micro_f1", "macro_f1", "rare_f1", "rare_f1_adaptive", "n"}
+        assert 0 < row["mAP"] < 1 and row["n"] == 1
+    md = _ok(_dvc(repo, env, "exp", "show", "--md", "--only-changed")).stdout
+    assert "alpha-0.2" in md and "alpha-0.6" in md and "methods.CD-GTMLL.alpha" in md
+    for line in (line for line in md.splitlines() if "[alpha-" in line):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        assert "!" not in cells and "-" not in cells[1:], md  # every column loads, for both experiments
+
+    diff = json.loads(_ok(_dvc(repo, env, "exp", "diff", "alpha-0.2", "alpha-0.6", "--json")).stdout)
+    assert diff["params"][QUICK]["methods.CD-GTMLL.alpha"] == {"old": 0.2, "new": 0.6, "diff": pytest.approx(0.4)}
+    changed = diff["metrics"]
+    assert changed and all("CD-GTMLL" in path for path in changed)  # only CD-GTMLL's rows moved
+    assert any(isinstance(m["old"], float) and isinstance(m["new"], float)
+               for per_file in changed.values() for m in per_file.values())
+
+    out = tmp_path / "plots"
+    _ok(_dvc(repo, env, "plots", "diff", "alpha-0.2", "alpha-0.6", "-o", str(out)))
+    html = (out / "index.html").read_text()
+    _offline_page(html)
+    for s in ('"rev": "alpha-0.2"', '"rev": "alpha-0.6"', '"method": "CD-GTMLL"', '"method": "BR-LogReg"'):
+        assert s in html
+
+    # back to the first experiment: its tables, and Snakemake in step with them
+    _ok(_dvc(repo, env, "exp", "apply", "alpha-0.2"))
+    assert _digests(repo, "results/tables", "results/metrics") == tables["alpha-0.2"]
+    assert _alphas(repo) == {0.2}
+    _restore(repo, env, QUICK)
+    _plans_nothing(repo, env, QUICK)
+    # and back to the committed baseline
+    _git(repo, "checkout", "--", QUICK, "dvc.lock")
+    _ok(_dvc(repo, env, "checkout"))
+    _restore(repo, env, QUICK)
+    assert _alphas(repo) == {0.4} and _digests(repo, "results/runs/yeast/clean/BR-LogReg") == br_prov
+    # after runs, pulls, experiments and checkouts through hardlinks: no cache object was written through
+    objects = [f for f in (repo / ".dvc/cache/files/md5").rglob("*") if f.is_file() and f.suffix != ".dir"]
+    assert len(objects) > 100
+    assert all(hashlib.md5(f.read_bytes()).hexdigest() == f.parent.name + f.name for f in objects)
+
+
+# ---------------------------------------------------------------------------------------------
+# fast: the metrics rows and the dvc.lock lookup of the audit
+
+
+def test_summary_rows_one_file_per_dataset_setting_method(tmp_path):
+    import pandas as pd
+
+    from cdgtmll.tables.collect import write_summary_dir
+
+    def row(mode, setting, method, **m):
+        base = {"mAP": 0.5, "micro_f1": 0.6, "macro_f1": 0.3, "rare_f1": 0.1, "p@1": 0.9, "p@3": 0.7, "p@5": 0.6}
+        base.update(m)
+        return {"mode": mode, "dataset": "yeast", "setting": setting, "method": method, "n": 3,
+                **{f"{k}_mean": v for k, v in base.items()}, **{f"{k}_std": 0.0 for k in base}}
+
+    summary = pd.DataFrame([row("global", "clean", "CD-GTMLL", rare_f1=0.123456), row("adaptive", "clean", "CD-GTMLL", rare_f1=0.2),
+                            row("global", "R@0.50", "BCE", mAP=float("nan")), row("adaptive", "R@0.50", "BCE")])
+    out = tmp_path / "metrics"
+    (out / "yeast/clean").mkdir(parents=True)
+    (out / "yeast/clean/Gone.json").write_text("{}")  # a row of an earlier configuration
+    written = write_summary_dir(summary, out)
+    assert sorted(p.relative_to(out).as_posix() for p in written) == ["yeast/R@0.50/BCE.json", "yeast/clean/CD-GTMLL.json"]
+    assert not (out / "yeast/clean/Gone.json").exists()
+    assert json.loads((out / "yeast/clean/CD-GTMLL.json").read_text()) == {
+        "mAP": 0.5, "micro_f1": 0.6, "macro_f1": 0.3, "rare_f1": 0.1235, "rare_f1_adaptive": 0.2, "n": 3}
+    assert json.loads((out / "yeast/R@0.50/BCE.json").read_text())["mAP"] is None
+
+
+def test_audit_checks_files_against_dvc_lock(tmp_path, monkeypatch):
+    from cdgtmll.lineage.audit import AuditReport, DvcLineage, md5_file
+
+    (tmp_path / "results/tables").mkdir(parents=True)
+    table = tmp_path / "results/tables/t.md"
+    table.write_text("| a |\n")
+    summary = tmp_path / "results/metrics.json"
+    summary.write_text("{}\n")
+    listing = [{"md5": md5_file(table), "relpath": "t.md"}]
+    dir_md5 = hashlib.md5(json.dumps(listing).encode()).hexdigest() + ".dir"
+    cache = tmp_path / ".dvc/cache/files/md5"
+    (cache / dir_md5[:2]).mkdir(parents=True)
+    (cache / dir_md5[:2] / dir_md5[2:]).write_text(json.dumps(listing))
+    lock = {"schema": "2.0", "stages": {"report": {"cmd": "snakemake all", "outs": [
+        {"path": "results/tables", "hash": "md5", "md5": dir_md5},
+        {"path": "results/metrics.json", "hash": "md5", "md5": md5_file(summary)}]}}}
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump(lock))
+    monkeypatch.chdir(tmp_path / "results")  # found from a folder below the repository root too
+    dvc = DvcLineage.find()
+    assert dvc is not None and dvc.root == tmp_path
+    rep = AuditReport(dvc=dvc)
+    assert rep.dvc_check(table, "table", 1).startswith(" | dvc report md5 ")
+    assert rep.dvc_check(summary, "summary", 1).startswith(" | dvc report md5 ")
+    assert rep.dvc_check(tmp_path / "README.md", "not an output", 1) == "" and not rep.problems
+    table.unlink()
+    table.write_text("| b |\n")
+    rep = AuditReport(dvc=dvc)
+    assert rep.dvc_check(table, "table", 1) == ""
+    assert rep.problems and rep.problems[0].startswith("DIFFERS FROM DVC.LOCK table")
+    (tmp_path / "results/tables/new.md").write_text("x")
+    rep.dvc_check(tmp_path / "results/tables/new.md", "table", 1)
+    assert rep.problems[-1].startswith("NOT IN DVC.LOCK table")
+    (cache / dir_md5[:2] / dir_md5[2:]).unlink()  # listing not fetched
+    rep = AuditReport(dvc=DvcLineage.find(tmp_path))
+    rep.dvc_check(table, "table", 1)
+    assert rep.problems[0].startswith("UNVERIFIED table")
+
+
+# ---------------------------------------------------------------------------------------------
+# config/config.yaml (the default profile dvc.yaml ships with)
+
+DEFAULT_SCALE = ("training.default.epochs=1", "experiments.seeds=[0]", "experiments.methods=[CD-GTMLL]",
+                 "studies.ablation.methods=[No-Curiosity,CD-GTMLL]", "studies.noise.rates=[0.2]",
+                 "studies.noise.methods=[CD-GTMLL]", "studies.occlusion.methods=[CD-GTMLL]",
+                 "studies.alpha.values=[0.2]", "studies.players.values=[2]")
+
+
+@slow
+def test_default_profile_repro_metrics_exp_show_and_plots(tmp_path, mirror):
+    repo = _make_repo(tmp_path / "repo", DEFAULT, DEFAULT_SCALE)
+    env = _env(mirror)
+    _ok(_dvc(repo, env, "repro"))
+    _commit(repo, "dvc repro of the default profile")
+    assert "Data and pipelines are up to date" in _ok(_dvc(repo, env, "status")).stdout
+    lock = yaml.safe_load((repo / "dvc.lock").read_text())
+    assert set(lock["stages"]) == {"data", "experiments", "report"}
+    tracked = lock["stages"]["experiments"]["params"][DEFAULT]
+    assert {"methods", "aliases", "studies", "thresholds", "evaluation"} <= set(tracked)
+
+    # one row per (dataset, setting, method), the headline metrics as columns
+    shown = _ok(_dvc(repo, env, "metrics", "show")).stdout.splitlines()
+    header = shown[0].split()
+    assert header == ["Path", "mAP", "macro_f1", "micro_f1", "n", "rare_f1", "rare_f1_adaptive"]
+    paths = {line.split()[0] for line in shown[1:] if line.strip()}
+    assert {"results/metrics/yeast/clean/CD-GTMLL.json", "results/metrics/yeast/R@0.50/CD-GTMLL.json",
+            "results/metrics/yeast/N@0.20/CD-GTMLL.json", "results/metrics/yeast/clean/No-Curiosity.json"} <= paths
+    assert json.loads((repo / "results/metrics.json").read_text())  # the flat summary is still written
+
+    diff = _ok(_dvc(repo, env, "metrics", "diff", "HEAD", "--all", "--json"))
+    assert "failed to load" not in diff.stderr and "results/metrics/yeast/clean/CD-GTMLL.json" in diff.stdout
+    rows = _exp_rows(json.loads(_ok(_dvc(repo, env, "exp", "show", "--json")).stdout))
+    baseline = next(v for k, v in rows.items() if k != "workspace")
+    assert baseline["metrics"]["results/metrics/yeast/clean/CD-GTMLL.json"]["data"]["mAP"] > 0
+
+    out = tmp_path / "plots"
+    _ok(_dvc(repo, env, "plots", "show", "-o", str(out)))
+    _offline_page((out / "index.html").read_text())

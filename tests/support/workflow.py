@@ -1,0 +1,53 @@
+"""Snakemake in a subprocess: its environment, a copy of the checkout to run it in, and the
+``cdgtmll audit`` command line (``from tests.support.workflow import ...``)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.mirror import MIRROR_ENV
+from tests.support.paths import ROOT
+
+#: what a copy of the checkout leaves out (outputs, caches, environments)
+SKIP = {".venv", ".snakemake", "results", "logs", "figures", ".cache", "out", "__pycache__",
+        ".pytest_cache", "report.html"}
+
+
+def snakemake_env(mirror: Path | None = None) -> dict:
+    """Environment for a Snakemake subprocess: this venv first on PATH, caches outside the
+    repository, and the dataset mirror when given."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    env["XDG_CACHE_HOME"] = env.get("XDG_CACHE_HOME", "/tmp/cdgtmll-cache")
+    env["MPLCONFIGDIR"] = "/tmp/cdgtmll-mpl"
+    if mirror is not None:
+        env[MIRROR_ENV] = str(mirror)
+    return env
+
+
+def copy_repo(dst: Path) -> Path:
+    """A copy of the checkout at ``dst`` without its outputs and caches (:data:`SKIP`), with
+    empty ``results/`` and ``figures/``."""
+    def ignore(d, names):
+        return [n for n in names if n in SKIP or n.endswith(".egg-info")]
+
+    shutil.copytree(ROOT, dst, ignore=ignore, symlinks=True)
+    for d in ("results", "figures"):
+        (dst / d).mkdir(exist_ok=True)
+    return dst
+
+
+def run_snakemake(repo: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
+    """``python -m snakemake ARGS`` in ``repo``."""
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=900)
+
+
+def run_audit(repo: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
+    """``cdgtmll audit ARGS`` (through ``python -m cdgtmll.cli``) in ``repo``."""
+    return subprocess.run([sys.executable, "-m", "cdgtmll.cli", "audit", *args], cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=300)
