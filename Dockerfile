@@ -1,6 +1,6 @@
 # Image of the cdgtmll pipeline: Python 3.11, the pins of requirements.lock (its Linux set,
 # CUDA torch included) and the package itself. For Snakemake's `--sdm apptainer` (the Snakefile's
-# `container:` line; README "Install"):
+# `container:` line; docs/install.md):
 #   make image                       docker build -t cdgtmll:<version> .
 #   make sif                         apptainer build cdgtmll.sif docker-daemon://cdgtmll:<version>
 # Rebuild it after changing src/: jobs in the container run the package installed here.

@@ -63,7 +63,7 @@ lint: venv
 lock: venv
 	$(BIN)/python tools/write_lock.py $(LOCK_ARGS)
 
-# Container image of the lock + package, for `snakemake --sdm apptainer` (README "Install"):
+# Container image of the lock + package, for `snakemake --sdm apptainer` (docs/install.md):
 # `make image` needs docker, `make sif` apptainer; CDGTMLL_IMAGE=<image> names another one.
 IMAGE ?= cdgtmll:$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 .PHONY: image sif
@@ -85,7 +85,7 @@ cluster: venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/cdgtmll check-config "$(CONFIG)"
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake all --profile $(PROFILE) $(SLURM_ARGS) --configfile "$(CONFIG)"
 
-# DVC: share and restore results (README "DVC: share and restore results")
+# DVC: share and restore results (docs/dvc.md)
 DVC_PROFILE = $(shell sed -n 's/^      - \(config\/[^:]*\.yaml\):$$/\1/p' dvc.yaml | head -1)
 DVC_REMOTE = $(if $(CDGTMLL_DVC_REMOTE),$(BIN)/dvc remote modify --local cdgtmll url '$(CDGTMLL_DVC_REMOTE)' &&,)
 .PHONY: push pull restore

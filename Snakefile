@@ -21,7 +21,7 @@ validate(config, source="snakemake config")
 report: "workflow/report/workflow.rst"
 
 
-container: os.environ.get("CDGTMLL_IMAGE", "cdgtmll.sif")  # only with --sdm apptainer (README "Install")
+container: os.environ.get("CDGTMLL_IMAGE", "cdgtmll.sif")  # only with --sdm apptainer (docs/install.md)
 
 
 include: "workflow/rules/common.smk"

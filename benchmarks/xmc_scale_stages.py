@@ -72,7 +72,7 @@ def stage_train(p: dict) -> dict:
 
     from cdgtmll import train as run
     from cdgtmll.methods.base import RunContext, build_for_protocol
-    from cdgtmll.nn import checkpoint, trainer
+    from cdgtmll.nn import trainer
 
     _threads(p)
     spec = _spec(p, p["method"])
@@ -81,7 +81,7 @@ def stage_train(p: dict) -> dict:
     load_s = time.perf_counter() - t0
     warm, steps = int(p["warmup"]), int(p["steps"])
     rec: dict = {"load_s": load_s, "ckpt_s": 0.0}
-    orig_epoch, orig_ckpt = trainer.train_epoch, checkpoint.save_checkpoint
+    orig_epoch, orig_ckpt = trainer.train_epoch, trainer.save_checkpoint  # the names train() calls
 
     def partial_epoch(task, model, opt, sched, X_t, Y_t, perm, batch_size, step0, total_steps, grad_clip, **kw):
         B = batch_size
@@ -106,7 +106,7 @@ def stage_train(p: dict) -> dict:
         rec["ckpt_s"] += time.perf_counter() - t
         rec["ckpt_cpu_s"] = time.process_time() - c
 
-    trainer.train_epoch, checkpoint.save_checkpoint = partial_epoch, timed_ckpt
+    trainer.train_epoch, trainer.save_checkpoint = partial_epoch, timed_ckpt
     run.set_seed(0)
     method = build_for_protocol(spec["registered_method"], spec["hparams"], spec["training"])
     ctx = RunContext(seed=0, workdir=Path(p["rundir"]) / "seed0", device="cpu",

@@ -168,7 +168,7 @@ def _mmss(s: float) -> str:
 
 
 def render(store: dict) -> str:
-    rows = ["| what | wall time; CPU time (user + system) | when, commit, load (1-min average) |", "|---|---|---|"]
+    rows = ["| what | measured: wall time; CPU time (user + system) | when, commit, load (1-min average) |", "|---|---|---|"]
 
     def when(r: dict) -> str:
         load = f", load {r['load']}" if "load" in r else ""

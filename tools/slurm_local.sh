@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A throw-away single-node Slurm cluster on this machine (Debian's slurm-wlm + munge), for
-# tests/test_slurm.py and for trying `make cluster` without a real cluster.
+# tests/integration/slurm/test_slurm.py and for trying `make cluster` without a real cluster.
 #
 #   tools/slurm_local.sh start    write /etc/slurm/slurm.conf, start munged,
 #                                 slurmctld and slurmd, wait until the node is idle

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "requirements.lock"
 PYTHON_VERSION = "3.11"
-#: extras installed by `make venv`; dvc-s3/-gs/-ssh stay out (README: installed on demand)
+#: extras installed by `make venv`; dvc-s3/-gs/-ssh stay out (docs/install.md: installed on demand)
 EXTRAS = ("pipeline", "packaged-data", "test", "lint", "cluster")
 HEADER = """\
 # Exact pins of every package of the cdgtmll environment, for Python 3.11 on Linux and macOS:

@@ -170,10 +170,10 @@ def main(argv: list[str] | None = None) -> int:
                        description="For a table cell: first its value as the table shows it (mean ± sample std "
                                    "in percent, n runs), recomputed from the metrics.json files behind it, and "
                                    "each run's value (run folder, variant, sampling and training seed) in the "
-                                   "table's threshold mode, checked against the table's CSV (a WARNING line "
-                                   "when they differ); then the lineage of every run down to the raw data "
-                                   "files, re-verifying every recorded hash (exit 1 on a missing or modified "
-                                   "file).")
+                                   "table's threshold mode, checked against the table's CSV; then the lineage of "
+                                   "every run down to the raw data files, re-verifying every recorded hash. "
+                                   "Exit 1 when the table differs from its sources or a file is missing or "
+                                   "modified.")
     p.add_argument("path", help="a table (.md/.csv/.tex) or figure (.pdf/.png/.csv) written by the pipeline")
     p.add_argument("--cell", nargs=2, metavar=("ROW", "COLUMN"), help='e.g. CD-GTMLL "Yeast Rare-F1"')
     args = ap.parse_args(argv)

@@ -33,7 +33,9 @@ class LogHandler(LogHandlerBase):
 
     @property
     def writes_to_stream(self) -> bool:
-        return True
+        # False although it prints to stderr: a stream handler would replace Snakemake's own
+        # console output, and this one only adds a line to it
+        return False
 
     @property
     def writes_to_file(self) -> bool:

@@ -12,9 +12,25 @@ from pathlib import Path
 from tests.support.mirror import MIRROR_ENV
 from tests.support.paths import ROOT
 
-#: what a copy of the checkout leaves out (outputs, caches, environments)
-SKIP = {".venv", ".snakemake", "results", "logs", "figures", ".cache", "out", "__pycache__",
-        ".pytest_cache", "report.html"}
+#: what a copy of the checkout leaves out at its top level (outputs, caches, environments): by
+#: path, so that a package of the same name (src/cdgtmll/figures) is copied
+TOP_SKIP = {".venv", ".snakemake", "results", "logs", "figures", ".cache", "report.html", ".git"}
+#: left out at any depth
+ANY_SKIP = {"__pycache__", ".pytest_cache", ".ruff_cache"}
+
+
+def checkout_ignore(*extra_paths: str):
+    """An ignore function for :func:`shutil.copytree` from the checkout: :data:`TOP_SKIP` at its
+    top, :data:`ANY_SKIP` and ``*.egg-info`` anywhere, and the given paths relative to it
+    (``"logs/benchmarks"``, ``".dvc/cache"``)."""
+    paths = set(extra_paths)
+
+    def ignore(d: str, names: list[str]) -> list[str]:
+        rel = Path(d).resolve().relative_to(ROOT)
+        return [n for n in names if n in ANY_SKIP or n.endswith(".egg-info") or (rel / n).as_posix() in paths
+                or (rel == Path(".") and n in TOP_SKIP)]
+
+    return ignore
 
 
 def snakemake_env(mirror: Path | None = None) -> dict:
@@ -30,12 +46,9 @@ def snakemake_env(mirror: Path | None = None) -> dict:
 
 
 def copy_repo(dst: Path) -> Path:
-    """A copy of the checkout at ``dst`` without its outputs and caches (:data:`SKIP`), with
-    empty ``results/`` and ``figures/``."""
-    def ignore(d, names):
-        return [n for n in names if n in SKIP or n.endswith(".egg-info")]
-
-    shutil.copytree(ROOT, dst, ignore=ignore, symlinks=True)
+    """A copy of the checkout at ``dst`` without its outputs and caches (:func:`checkout_ignore`),
+    with empty ``results/`` and ``figures/``."""
+    shutil.copytree(ROOT, dst, ignore=checkout_ignore(), symlinks=True)
     for d in ("results", "figures"):
         (dst / d).mkdir(exist_ok=True)
     return dst

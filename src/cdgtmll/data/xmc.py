@@ -60,7 +60,7 @@ lists as it concatenates them, so reading peaks at about 16 bytes per non-zero f
 (1.35 GB for AmazonCat-13K's 84M training non-zeros) plus one 8 MB block of lines;
 :func:`load_xmc_bow` then applies TF-IDF and l2 in place (no copy). The whole
 ``prepare`` of AmazonCat-13K-shaped data is measured by ``benchmarks/bench_xmc_scale.py``
-(README "XMC at full size").
+(docs/benchmarks.md).
 
 Preprocessing ("as the paper says")
 -----------------------------------

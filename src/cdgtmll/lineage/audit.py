@@ -9,8 +9,8 @@ table prints it (mean ± sample std in percent, n runs), then one line per run (
 variant, sampling seed and training seed, and the metric's value in that file, read in the
 table's threshold mode: ``global`` for the unsuffixed files, ``adaptive`` for ``*_adaptive``).
 The recomputed mean / std / n are compared with the table's CSV (``<stem>.csv`` beside the
-artifact); a cell whose CSV differs gets a ``WARNING`` line (a warning, not a problem: the
-hashes below say which file changed).
+artifact); a cell whose CSV differs gets a ``MISMATCH`` line and fails the audit (a table that
+shows a number its sources do not support); the hashes below say which file changed.
 
 The chain, for each run behind the artifact::
 

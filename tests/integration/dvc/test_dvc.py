@@ -24,11 +24,11 @@ import pytest
 import yaml
 
 from tests.support.paths import ROOT
+from tests.support.workflow import checkout_ignore
 
-#: never copied into a test repository (build/run state of the working tree)
-SKIP_NAMES = {".venv", ".snakemake", "results", "logs", "figures", ".cache", "__pycache__", ".pytest_cache",
-              "report.html", ".git", "dvc_plots"}
-SKIP_PATHS = {"logs/benchmarks", ".dvc/cache", ".dvc/tmp", ".dvc/config.local", "dvc.lock"}
+#: never copied into a test repository (build/run state of the working tree), besides the outputs
+#: and caches every copy of the checkout leaves out
+SKIP_PATHS = ("dvc_plots", ".dvc/cache", ".dvc/tmp", ".dvc/config.local", "dvc.lock")
 QUICK = "config/quick.yaml"
 DEFAULT = "config/config.yaml"
 #: what the stages pass to Snakemake (dvc.yaml) and what the restore step must pass as well
@@ -77,11 +77,7 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
 def _make_repo(dst: Path, profile: str = DEFAULT, overrides: tuple[str, ...] = ()) -> Path:
     """A git repository holding the working tree, with ``profile`` under DVC and the scale
     ``overrides`` applied to it (as `dvc exp run -S` would), committed."""
-    def ignore(d, names):
-        rel = Path(d).relative_to(ROOT)
-        return [n for n in names if n in SKIP_NAMES or n.endswith(".egg-info") or (rel / n).as_posix() in SKIP_PATHS]
-
-    shutil.copytree(ROOT, dst, ignore=ignore, symlinks=True)
+    shutil.copytree(ROOT, dst, ignore=checkout_ignore(*SKIP_PATHS), symlinks=True)
     (dst / "results").mkdir(exist_ok=True)
     if profile != DEFAULT:  # the documented switch: the profile path in dvc.yaml
         dvc_yaml = dst / "dvc.yaml"
@@ -115,7 +111,7 @@ def _digests(repo: Path, *tops: str) -> dict[str, str]:
 
 
 def _restore(repo: Path, env: dict, profile: str) -> None:
-    """The restore step after dvc pull / checkout / exp apply (README "Share and restore
+    """The restore step after dvc pull / checkout / exp apply (docs/dvc.md "Share and restore
     results"): the workspace must match dvc.lock, then Snakemake's file times and metadata are
     made to match the restored files."""
     _ok(_dvc(repo, env, "status", "--quiet"))

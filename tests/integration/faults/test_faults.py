@@ -1,6 +1,6 @@
 """The fault and bad-input catalogue: one test per case, each asserting the clear error
 (naming the file, field or value) or the correct recovery, and that nothing partial or stale is
-left behind. README "What happens when things go wrong" lists the same cases.
+left behind. docs/troubleshooting.md lists the same cases.
 
 This module holds acquisition and format errors, config errors, determinism and tampering, and
 two Snakemake runs at once; the other cases have modules of their own beside it: data inputs

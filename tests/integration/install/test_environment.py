@@ -88,8 +88,13 @@ def test_makefile_installs_the_lock_with_its_uv(tmp_path):
                          text=True, check=True).stdout
     uv_pin = f"uv=={lock_pins()['uv']}"
     assert f"-m pip install --quiet --no-compile '{uv_pin}'" in out
-    assert f"{tmp_path / 'v'}/bin/uv pip sync --quiet --python {tmp_path / 'v'}/bin/python requirements.lock" in out
+    v = tmp_path / "v"
+    # compiled to bytecode at install: PYTHONDONTWRITEBYTECODE machines never write it later
+    assert f"{v}/bin/uv pip sync --quiet --compile-bytecode --python {v}/bin/python requirements.lock" in out
+    assert "--compile-bytecode --python" in out.split("-e .")[0].splitlines()[-1]
     assert "--no-deps --no-build-isolation -e ." in out
+    assert f"{v}/bin/python -m compileall -q src" in out
+    assert f"{v}/bin/python -m cdgtmll.methods.catalog" in out  # planning reads the catalog, not torch
 
 
 def _dockerignore_admits(path: str) -> bool:
@@ -127,3 +132,12 @@ def test_env_var_name_matches_between_files():
     ${NAME} with upper-case letters, digits and underscores)."""
     names = set(re.findall(r"\$\{([^}]+)\}", (ROOT / "environment.yml").read_text()))
     assert names == {"CDGTMLL_ROOT"}
+
+
+def test_the_image_compiles_bytecode_at_install():
+    """The image sets PYTHONDONTWRITEBYTECODE, so bytecode exists only if the install wrote it: every
+    `uv pip install` of the Dockerfile compiles (without it each job recompiles torch's Python)."""
+    text = (ROOT / "Dockerfile").read_text()
+    assert "PYTHONDONTWRITEBYTECODE=1" in text
+    installs = [line for line in text.splitlines() if "uv pip install --system" in line]
+    assert len(installs) == 2 and all("--compile-bytecode" in line for line in installs), installs

@@ -25,10 +25,8 @@ import numpy as np
 import pytest
 
 from tests.support.paths import ROOT
-from tests.support.workflow import snakemake_env
+from tests.support.workflow import checkout_ignore, snakemake_env
 
-SKIP = {".venv", ".snakemake", "results", "logs", "figures", ".cache", "out", "__pycache__", ".pytest_cache",
-        "report.html", ".git", ".dvc"}
 METRICS = ("mAP", "micro_f1", "macro_f1", "rare_f1", "p@1", "p@3", "p@5")
 QUICK_METHODS = ("BR-LogReg", "BCE", "CD-GTMLL")  # config/quick.yaml's rows
 
@@ -70,7 +68,7 @@ def quick_report(tmp_path_factory, mirror):
     plain `snakemake --report` (the default config, whose DAG has study figures this run never
     made) builds from them; (repo, report, seconds the report took)."""
     repo = tmp_path_factory.mktemp("report") / "repo"
-    shutil.copytree(ROOT, repo, ignore=lambda d, names: [n for n in names if n in SKIP or n.endswith(".egg-info")],
+    shutil.copytree(ROOT, repo, ignore=checkout_ignore(".dvc"),
                     symlinks=True)
     _quick_results(repo)
     report = repo / "results/report.html"

@@ -26,13 +26,11 @@ import pytest
 import yaml
 
 from tests.support.paths import ROOT
-from tests.support.workflow import snakemake_env
+from tests.support.workflow import checkout_ignore, snakemake_env
 
 PROFILE = ROOT / "profiles/slurm/config.yaml"
 CLUSTER = ROOT / "tools/slurm_local.sh"
 LOCK = Path("/tmp/cdgtmll-slurm-test.lock")  # one test session at a time on this machine's cluster
-SKIP = {".venv", ".snakemake", "results", "logs", "figures", ".cache", "out", "__pycache__",
-        ".pytest_cache", "report.html"}
 # config/quick.yaml as shipped plus this overlay (a second --configfile: `--config` cannot
 # carry typed nested values, Snakemake reads them as strings): one seed, 30 epochs, the clean
 # split only (3 training jobs of 9 sbatch jobs; with the R variants the DAG has 9 training jobs
@@ -94,8 +92,7 @@ def test_profile_keys_are_current_snakemake_and_plugin_options():
 
 
 def _copy_repo(dst: Path) -> Path:
-    shutil.copytree(ROOT, dst, symlinks=True,
-                    ignore=lambda d, names: [n for n in names if n in SKIP or n.endswith(".egg-info")])
+    shutil.copytree(ROOT, dst, symlinks=True, ignore=checkout_ignore())
     for d in ("results", "figures"):
         (dst / d).mkdir(exist_ok=True)
     (dst / "config/scale.yaml").write_text(yaml.safe_dump(SCALE))
