@@ -7,7 +7,7 @@ singly-covered labels (the pair-Linear rows ``0 .. L1-1``, weight and bias) twic
 ``alpha = 0`` (the No-Curiosity ablation) and at the config's alpha. It prints the
 cosine between the two flattened gradients, and the same per row.
 
-Why it matters (issue 11): on a singly-covered label l the gradient of Phi w.r.t. its
+Why it matters: on a singly-covered label l the gradient of Phi w.r.t. its
 logit is ``(w_l + alpha r_l)(y - p)`` (R's payoff weight ``w_l``, curiosity weight
 ``r_l = 1/(1 + freq_l)``). With ``payoff_weights='rarity'`` (``w_l = L r_l / sum r``)
 this is ``r_l (L / sum r + alpha)(y - p)``: alpha only rescales the whole gradient, which

@@ -78,7 +78,7 @@ Output: ``STAGE``, ``DATA``, ``RESULT``, ``TOPK``, ``RATIO`` lines (``key=value`
 and the ``PROFILE`` tables. Every stage's log is in ``<workdir>/<dataset>/logs/`` (deleted
 with the data unless ``--keep``). The stages' code is in :mod:`xmc_scale_stages`.
 
-Targets (issue 16): every stage fits in memory; step <= 1.3 x minimal loop; CD-GTMLL
+Targets: every stage fits in memory; step <= 1.3 x minimal loop; CD-GTMLL
 epoch <= 1.25 x BCE.
 """
 

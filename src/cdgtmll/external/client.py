@@ -105,7 +105,7 @@ class WorkerClient:
         return rep
 
     def fit(self, X: Any, Y: Any, params: dict, seed: int) -> dict:
-        """Train in the worker; returns its reply (fit_seconds, peak_rss_kb, versions)."""
+        """Train in the worker; returns its reply (fit_seconds, fit_cpu_seconds, peak_rss_kb, versions)."""
         x, y = self._path("x-train"), self._path("y-train")
         sp.save_npz(x, to_csr(X), compressed=False)
         sp.save_npz(y, to_csr(Y), compressed=False)

@@ -12,9 +12,11 @@ the replies). Arrays travel as files in a directory the client owns:
 
 * ``{"cmd": "fit", "x": X.npz, "y": Y.npz, "params": {...}, "seed": int, "workdir": dir}``
   (``X``, ``Y``: ``scipy.sparse.save_npz`` CSR) -> ``{"ok": true, "fit_seconds": float,
-  "peak_rss_kb": int, "versions": {...}}``; ``peak_rss_kb`` is :func:`peak_rss_kb` right
-  after training: the peak resident memory of this process while it loaded the data and
-  trained.
+  "fit_cpu_seconds": float, "peak_rss_kb": int, "versions": {...}}``; ``fit_seconds`` is the
+  wall time and ``fit_cpu_seconds`` the CPU time (user + system, all threads of this process:
+  ``time.process_time()``) of the library's training call; ``peak_rss_kb`` is
+  :func:`peak_rss_kb` right after training: the peak resident memory of this process while it
+  loaded the data and trained.
 * ``{"cmd": "predict", "x": X.npz, "out": S.npz, "top_k": int}`` -> ``{"ok": true}``; ``S.npz``
   holds ``idx`` (int32 ``[n, k]``) and ``score`` (float64 ``[n, k]``): per row the library's
   own top-``k`` labels and its raw scores, best first (ties: lower label index first);
@@ -129,10 +131,10 @@ def serve(fit: Callable[..., Any], predict: Callable[..., tuple[np.ndarray, np.n
             if cmd == "fit":
                 X = sp.load_npz(req["x"]).tocsr()
                 Y = sp.load_npz(req["y"]).tocsr()
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 model = fit(X, Y, dict(req.get("params") or {}), int(req["seed"]), req["workdir"])
                 reply({"ok": True, "fit_seconds": time.perf_counter() - t0,
-                       "peak_rss_kb": peak_rss_kb(),
+                       "fit_cpu_seconds": time.process_time() - c0, "peak_rss_kb": peak_rss_kb(),
                        "versions": versions(*dists)})
             elif cmd == "predict":
                 if model is None:

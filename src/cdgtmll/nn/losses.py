@@ -317,7 +317,7 @@ class DistributionBalancedLoss(nn.Module):
     :math:`\nu_k = -\kappa\hat b_k` in the paper's notation.
     Scale: the official code divides the bias by :math:`\lambda`
     (``* init_bias / neg_scale``); the authors confirmed this is a bug
-    (issue #8: kappa effectively lambda times smaller). We use the paper's
+    (issue #8 of the official repository: kappa effectively lambda times smaller). We use the paper's
     :math:`\kappa\hat b_k`; ``bias_div_lam=True`` reproduces the official code
     (equivalently, pass ``kappa=0.05/lam``).
 

@@ -507,7 +507,7 @@ def _potential_plot(curves: dict[str, list], style: FigureStyle, title: str, tol
         ax.set(xlabel="epoch", ylabel="Φ (training estimate)")
         panel_titles.append(f"{_group_title(g, style)}: Φ rose monotonically in {n_mono}/{len(lst)} runs")
     legend_below(fig, handles, labels, ncol=2)
-    titles(fig, axes, panel_titles, "Φ: the epoch's sample-weighted mean of the batch potential (Eq. 9)",
+    titles(fig, axes, panel_titles, "Φ: the epoch's sample-weighted mean of the batch potential (Eq. 8)",
            title, ONE_COLUMN)
     return fig
 

@@ -12,7 +12,7 @@ evaluation and tables are unchanged.
 Provenance: :meth:`ExternalMethod.hparams` adds the environment, the lock's sha256 and the
 library's pin to the run spec's ``resolved_hparams`` (a lock change therefore re-runs the
 method's jobs, as a changed hyper-parameter does), and ``method_outputs.json`` records the
-versions the worker imported, its training wall time and its peak RSS.
+versions the worker imported, its training wall time and CPU time and its peak RSS.
 """
 
 from __future__ import annotations
@@ -87,6 +87,7 @@ class ExternalMethod(Method):
         self.fit_info_ = {
             "env": env.display, "lock": env.lock.name, "lock_sha256": env.lock_sha256(),
             "versions": rep.get("versions"), "worker_fit_seconds": round(float(rep["fit_seconds"]), 3),
+            "worker_fit_cpu_seconds": round(float(rep["fit_cpu_seconds"]), 3),
             "worker_peak_rss_mb": round(int(rep["peak_rss_kb"]) / 1024.0, 1), "params": self.worker_params(),
         }
         return self
