@@ -23,10 +23,12 @@ Training time is measured twice, because on a shared machine the two differ:
   libraries it is the same for the child that drives the worker (writing the training rows
   to ``.npz``; it only waits while the worker trains) plus the worker's own CPU time of the
   library's training call, ``fit_cpu_seconds`` of its ``fit`` reply
-  (:mod:`cdgtmll.external.worker_protocol`: ``time.process_time()`` around the call; the
-  worker's start-up and its reading of the ``.npz`` files are not in it, as the import of
-  torch is not in BCE's). This is the number to compare speed by: other work on the machine
-  changes it little.
+  (:mod:`cdgtmll.external.worker_protocol`: ``time.process_time()`` around the call, which
+  includes the import of the library, done by the workers on the first ``fit``; the worker's
+  start-up with numpy/scipy and its reading of the ``.npz`` files are not in it, as the import
+  of torch is not in BCE's). This is the number to compare speed by: other work on the machine
+  changes it little. ``worker_life_cpu_s`` in the ``RESULT`` line is the worker's CPU over its
+  whole life (start-up, fit, predict), read when the child reaps it: a bound on its share.
 * **fit wall s (load)**: the wall time of ``fit``, with the 1-minute load average
   (``os.getloadavg``) right before and right after it. With a load above the number of cores
   other work competed for them, and the wall time says more about that work than about the
