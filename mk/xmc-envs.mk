@@ -19,7 +19,8 @@ PY ?= python3.11
 XMC_ENVS := pecos napkinxc libmultilabel
 XMC_DIR := .venv/xmc
 # uv when there is one (the project venv's, else on PATH), else pip
-UV ?= $(firstword $(wildcard .venv/bin/uv) $(shell command -v uv 2>/dev/null))
+# (one $(shell): a path with a space stays one word; it is used quoted)
+UV ?= $(shell if [ -x .venv/bin/uv ]; then echo .venv/bin/uv; else command -v uv 2>/dev/null; fi)
 # local wheel folders of this machine, when present (uv ignores pip.conf)
 XMC_FIND_LINKS := $(foreach d,/opt/wheels /opt/pypi-more/files /opt/pypi/files,$(if $(wildcard $(d)),--find-links $(d)))
 
@@ -53,7 +54,7 @@ xmc-locks:
 	    printf '# hashes, installed with --no-deps --require-hashes. Regenerate: make -f mk/xmc-envs.mk xmc-locks\n'; \
 	    printf '# inputs: %s' "$$req"; [ -n "$$ex" ] && printf '; excluded: %s' "$$ex"; \
 	    [ -n "$$c" ] && printf '; constraints: requirements.lock'; printf '\n'; \
-	    $(UV) pip compile .lock-$$e.in --excludes .lock-$$e.ex $$c --generate-hashes --python-version 3.11 \
+	    "$(UV)" pip compile .lock-$$e.in --excludes .lock-$$e.ex $$c --generate-hashes --python-version 3.11 \
 	      --no-header --quiet; } > .lock-$$e.tmp && mv .lock-$$e.tmp requirements-$$e.lock; \
 	  rm -f .lock-$$e.in .lock-$$e.ex .lock-$$e.tmp; \
 	done

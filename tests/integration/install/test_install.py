@@ -161,7 +161,10 @@ def _workflow_copy(tmp_path: Path) -> Path:
 def _stub(bin_dir: Path, name: str, body: str) -> None:
     bin_dir.mkdir(exist_ok=True)
     path = bin_dir / name
-    path.write_text(f"#!{sys.executable}\n" + textwrap.dedent(body))
+    # a shell script that runs the Python body: a shebang line cannot hold an interpreter path
+    # with a space (a checkout at such a path)
+    (bin_dir / f"{name}.py").write_text(textwrap.dedent(body))
+    path.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$0.py" "$@"\n')
     path.chmod(0o755)
 
 

@@ -197,6 +197,12 @@ def cluster():
     this fixture started it (one that was already up is left running). One test session
     at a time uses it (a lock file), since a machine has one cluster."""
     why = None
+    if any(c.isspace() for c in sys.executable):
+        # upstream: snakemake-interface-executor-plugins 9.4.0 (executors/real.py, format_job_exec)
+        # writes the Python path into each job's script unquoted; docs/cluster.md says so
+        why = (f"the Python of this checkout ({sys.executable}) has a space in its path, which the Slurm "
+               "executor writes into each job script unquoted (snakemake-interface-executor-plugins 9.4.0)")
+        pytest.skip(why)
     if shutil.which("slurmctld") is None:
         why = "slurmctld is not installed (apt-get install slurm-wlm munge)"
     elif os.geteuid() != 0:

@@ -70,7 +70,7 @@ def test_benchmark_runs_at_tiny_scale(tmp_path):
                             "train[CD-GTMLL]", "predict[CD-GTMLL]", "evaluate[CD-GTMLL]", "ratio",
                             "step[thp-off.1]", "step[thp-on.1]"]
     for s in stages.values():
-        assert s["rc"] == "0" and float(s["wall_s"]) > 0 and 0.05 < float(s["peak_rss_gib"]) < 14
+        assert s["rc"] == "0" and float(s["wall_s"]) > 0 and 0 < float(s["peak_rss_gib"]) < 14
     results = [kv(line) for line in out.stdout.splitlines() if line.startswith("RESULT") and "method=" in line]
     assert [r["method"] for r in results] == ["BCE", "CD-GTMLL"]
     for r in results:
