@@ -127,10 +127,6 @@ def _entry(name: str) -> dict[str, Any] | None:
     return catalog()["methods"].get(name)
 
 
-def _plugin(name: str) -> type[base.Method] | None:
-    return base.registered().get(name) if _entry(name) is None else None
-
-
 def available() -> list[str]:
     """Every method name: the built-ins and the plugins imported so far."""
     return sorted(set(catalog()["methods"]) | set(base.registered()))
