@@ -88,12 +88,19 @@ cluster: venv
 # DVC: share and restore results (docs/dvc.md)
 DVC_PROFILE = $(shell sed -n 's/^      - \(config\/[^:]*\.yaml\):$$/\1/p' dvc.yaml | head -1)
 DVC_REMOTE = $(if $(CDGTMLL_DVC_REMOTE),$(BIN)/dvc remote modify --local cdgtmll url '$(CDGTMLL_DVC_REMOTE)' &&,)
-.PHONY: push pull restore
+.PHONY: push pull restore gc
 push: venv
 	$(DVC_REMOTE) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc push
+# The remote verifies what it sends (verify = true in .dvc/config): a corrupt object fails the pull;
+# DVC names only the output folder, the failed-pull report names each file and what the remote holds
 pull: venv
-	$(DVC_REMOTE) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc pull
+	$(DVC_REMOTE) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc pull || { PATH="$(CURDIR)/$(BIN):$$PATH" \
+	  $(BIN)/python -c 'from cdgtmll.lineage.audit import explain_failed_pull as e; e()'; exit 1; }
 	$(MAKE) --no-print-directory restore
+# Free the DVC cache but keep what the workspace, every branch and tag and every experiment use
+# (plain `dvc gc -w` drops the experiments' outputs, and `dvc exp apply` then fails half-way)
+gc: venv
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc gc --force --workspace --all-branches --all-tags --all-experiments
 restore: venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc status --quiet || { \
 	  echo "restore: the workspace differs from dvc.lock (see 'dvc status'); not marking it up to date" >&2; exit 1; }

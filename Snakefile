@@ -5,7 +5,7 @@ from snakemake.utils import min_version
 
 min_version("9.0")
 
-from cdgtmll.config.loader import validate
+from cdgtmll.config.loader import load_files
 
 # A profile given with --configfile replaces the default instead of being merged into it,
 # so config/paper.yaml and config/mulan.yaml run exactly what they say.
@@ -14,8 +14,11 @@ if not workflow.overwrite_configfiles:
     configfile: "config/config.yaml"
 
 
-# JSON schema + registry checks, before any job starts; fills defaults; names the bad key.
-validate(config, source="snakemake config")
+# The config files read again with the YAML 1.2 loader (1e-3 is a number, a duplicate key names
+# its line), --config overrides merged in; JSON schema + registry checks before any job starts.
+_loaded = load_files(workflow.configfiles, workflow.config_settings.config)
+config.clear()  # in place: the workflow's own config object is the one the rules see
+config.update(_loaded)
 
 
 report: "workflow/report/workflow.rst"

@@ -10,9 +10,9 @@ seeded per chunk so both phases see identical scores.
 
 Phase 1 "dense chunks": per chunk, :func:`cdgtmll.metrics.definitions.precision_at_k` on the
 chunk's dense scores (what evaluating a dense predictions file costs, minus the file).
-Phase 2 "top-K": per chunk, top-K selection (:func:`cdgtmll.metrics.evaluate_run.topk_from_scores`,
+Phase 2 "top-K": per chunk, top-K selection (:func:`cdgtmll.metrics.definitions.topk_from_scores`,
 what ``run.py`` stores for L > 2000), then P@k from the stored ``[n, K]`` arrays
-(:func:`cdgtmll.metrics.evaluate_run.precision_at_k_topk`, what ``evaluate.py`` does).
+(:func:`cdgtmll.metrics.definitions.precision_at_k_topk`, what ``evaluate.py`` does).
 
 Printed per phase: tracemalloc peak (numpy buffers are traced) and the growth of the
 process's ru_maxrss (a high-water mark, so it only shows growth beyond earlier phases),
@@ -32,7 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from cdgtmll.metrics import definitions
-from cdgtmll.metrics.evaluate_run import precision_at_k_topk, topk_from_scores
+from cdgtmll.metrics.definitions import precision_at_k_topk, topk_from_scores
 
 MB = 1024.0**2
 

@@ -172,10 +172,16 @@ def main(argv: list[str] | None = None) -> int:
                                    "each run's value (run folder, variant, sampling and training seed) in the "
                                    "table's threshold mode, checked against the table's CSV; then the lineage of "
                                    "every run down to the raw data files, re-verifying every recorded hash. "
-                                   "Exit 1 when the table differs from its sources or a file is missing or "
-                                   "modified.")
+                                   "Exit 1 when the table differs from its sources, a file is missing or "
+                                   "modified, a run was made by code that differs from the code on disk, or the "
+                                   "runs come from several commits or a dirty tree (see --allow-stale, "
+                                   "--allow-mixed).")
     p.add_argument("path", help="a table (.md/.csv/.tex) or figure (.pdf/.png/.csv) written by the pipeline")
     p.add_argument("--cell", nargs=2, metavar=("ROW", "COLUMN"), help='e.g. CD-GTMLL "Yeast Rare-F1"')
+    p.add_argument("--allow-stale", action="store_true",
+                   help="a run made by code that differs from the code on disk is a warning, not a failure")
+    p.add_argument("--allow-mixed", action="store_true",
+                   help="runs of several commits or of a dirty working tree are a warning, not a failure")
     args = ap.parse_args(argv)
 
     if args.cmd == "check-config":
@@ -186,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         from cdgtmll.lineage.audit import audit
 
         try:
-            rep = audit(args.path, tuple(args.cell) if args.cell else None)
+            rep = audit(args.path, tuple(args.cell) if args.cell else None, allow_stale=args.allow_stale,
+                        allow_mixed=args.allow_mixed)
         except (FileNotFoundError, KeyError) as exc:
             print(f"audit: {exc}", file=sys.stderr)
             return 2

@@ -17,6 +17,13 @@ A write that fails because the file system is full (``ENOSPC``; ``EDQUOT``) rais
 target, also where the writer was a library that hides the errno (torch's
 ``enforce fail at inline_container.cc ... unexpected pos``: its text shows the write
 failed and ``shutil.disk_usage`` confirms the file system is full).
+
+Reading: :func:`read_json` and :func:`load_npz` raise :class:`CorruptArtifactError` for a
+file that exists but cannot be read (truncated, edited, not its format). The message names
+the file, says it is corrupt and why, the rule that writes it and the command that rebuilds
+it; the pipeline's readers pass ``remove=True``, which deletes the corrupt file first, so
+that the next ``snakemake`` run re-runs the job that writes it (Snakemake re-makes a missing
+output) instead of failing on it again.
 """
 
 from __future__ import annotations
@@ -31,7 +38,9 @@ import re
 import shutil
 import socket
 import tempfile
-from collections.abc import Iterator
+import zipfile
+import zlib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -152,8 +161,13 @@ def remove_stale_temps(directory: str | os.PathLike, target: str | None = None) 
             continue
         try:
             stale = m["host"] == host and not _pid_running(int(m["pid"]))
-            if stale and (target is None or m["target"] == target) and e.is_file(follow_symlinks=False):
-                os.unlink(e.path)
+            if stale and (target is None or m["target"] == target):
+                if e.is_file(follow_symlinks=False):
+                    os.unlink(e.path)
+                elif e.is_dir(follow_symlinks=False):  # a folder of :func:`staged_dir`
+                    shutil.rmtree(e.path)
+                else:
+                    continue
                 removed.append(Path(e.path))
         except OSError:
             continue
@@ -210,6 +224,30 @@ def atomic_path(target: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
         raise
 
 
+@contextlib.contextmanager
+def staged_dir(target: str | os.PathLike, last: tuple[str, ...] = ()) -> Iterator[Path]:
+    """Yield a temporary folder beside the folder ``target``; once the block succeeds, move every
+    file written there to the same place under ``target`` (``os.replace``; files whose names end
+    in one of ``last`` after all others), then remove it. On any exception it is removed and
+    ``target`` is left as it was: a set of files that belong together (a table and its
+    ``.sources.json``) appears only complete. Named like the temporaries of :func:`atomic_path`,
+    so that one left by ``kill -9`` is removed by the next write beside it."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _sweep_once(target.parent)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.{TEMP_TAG}-{_host_tag()}-{os.getpid()}-", suffix=".tmp",
+                                dir=target.parent))
+    try:
+        yield tmp
+        files = sorted((f for f in tmp.rglob("*") if f.is_file()), key=lambda f: (f.name.endswith(last), str(f)))
+        for f in files:
+            dst = target / f.relative_to(tmp)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(f, dst)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def atomic_write(target: str | os.PathLike, data: str | bytes) -> None:
     """Write text or bytes to ``target`` atomically."""
     with atomic_path(target) as tmp:
@@ -224,9 +262,102 @@ def write_json(target: str | os.PathLike, obj: Any) -> None:
     atomic_write(target, json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
 
 
-def read_json(path: str | os.PathLike) -> Any:
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
+#: how to re-run the pipeline, named in every :class:`CorruptArtifactError`
+REBUILD_COMMAND = "`snakemake --cores all all --configfile <profile>` (or `make all CONFIG=<profile>`)"
+
+
+#: the rule (and command) that writes each artifact, by file name: what a
+#: :class:`CorruptArtifactError` names when its reader does not say
+ARTIFACT_PRODUCERS = {
+    "predictions.npz": "rule train: python -m cdgtmll.train",
+    "provenance.json": "rule train: python -m cdgtmll.train",
+    "metrics.json": "rule evaluate: python -m cdgtmll.metrics.evaluate_run",
+    "processed.npz": "rule prepare_dataset: python -m cdgtmll.data.prepare",
+    "features.npz": "rule extract_features: python -m cdgtmll.images.features",
+    ".sources.json": "rule tables (python -m cdgtmll.tables.build) or the figure's rule",
+}
+
+
+def producer_of(path: str | os.PathLike) -> str | None:
+    """The rule that writes ``path`` (:data:`ARTIFACT_PRODUCERS`, by name or suffix), or None."""
+    name = Path(path).name
+    return next((who for key, who in ARTIFACT_PRODUCERS.items() if name == key or (key[0] == "." and name.endswith(key))),
+                None)
+
+
+class CorruptArtifactError(ValueError):
+    """An artifact the pipeline wrote cannot be read: truncated, edited or not its format.
+    The message names the file, says it is corrupt and why, which rule or command writes it
+    (``producer``, default :func:`producer_of`) and how to rebuild it; ``removed``: the reader deleted it, so that the next
+    ``snakemake`` run re-runs the job that writes it (a missing output is re-made)."""
+
+    def __init__(self, path: str | os.PathLike, reason: str, producer: str | None = None, removed: bool = False):
+        self.path, self.reason, self.removed = Path(path), reason, removed
+        self.producer = producer or producer_of(path)
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        by = f" ({self.producer})" if self.producer else ""
+        if self.removed:
+            todo = (f"it has been deleted, so the next snakemake run re-runs the job that writes it{by}: "
+                    f"{REBUILD_COMMAND}")
+        else:
+            todo = f"delete it and rebuild it{by}: {REBUILD_COMMAND}"
+        return f"corrupt file {self.path}: {self.reason}; {todo}"
+
+
+def corrupt_artifact(path: str | os.PathLike, exc: BaseException | str, producer: str | None = None,
+                     remove: bool = False) -> CorruptArtifactError:
+    """:class:`CorruptArtifactError` for ``path`` (``exc``: what reading it raised); with
+    ``remove`` the file is deleted first (a hard link into the DVC cache is only unlinked),
+    so that Snakemake re-runs its job next time."""
+    reason = exc if isinstance(exc, str) else f"cannot be read ({type(exc).__name__}: {exc})"
+    removed = False
+    if remove:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        removed = True
+    return CorruptArtifactError(path, reason, producer, removed)
+
+
+def read_json(path: str | os.PathLike, producer: str | None = None, remove: bool = False) -> Any:
+    """The JSON in ``path``. A file that is not valid UTF-8 JSON (truncated, edited) raises
+    :class:`CorruptArtifactError` naming it and ``producer`` (the rule or command that writes
+    it); with ``remove`` the corrupt file is deleted first. A missing file raises
+    ``FileNotFoundError`` as usual."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
+        raise corrupt_artifact(path, exc, producer, remove) from exc
+
+
+#: what reading a damaged ``.npz`` raises (zip directory or member CRC, inflate, a short member)
+NPZ_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, ValueError, KeyError, OSError)
+
+
+def load_npz(path: str | os.PathLike, keys: Iterable[str] | None = None, producer: str | None = None,
+             remove: bool = False) -> dict[str, Any]:
+    """Every array of the ``.npz`` at ``path`` (only ``keys``, if given), read now: a damaged
+    member fails here, not later. A truncated or edited file raises
+    :class:`CorruptArtifactError` (see :func:`read_json`); a missing one ``FileNotFoundError``;
+    a missing key ``KeyError``."""
+    import numpy as np
+
+    keys = None if keys is None else tuple(keys)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            names = list(z.files) if keys is None else [k for k in keys if k in z.files]
+            out = {k: z[k] for k in names}
+    except FileNotFoundError:
+        raise
+    except NPZ_ERRORS as exc:
+        raise corrupt_artifact(path, exc, producer, remove) from exc
+    if keys is not None:
+        missing = [k for k in keys if k not in out]
+        if missing:
+            raise KeyError(f"{path}: field(s) {', '.join(map(repr, missing))} missing")
+    return out
 
 
 def _json_default(o: Any) -> Any:

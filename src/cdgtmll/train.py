@@ -33,7 +33,7 @@ label index (the convention of :func:`cdgtmll.metrics.definitions.precision_at_k
 ``<split>_topk_idx`` (int32 ``[n, K]``) and ``<split>_topk_score`` (float32 ``[n, K]``),
 plus ``idx_val``/``idx_test`` and ``method_thresholds`` as before. Memory is
 O(PREDICT_ROWS x L) for scoring plus O(n x K) for the result. P@k for k <= K computed
-from it equals the dense P@k exactly (:func:`cdgtmll.metrics.evaluate_run.precision_at_k_topk`).
+from it equals the dense P@k exactly (:func:`cdgtmll.metrics.definitions.precision_at_k_topk`).
 Files without ``format`` are the dense format (unchanged for ``L <= TOPK_MIN_LABELS``).
 """
 
@@ -54,10 +54,10 @@ from cdgtmll.images.datasets import is_image_rows
 from cdgtmll.io import atomic_path, config_hash, read_json, write_json
 from cdgtmll.labels import label_counts, tail_labels
 from cdgtmll.lineage import provenance
+from cdgtmll.lineage.code import identity, train_roots
 from cdgtmll.methods import base
 from cdgtmll.methods.base import FitData, RunContext, build_for_protocol
-from cdgtmll.metrics.definitions import mean_average_precision
-from cdgtmll.metrics.evaluate_run import precision_at_k_topk, topk_from_scores
+from cdgtmll.metrics.definitions import mean_average_precision, precision_at_k_topk, topk_from_scores
 from cdgtmll.nn.progress import RunProgress
 
 #: label spaces with more labels than this store top-K predictions (see module docstring)
@@ -79,6 +79,19 @@ def set_seed(seed: int) -> None:
         torch.manual_seed(seed)
 
 
+_JOB_CODE: dict[str, dict] = {}
+
+
+def job_code(spec: dict) -> dict:
+    """The code identity of this training job (:mod:`cdgtmll.lineage.code`): the trainer, the
+    method's module and its loss's module with everything they import, and the lock file. A seed
+    trained by other code is trained again; the identity goes into every seed's provenance."""
+    key = config_hash(spec)
+    if key not in _JOB_CODE:
+        _JOB_CODE[key] = identity(train_roots(spec))
+    return _JOB_CODE[key]
+
+
 def job_label(spec: dict) -> str:
     """``dataset/variant/method`` of a run spec (the job's name in progress lines)."""
     return f"{spec['dataset']}/{spec['variant']}/{spec['method']}"
@@ -97,7 +110,7 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
     if pred_path.exists() and prov_path.exists():
         try:
             prev = read_json(prov_path)
-            if prev.get("config_sha256") == spec_sha and prev.get("code_sha256") == provenance.code_sha256():
+            if prev.get("config_sha256") == spec_sha and prev.get("code_sha256") == job_code(spec)["sha256"]:
                 progress.seed_skipped(seed)
                 return pred_path
         except (OSError, ValueError):
@@ -153,12 +166,13 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
         arrays[f"method_thresholds_{rule}"] = np.broadcast_to(np.asarray(tau, dtype=np.float64), (data.n_labels,)).copy()
     with atomic_path(pred_path, suffix=".npz") as tmp, open(tmp, "wb") as fh:
         np.savez(fh, **arrays)
-    rec = provenance.record(spec=spec, spec_sha256=spec_sha, inputs=inputs, seed=seed,
+    rec = provenance.record(spec=spec, spec_sha256=spec_sha, code=job_code(spec), inputs=inputs, seed=seed,
                             device=str(getattr(method, "device", ctx.device)), started=started,
                             extra={"fit_seconds": round(fit_seconds, 3),
                                    "labels_without_train_positives": no_pos,
                                    "data_sources": data.meta.get("source_files"),
-                                   "backbone": backbone_record(data, method)})
+                                   "backbone": backbone_record(data, method),
+                                   "outputs": provenance.file_hashes({"predictions": pred_path})})
     write_json(prov_path, rec)
     progress.seed_done(seed, fit_seconds, scores)
     return pred_path

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cdgtmll.nn.losses import build_loss
+from cdgtmll.nn.losses.registry import build_loss
 from tests.support.losses import ALL_CONFIGS, COUNTS, N_TRAIN, random_batch
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from cdgtmll.nn.losses import LOSSES
+from cdgtmll.nn.losses.registry import loss_names
 
 COUNTS = np.array([10, 100, 1000])
 N_TRAIN = 2000
 
 #: every loss with its defaults, plus the two options that change the computation
-ALL_CONFIGS = [(name, {}) for name in sorted(LOSSES)] + [("asl", {"focal_grad": True}), ("dbl", {"bias_div_lam": True})]
+ALL_CONFIGS = [(name, {}) for name in loss_names()] + [("asl", {"focal_grad": True}), ("dbl", {"bias_div_lam": True})]
 
 
 def random_batch(b: int = 8, k: int = 3, seed: int = 0, scale: float = 2.0):

@@ -1,5 +1,7 @@
 # Shared helpers: target lists and the per-job run spec.
+import functools
 import json
+import shlex
 from pathlib import Path
 
 from cdgtmll.config.plan import (
@@ -12,6 +14,7 @@ from cdgtmll.config.plan import (
     study_jobs,
     variants,
 )
+from cdgtmll.lineage.code import identity, train_roots
 from cdgtmll.variants.naming import CLEAN, variant_id
 
 DATASETS = config["experiments"]["datasets"]
@@ -22,6 +25,8 @@ RAW = config["data"]["raw_dir"]
 # this checkout (editable) from ${CDGTMLL_ROOT}. Snakemake hands conda a copy of the file in
 # .snakemake/conda/ (or --conda-prefix), so a relative path there would not reach the checkout.
 os.environ.update(CDGTMLL_ROOT=workflow.basedir)
+# A job that dies in native code (signal) prints the Python stack of every thread to its log.
+os.environ.setdefault("PYTHONFAULTHANDLER", "1")
 ENV = "../../environment.yml"
 # Cluster requests of a train job (the Slurm executor maps gpu -> sbatch --gpus and
 # cpus_per_task -> --cpus-per-task; a local run ignores both). GPUs: one when the config asks
@@ -99,8 +104,25 @@ def study_seed_dirs(study):
     return [f"{r}/seed{s}" for r in run_dirs(STUDY_JOBS.get(study, [])) for s in SEEDS]
 
 
+@functools.cache
+def job_spec(dataset, variant, method):
+    return run_spec(config, dataset, variant, method)
+
+
 def spec_json(wc):
-    return json.dumps(run_spec(config, wc.dataset, wc.variant, wc.method), sort_keys=True)
+    return json.dumps(job_spec(wc.dataset, wc.variant, wc.method), sort_keys=True)
+
+
+# Code is an input (cdgtmll.lineage.code): every rule's params hold the sha256 of the code its
+# job runs (the static import closure of its command module, plus the lock file). A training
+# job's closure adds its method's module and its loss's module, so an edit re-runs exactly the
+# jobs whose code changed, and everything downstream of them.
+def code_of(*modules):
+    return identity(modules)["sha256"]
+
+
+def train_code(wc):
+    return identity(train_roots(job_spec(wc.dataset, wc.variant, wc.method)))["sha256"]
 
 
 def pr_inputs(wc):

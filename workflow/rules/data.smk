@@ -7,20 +7,24 @@ rule prepare_dataset:
     output:
         "results/data/{dataset}/processed.npz",
     params:
+        code=code_of("cdgtmll.data.prepare"),
         raw=RAW,
-        mirror=lambda wc: config["data"]["mirror"] or "",
+        mirror=lambda wc: ["--mirror", config["data"]["mirror"]] if config["data"]["mirror"] else [],
         download="" if config["data"]["allow_download"] else "--no-download",
         val_fraction=config["data"]["val_fraction"],
         split_seed=config["data"]["split_seed"],
+        min_split_rows=config["data"]["min_split_rows"],
+        # JSON values as single shell words ({params.x:q} quotes each element): a quote, $, a
+        # backtick or a newline in a display name or a path stays data, never shell syntax.
         options=lambda wc: (
-            f"--loader-options '{json.dumps(config['data']['loader_options'][wc.dataset], sort_keys=True)}'"
+            ["--loader-options", json.dumps(config["data"]["loader_options"][wc.dataset], sort_keys=True)]
             if wc.dataset in config["data"]["loader_options"]
-            else ""
+            else []
         ),
         custom=lambda wc: (
-            f"--dataset-config '{json.dumps(config['data']['custom'][wc.dataset], sort_keys=True)}'"
+            ["--dataset-config", json.dumps(config["data"]["custom"][wc.dataset], sort_keys=True)]
             if wc.dataset in config["data"]["custom"]
-            else ""
+            else []
         ),
     conda:
         ENV
@@ -33,15 +37,19 @@ rule prepare_dataset:
         runtime=30,
     shell:
         "python -m cdgtmll.data.prepare --dataset {wildcards.dataset} --raw-dir {params.raw} "
-        "--out {output} --mirror '{params.mirror}' {params.download} "
-        "--val-fraction {params.val_fraction} --split-seed {params.split_seed} "
-        "{params.custom} {params.options} > {log} 2>&1"
+        "--out {output} {params.mirror:q} {params.download} "
+        "--val-fraction {params.val_fraction} --split-seed {params.split_seed} --min-split-rows {params.min_split_rows} "
+        "{params.custom:q} {params.options:q} > {log} 2>&1"
 
 
 IMG = config["image_backbone"]
 FEATURE_ARGS = (
     f"--image-size {IMG['image_size']} --batch-size {IMG['batch_size']} --workers {IMG['workers']} "
-    + ("--no-pretrained" if not IMG["pretrained"] else (f"--weights '{IMG['weights']}'" if IMG["weights"] else ""))
+    + (
+        "--no-pretrained"
+        if not IMG["pretrained"]
+        else (f"--weights {shlex.quote(IMG['weights'])}" if IMG["weights"] else "")
+    )
     + f" --seed {IMG['init_seed']} --device {config['experiments']['device']}"
 )
 
@@ -53,6 +61,7 @@ rule extract_features:
     output:
         "results/data/{dataset}/features.npz",
     params:
+        code=code_of("cdgtmll.images.features"),
         args=FEATURE_ARGS,
     conda:
         ENV
@@ -79,6 +88,7 @@ rule extract_features_occluded:
     output:
         "results/data/{dataset}/variants/{variant}.features.npz",
     params:
+        code=code_of("cdgtmll.images.features"),
         args=FEATURE_ARGS,
     conda:
         ENV

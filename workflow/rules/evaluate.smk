@@ -8,6 +8,7 @@ rule evaluate:
     output:
         expand("results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/metrics.json", seed=SEEDS),
     params:
+        code=code_of("cdgtmll.metrics.evaluate_run"),
         rundir=lambda wc, output: str(Path(output[0]).parent.parent),
         seeds=" ".join(str(s) for s in SEEDS),
         q=config["r_variants"]["tail_fraction"],

@@ -1,5 +1,6 @@
 # The paper's figures from the studies' runs (Sec. 5.3-5.4). Each writes PDF, PNG (300 dpi),
-# the CSV behind it and a .sources.json for `cdgtmll audit`.
+# the CSV behind it and a .sources.json for `cdgtmll audit` (declared: removed with the figure
+# when its job fails).
 from cdgtmll.figures.style import style_cli_args
 
 # The same --style-order/--dataset-name for every figure (figure_pr in report.smk too): the
@@ -30,7 +31,9 @@ rule figure_ablation:
         pdf=reported("figures/ablation.pdf", category="Figures", caption="../report/ablation.rst"),
         png="figures/ablation.png",
         csv="figures/ablation.csv",
+        sources="figures/ablation.sources.json",
     params:
+        code=code_of("cdgtmll.figures.studies.build"),
         runs=lambda wc: " ".join(f"'{d}'" for d in study_seed_dirs("ablation")),
         full=STUDIES.get("ablation", {}).get("full", "CD-GTMLL"),
         order=" ".join(f"'{m}'" for m in STUDIES.get("ablation", {}).get("methods", [])),
@@ -45,7 +48,7 @@ rule figure_ablation:
         mem_mb=2000,
         runtime=10,
     shell:
-        "python -m cdgtmll.figures.studies.build ablation --runs {params.runs} --full '{params.full}' "
+        "python -m cdgtmll.figures.studies.build ablation --runs {params.runs} --full {params.full:q} "
         "--order {params.order} --out figures/ablation {params.style} > {log} 2>&1"
 
 
@@ -56,9 +59,11 @@ rule figure_robustness:
         pdf=reported("figures/robustness_{kind}.pdf", category="Figures", caption="../report/robustness.rst"),
         png="figures/robustness_{kind}.png",
         csv="figures/robustness_{kind}.csv",
+        sources="figures/robustness_{kind}.sources.json",
     wildcard_constraints:
         kind="noise|occlusion",
     params:
+        code=code_of("cdgtmll.figures.studies.build"),
         runs=lambda wc: " ".join(f"'{d}'" for d in study_seed_dirs(wc.kind)),
         style=FIGURE_STYLE,
     conda:
@@ -82,9 +87,11 @@ rule figure_sensitivity:
         pdf=reported("figures/sensitivity_{study}.pdf", category="Figures", caption="../report/sensitivity.rst"),
         png="figures/sensitivity_{study}.png",
         csv="figures/sensitivity_{study}.csv",
+        sources="figures/sensitivity_{study}.sources.json",
     wildcard_constraints:
         study="alpha|players",
     params:
+        code=code_of("cdgtmll.figures.studies.build"),
         runs=lambda wc: " ".join(f"'{d}'" for d in study_seed_dirs(wc.study)),
         param=lambda wc: {"alpha": "alpha", "players": "n_players"}[wc.study],
         metrics=lambda wc: "rare_f1" if wc.study == "alpha" else "mAP rare_f1",
@@ -110,16 +117,21 @@ rule figure_diagnostics:
         spec=reported("figures/specialization.pdf", category="Figures", caption="../report/specialization.rst"),
         spec_png="figures/specialization.png",
         spec_csv="figures/specialization.csv",
+        spec_sources="figures/specialization.sources.json",
         heat=reported("figures/player_ranks_heatmap.pdf", category="Figures", caption="../report/ranks.rst"),
         heat_png="figures/player_ranks_heatmap.png",
         heat_csv="figures/player_ranks_heatmap.csv",
+        heat_sources="figures/player_ranks_heatmap.sources.json",
         shares=reported("figures/player_ranks_shares.pdf", category="Figures", caption="../report/ranks.rst"),
         shares_png="figures/player_ranks_shares.png",
         shares_csv="figures/player_ranks_shares.csv",
+        shares_sources="figures/player_ranks_shares.sources.json",
         phi=reported("figures/potential.pdf", category="Figures", caption="../report/potential.rst"),
         phi_png="figures/potential.png",
         phi_csv="figures/potential.csv",
+        phi_sources="figures/potential.sources.json",
     params:
+        code=code_of("cdgtmll.figures.studies.build"),
         runs=lambda wc: " ".join(f"'{d}'" for d in study_seed_dirs("diagnostics")),
         q=config["r_variants"]["tail_fraction"],
         tie_seed=config["r_variants"]["tie_seed"],

@@ -13,10 +13,19 @@ FIGURES = ["figures/pr_tail.pdf", "figures/pr_tail.png", "figures/pr_tail.csv"] 
 METRIC_ROWS = sorted(
     dict.fromkeys(f"results/metrics/{d}/{variant_setting(v)}/{m}.json" for d, v, m in ALL_JOBS if (d, m) not in NOT_RUN)
 )
+# every run's files (`cdgtmll audit` follows them) are targets too: Snakemake re-makes a missing
+# file only when a target needs it, so a file deleted by its reader as corrupt (cdgtmll.io) would
+# otherwise stay missing once the tables are up to date
+RUN_FILES = [
+    f"{d}/{name}"
+    for d in dict.fromkeys(str(Path(m).parent) for m in all_metrics())
+    for name in ("predictions.npz", "provenance.json", "metrics.json")
+]
 ALL_TARGETS = (
     TABLES
     + FIGURES
     + METRIC_ROWS
+    + RUN_FILES
     + [
         "results/tables/metrics_full.csv",
         "results/tables/metrics_full.html",
@@ -35,6 +44,8 @@ rule tables:
         shipped_profiles=sorted(str(p) for p in Path("config").glob("*.yaml")),
     output:
         tables=[table_output(t) for t in TABLES],
+        # each table's lineage record (cdgtmll audit): removed with the tables when the job fails
+        sources=[f"results/tables/{stem}{suffix}.sources.json" for stem in table_stems() for suffix in MODE_LABELS],
         full="results/tables/metrics_full.csv",
         full_md="results/tables/metrics_full.md",
         full_html=reported("results/tables/metrics_full.html", "Metrics", "../report/metrics_full.rst"),
@@ -43,6 +54,7 @@ rule tables:
         summary="results/metrics.json",
         rows=METRIC_ROWS,
     params:
+        code=code_of("cdgtmll.tables.build"),
         methods=" ".join(f"'{m}'" for m in METHODS),
         not_run=" ".join(f"--not-run {shlex.quote(f'{d}|{m}|{r}')}" for (d, m), r in NOT_RUN.items()),
         threshold=config["thresholds"]["global"],
@@ -91,7 +103,9 @@ rule figure_pr:
         pdf=reported("figures/pr_tail.pdf", category="Figures", caption="../report/pr_tail.rst"),
         png="figures/pr_tail.png",
         csv="figures/pr_tail.csv",
+        sources="figures/pr_tail.sources.json",
     params:
+        code=code_of("cdgtmll.figures.pr_curve"),
         q=config["r_variants"]["tail_fraction"],
         tie_seed=config["r_variants"]["tie_seed"],
         # the title (display name, R-variant, sampling seeds) comes from the inputs; the
@@ -134,6 +148,7 @@ rule claims_check:
             labels={"check": "Paper claims vs. reproduced runs", **PRODUCED_BY},
         ),
     params:
+        code=code_of("cdgtmll.claims.check"),
         pr=lambda wc, input: f"--pr-csv {input.pr[0]}" if input.pr else "",
         spec=lambda wc, input: f"--spec-csv {input.spec[0]}" if input.spec else "",
     conda:

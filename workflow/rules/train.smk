@@ -15,6 +15,7 @@ rule train:
         expand("results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/predictions.npz", seed=SEEDS),
         expand("results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/provenance.json", seed=SEEDS),
     params:
+        code=train_code,
         spec=spec_json,
         outdir=lambda wc, output: str(Path(output[0]).parent.parent),
     conda:
@@ -31,4 +32,4 @@ rule train:
         cpus_per_task=train_cpus,
     shell:
         "CDGTMLL_THREADS={threads} python -m cdgtmll.train --data {input.data} --clean {input.clean} "
-        "--spec '{params.spec}' --outdir {params.outdir} --progress 2> {log}"
+        "--spec {params.spec:q} --outdir {params.outdir} --progress 2> {log}"

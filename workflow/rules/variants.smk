@@ -11,6 +11,7 @@ rule r_variant:
         data="results/data/{dataset}/variants/{variant}.npz",
         bookkeeping="results/data/{dataset}/variants/{variant}.json",
     params:
+        code=code_of("cdgtmll.variants.r_variant"),
         severity=lambda wc: parse_variant(wc.variant)[0],
         sampling_seed=lambda wc: parse_variant(wc.variant)[1],
         q=config["r_variants"]["tail_fraction"],
@@ -40,6 +41,7 @@ rule noise_variant:
         data="results/data/{dataset}/variants/{variant}.npz",
         bookkeeping="results/data/{dataset}/variants/{variant}.json",
     params:
+        code=code_of("cdgtmll.variants.noise"),
         rate=lambda wc: parse_noise(wc.variant)[0],
         seed=lambda wc: parse_noise(wc.variant)[1],
     conda:
@@ -67,6 +69,7 @@ rule occlusion_variant:
         data="results/data/{dataset}/variants/{variant}.npz",
         bookkeeping="results/data/{dataset}/variants/{variant}.json",
     params:
+        code=code_of("cdgtmll.variants.occlusion"),
         gamma=lambda wc: parse_occlusion(wc.variant)[0],
         seed=lambda wc: parse_occlusion(wc.variant)[1],
     conda:

@@ -91,6 +91,7 @@ from cdgtmll.claims.paper import (
 )
 from cdgtmll.claims.report import _csv_text, render_html, render_markdown
 from cdgtmll.io import atomic_write, sha256_file
+from cdgtmll.tables.code_lineage import code_footnote, code_lineage
 
 
 def _profile(path: Path, explicit: bool) -> dict | None:
@@ -137,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         files = ", ".join(profile.get("configfiles") or [])
         extra.insert(0, f"profile: {profile.get('profile') or '(unnamed)'}" + (f" ({files})" if files else "")
                      + f"; its datasets: {', '.join(profile.get('datasets') or []) or 'none'}")
+    note = code_footnote(code_lineage(runs))  # several commits or a dirty tree behind the runs
+    if note:
+        profile = {**(profile or {}), "code_footnote": note}
+        extra.insert(0, note)
     if pr is not None:
         extra.append(f"PR figure: `{pr.path}` ({', '.join(sorted(pr.datasets)) or 'dataset unknown'})")
     if spec is not None:

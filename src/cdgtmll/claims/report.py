@@ -331,12 +331,16 @@ def _verdict_markdown(res: pd.DataFrame, profile: dict | None) -> list[str]:
     for grp, lines in verdicts(res, profile):
         md.append(f"- **{grp}**: {lines[0]}")
         md += [f"  {line}" for line in lines[1:]]
+    if (profile or {}).get("code_footnote"):
+        md.append(f"- **Code**: {profile['code_footnote']}")
     return md
 
 
 def _verdict_html(res: pd.DataFrame, profile: dict | None) -> str:
     items = "".join(f"<li><b>{esc(grp)}</b>: " + "<br>".join(esc(line) for line in lines) + "</li>"
                     for grp, lines in verdicts(res, profile))
+    if (profile or {}).get("code_footnote"):
+        items += f"<li><b>Code</b>: {esc(profile['code_footnote'])}</li>"
     return f'<ul class="verdict">{items}</ul>'
 
 

@@ -11,6 +11,10 @@ Validation happens in two layers before any job starts:
    wherever they are set: ``methods``, ``aliases``, ``dataset_overrides`` or an
    ``@key=value`` override.
 
+Config files are read with :mod:`cdgtmll.config.yaml12` (YAML 1.2 floats: ``1e-3`` is a number;
+a key set twice in one mapping is an error naming the file and both lines), by :func:`load` and
+by the Snakefile (:func:`load_files`).
+
 Every error names the offending key as a dotted path, e.g.
 ``config error at 'training.yeast.epocs': unknown key (allowed: batch_size, epochs, ...)``.
 
@@ -20,11 +24,14 @@ Run specs and study jobs are planned in :mod:`cdgtmll.config.plan`.
 from __future__ import annotations
 
 import copy
+import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import yaml
 
-from cdgtmll.config.plan import method_hparams, resolve_method, split_method, study_methods
+from cdgtmll.config import yaml12
+from cdgtmll.config.plan import method_hparams, resolve_method, run_spec, split_method, study_methods
 from cdgtmll.config.plugins import import_plugins
 from cdgtmll.config.schema import ConfigError, validate_schema
 
@@ -34,6 +41,7 @@ def validate(config: dict, source: str = "config") -> dict:
     validate_schema(config, source)
     _semantic_checks(config, source)
     _default_figures(config)
+    _check_pr_curve(config, source)
     return config
 
 
@@ -144,20 +152,108 @@ def _semantic_checks(config: dict, source: str) -> None:
     if pr and isinstance(pr.get("highlight"), list):
         for i, m in enumerate(pr["highlight"]):
             check_method(m, f"figures.pr_curve.highlight[{i}]")
+    _check_distinct_runs(config, fail)
 
 
-def load(path: str | Path, overrides: dict | None = None) -> dict:
-    """Read a YAML config file, apply ``overrides`` (deep merge) and validate it."""
+def _check_distinct_runs(config: dict, fail) -> None:
+    """Two ``experiments.methods`` entries that make the same run on a dataset (an alias or an
+    ``@key=value`` variant equal to its base) would be two table rows of one experiment. The
+    run specs (:func:`cdgtmll.config.plan.run_spec`) are compared without the method's name and
+    its configured ``hparams``, which ``resolved_hparams`` holds with the code defaults, so
+    ``M@x=<M's value of x>`` is the same run as ``M``. Study runs are not compared: a sweep
+    point may be a listed run (studies share runs)."""
+    from cdgtmll.methods import base
+
+    methods = config["experiments"]["methods"]
+    for d in config["experiments"]["datasets"]:
+        specs = []
+        for i, m in enumerate(methods):
+            try:
+                spec = run_spec(config, d, "clean", m)
+            except (base.HparamError, TypeError, ValueError) as exc:
+                fail(f"experiments.methods[{i}]", f"on dataset '{d}': {exc}")
+            for key in ("method", "hparams"):
+                spec.pop(key)
+            for j, other in enumerate(specs):
+                if other == spec:
+                    fail(
+                        f"experiments.methods[{i}]",
+                        f"'{m}' makes the same run as experiments.methods[{j}] '{methods[j]}' on dataset '{d}' "
+                        f"(same method, hyper-parameters and protocol): list one of them",
+                    )
+            specs.append(spec)
+
+
+def _check_pr_curve(config: dict, source: str) -> None:
+    """figures.pr_curve on a dataset that is run with R-variants must name one of its configured
+    severities (after :func:`_default_figures`), or the PR figure would silently not be made
+    (:func:`cdgtmll.config.plan.pr_curve_enabled`)."""
+    pr = config["figures"].get("pr_curve", {})
+    d = pr.get("dataset")
+    if not config["experiments"].get("r_variants", True) or d not in config["experiments"]["datasets"]:
+        return
+    configured = config["r_variants"]["severities"].get(d, [])
+    shown = f"r_variants.severities.{d}: [{', '.join(f'{s:g}' for s in configured)}]"
+    if "severity" in pr and pr["severity"] not in configured:
+        raise ConfigError(
+            f"{source}: config error at 'figures.pr_curve.severity': {pr['severity']:g} is not a "
+            f"configured severity of '{d}' ({shown}); the PR figure would not be made"
+        )
+    if "severity" not in pr:  # _default_figures found no severity for the dataset named
+        raise ConfigError(
+            f"{source}: config error at 'figures.pr_curve.dataset': '{d}' has no R-variant "
+            f"severities ({shown}); the PR figure would not be made"
+        )
+
+
+def read_yaml(path: str | Path) -> dict:
+    """One config file, parsed with :class:`cdgtmll.config.yaml12.Yaml12Loader`. Raises
+    ConfigError naming the file (and for a duplicate key its path, both lines and the key)."""
     path = Path(path)
     try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+        config = yaml12.load(path.read_text(encoding="utf-8"))
+    except yaml12.DuplicateKeyError as exc:
+        raise ConfigError(f"{path}: config error at '{exc.path}': duplicate key '{exc.key}' {exc.where()}") from None
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: cannot read config: {exc}") from exc
     if not isinstance(config, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(config).__name__}")
+    return config
+
+
+def load_files(paths: Iterable[str | Path], overrides: Mapping | None = None, source: str | None = None) -> dict:
+    """Read config files with :func:`read_yaml`, merge them in order (a later file's keys win,
+    as Snakemake merges several ``--configfile`` files), merge ``overrides`` over them (e.g.
+    Snakemake's ``--config KEY=VALUE``) and validate the result. ``source`` prefixes every
+    validation error; by default the files (relative to the working directory where under it),
+    ``+ --config`` with overrides."""
+    paths = [Path(p) for p in paths]
+    if source is None:  # relative to the working directory where under it (Snakemake makes them absolute)
+        paths = [Path(os.path.relpath(p)) if p.is_absolute() and Path.cwd() in p.parents else p for p in paths]
+    if not paths:
+        raise ConfigError("no config file given")
+    config: dict = {}
+    for p in paths:
+        config = deep_merge(config, read_yaml(p))
     if overrides:
-        config = deep_merge(config, overrides)
-    return validate(config, source=str(path))
+        config = deep_merge(config, _plain(overrides))
+    if source is None:
+        source = " + ".join(map(str, paths)) + (" + --config" if overrides else "")
+    return validate(config, source=source)
+
+
+def _plain(obj):
+    """Mappings (Snakemake keeps ``--config`` in immutable maps) as dicts, recursively."""
+    if isinstance(obj, Mapping):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+def load(path: str | Path, overrides: dict | None = None) -> dict:
+    """Read a YAML config file (:func:`read_yaml`), apply ``overrides`` (deep merge) and validate it."""
+    return load_files([path], overrides, source=str(Path(path)))
 
 
 def deep_merge(base: dict, extra: dict) -> dict:

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import json
 
-import yaml
-
+from cdgtmll.config import yaml12
 from cdgtmll.config.schema import ConfigError
 from cdgtmll.io import canonical_json
 from cdgtmll.variants.naming import CLEAN, noise_id, occlusion_id, variant_id
@@ -63,7 +62,7 @@ def split_method(name: str) -> tuple[str, dict]:
         key, eq, value = item.partition("=")
         if not eq or not key:
             raise ConfigError(f"method '{name}': expected '<method>@<key>=<value>[,<key>=<value>]'")
-        over[key] = yaml.safe_load(value)
+        over[key] = yaml12.load(value)  # YAML 1.2 scalars: @lr=1e-3 is a number
     return base_name, over
 
 

@@ -34,7 +34,7 @@ import gzip
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -164,6 +164,53 @@ def _is_sparse(path: Path) -> bool:
             if s.lower().startswith("@data"):
                 in_data = True
     return False
+
+
+def arff_data_lines(path: str | Path, rows: Sequence[int]) -> dict[int, tuple[int, str]]:
+    """``{row: (line number, line text)}`` for the given 0-based data rows of an ARFF file.
+
+    Data rows are counted as liac-arff counts them: after the ``@data`` line, every line
+    that is not empty and does not start with ``%`` (after stripping whitespace) is a row;
+    line numbers are 1-based, as an editor shows them."""
+    want = set(int(r) for r in rows)
+    out: dict[int, tuple[int, str]] = {}
+    if not want:
+        return out
+    in_data, row = False, -1
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for lineno, line in enumerate(fh, 1):
+            s = line.strip()
+            if not in_data:
+                in_data = s.upper().startswith("@DATA") and not s.startswith("%")
+                continue
+            if not s or s.startswith("%"):
+                continue
+            row += 1
+            if row in want:
+                out[row] = (lineno, s)
+                if len(out) == len(want):
+                    break
+    return out
+
+
+def describe_arff_cells(path: str | Path, cells: Sequence[tuple[int, int]], names: Sequence[str]) -> list[str]:
+    """One line per bad feature cell ``(row, column)`` (0-based data row, attribute index) of an
+    ARFF file: ``<path> line 57 (data row 12), attribute 'f3': missing value '?'`` (data row
+    1-based), with the value as the file spells it (``'?'``, ``NaN``, ``Infinity``, ...)."""
+    lines = arff_data_lines(path, [r for r, _ in cells])
+    out = []
+    for r, c in cells:
+        lineno, text = lines.get(r, (None, ""))
+        name = names[c] if c < len(names) else f"#{c + 1}"
+        try:
+            values = arff._parse_values(text) if text else None
+        except Exception:  # the row parsed once already; a failure here only loses the token
+            values = None
+        token = (values.get(c) if isinstance(values, dict) else values[c]) if values and c < len(values) else ""
+        what = "missing value '?'" if token is None else f"non-finite value {token!r}" if token else "non-finite value"
+        where = f"line {lineno} (data row {r + 1})" if lineno else f"data row {r + 1}"
+        out.append(f"{path} {where}, attribute '{name}': {what}")
+    return out
 
 
 def _to_float(value: Any, path: Path, attr: str) -> float:
@@ -372,6 +419,10 @@ class TrainTest:
     label_names: list[str]
     feature_names: list[str]
     source_format: str  # 'mulan-arff' or a PackagedCopy format
+    #: the file each official split was read from ({'train': path, 'test': path}) and the
+    #: label-name file: prepare's checks name them (ARFF: line and attribute of a bad value)
+    split_files: dict[str, Any] = field(default_factory=dict)
+    labels_file: Any = None
 
 
 def load_spec(spec: Any, fetched: Mapping[str, Any]) -> TrainTest:
@@ -410,7 +461,9 @@ def load_spec(spec: Any, fetched: Mapping[str, Any]) -> TrainTest:
         raise ValueError(f"dataset '{spec.name}': {train.name} and {test.name} declare different attributes")
     if sp.issparse(Xtr) != sp.issparse(Xte):
         Xtr, Xte = sp.csr_matrix(Xtr), sp.csr_matrix(Xte)
-    return TrainTest(Xtr, Ytr, Xte, Yte, ln, fn, "mulan-arff")
+    labels_file = fetched[spec.file("labels").name].path if not isinstance(labels, int) else None
+    return TrainTest(Xtr, Ytr, Xte, Yte, ln, fn, "mulan-arff", split_files={"train": train, "test": test},
+                     labels_file=labels_file)
 
 
 def _is_packaged_path(spec: Any, path: Path) -> bool:

@@ -2,7 +2,7 @@
 
     python -m cdgtmll.data.prepare --dataset yeast --raw-dir RAW --out OUT.npz \\
         [--mirror DIR] [--no-download] [--val-fraction 0.1] [--split-seed 0] \\
-        [--dataset-config JSON]
+        [--dataset-config JSON] [--min-split-rows 10]
 
 Raw files go to ``RAW/<dataset>/`` (:func:`cdgtmll.data.acquire.fetch`: cached, mirror,
 packaged copy, URLs; ``CDGTMLL_DATA_MIRROR`` overrides ``--mirror``). The processed
@@ -20,6 +20,23 @@ loader as keyword arguments, e.g. ``'{"tfidf": false}'`` for :func:`cdgtmll.data
 
 ``--dataset-config`` takes a JSON mapping (inline, or a path to a .json file) defining a
 MULAN-format dataset not in the registry (see :func:`cdgtmll.data.registry.spec_from_config`).
+
+Checks before anything is written (:func:`check_labels`, :func:`feature_problems`,
+:func:`cdgtmll.data.splits.check_split_sizes`), each a ``ValueError`` naming the file:
+
+* fewer than 2 labels (a single label is binary classification);
+* a missing (``?``) or non-finite (``NaN``, ``Infinity``, a value beyond float32) feature
+  value: the first :data:`REPORT_FIRST` are named by file, line, data row and attribute,
+  with the total count. ``impute`` (``data.custom.<name>.impute``: ``none`` (default),
+  ``mean``, ``zero``) fills them instead, with per-column values fitted on the training
+  (fit) rows only; the rule, count and fill values go to ``meta['imputation']`` and the log;
+* a split (train = fit rows, val, test) with fewer rows than ``--min-split-rows``
+  (``data.min_split_rows``, default :data:`cdgtmll.data.splits.DEFAULT_MIN_SPLIT_ROWS`).
+
+Labels constant in the training split (no positive, or positive in every row) are a
+warning in the log and ``meta['constant_train_labels']`` (label names;
+``meta['all_positive_train_labels']`` the all-positive ones), repeated by
+:func:`cdgtmll.data.processed.dataset_warnings` and the tables' footnotes.
 
 The log (stdout) says where each raw file came from and why (``[acquire]`` lines: a
 missing mirror file and the packaged copy used instead, a cached copy re-verified against
@@ -43,8 +60,13 @@ import scipy.sparse as sp
 
 from cdgtmll.data import splits as splits_mod
 from cdgtmll.data.acquire import AcquisitionError, ChecksumError, fetch
-from cdgtmll.data.processed import ProcessedData
-from cdgtmll.data.registry import DatasetSpec, get_spec, spec_from_config
+from cdgtmll.data.processed import ProcessedData, meta_warnings
+from cdgtmll.data.registry import IMPUTE_RULES, DatasetSpec, get_spec, spec_from_config
+
+#: how many bad feature values an error (or the imputation log) names one by one
+REPORT_FIRST = 5
+IMPUTE_HOW = {"mean": "each column's mean over the finite values of the training split's rows",
+              "zero": "0 in every column"}
 
 
 class LoaderNotImplemented(RuntimeError):
@@ -68,13 +90,17 @@ def prepare(
     timeout: float = 60,
     loader_options: Mapping[str, Any] | None = None,
     log: Callable[[str], None] | None = None,
+    min_split_rows: int = splits_mod.DEFAULT_MIN_SPLIT_ROWS,
+    impute: str | None = None,
 ) -> ProcessedData:
-    """Acquire, load, split and save one dataset; returns what was saved to ``out``.
+    """Acquire, load, check, split and save one dataset; returns what was saved to ``out``.
 
     ``dataset`` is a registry name, a spec, or (with ``dataset_config``) the name of a
     config-defined MULAN dataset. Raises :class:`LoaderNotImplemented` for datasets whose
     loader does not exist yet (checked before anything is downloaded). ``log`` receives
-    one line per acquisition note and per raw file (default: none).
+    one line per acquisition note and per raw file, and the checks' warnings (default: none).
+    ``impute``: the rule for missing/non-finite features (default: ``dataset_config['impute']``,
+    else ``'none'``: an error). A failed check raises ``ValueError`` and writes nothing.
     """
     if isinstance(dataset, DatasetSpec):
         spec = dataset
@@ -85,6 +111,12 @@ def prepare(
     if spec.loader is None:
         raise LoaderNotImplemented(f"dataset '{spec.name}': loader not implemented yet (format {spec.format})")
     loader = _resolve(spec.loader)
+    if impute is None:
+        impute = str((dataset_config or {}).get("impute", "none"))
+    if impute not in IMPUTE_RULES:
+        raise ValueError(f"dataset '{spec.name}': impute {impute!r} is not one of {', '.join(IMPUTE_RULES)}")
+    if isinstance(min_split_rows, bool) or not isinstance(min_split_rows, int) or min_split_rows < 1:
+        raise ValueError(f"min_split_rows must be a positive integer, got {min_split_rows!r}")
 
     dest = Path(raw_dir) / spec.name
     fetched = {}
@@ -99,6 +131,35 @@ def prepare(
             break  # one packaged copy stands in for all the raw files
     try:
         tt = loader(spec, fetched, **dict(loader_options or {}))
+        n_train = tt.Y_train.shape[0]
+        n_test = tt.Y_test.shape[0]
+        check_labels(spec, tt, fetched)
+        problems = feature_problems(spec, tt, impute, custom=dataset_config is not None)
+        if problems is not None and impute == "none":
+            raise ValueError(problems)
+        files = getattr(tt, "split_files", None) or {}
+        where = {s: str(files.get(s) or f"official {s} split") for s in ("train", "test")}
+        splits_mod.check_split_sizes(spec.name, {"train": (n_train, f"official training rows, {where['train']}"),
+                                                 "test": (n_test, where["test"])}, min_split_rows)
+        split_method = splits_mod.METHOD
+        if spec.kind == "xmc":  # XMC: seeded random split (stratification infeasible at 10^4 labels)
+            from cdgtmll.data.xmc import SPLIT_METHOD, random_validation_split
+
+            fit, val = random_validation_split(n_train, fraction=val_fraction, seed=split_seed)
+            split_method = SPLIT_METHOD
+        else:
+            fit, val = splits_mod.carve_validation(tt.Y_train, fraction=val_fraction, seed=split_seed)
+        carved = f"carved from the {n_train} official training rows, data.val_fraction {val_fraction}"
+        splits_mod.check_split_sizes(spec.name, {"train": (int(fit.size), f"fit rows {carved}"),
+                                                 "val": (int(val.size), carved)}, min_split_rows)
+        if sp.issparse(tt.X_train):
+            X = sp.vstack([tt.X_train, tt.X_test], format="csr", dtype=np.float32)
+        else:
+            X = np.concatenate([tt.X_train, tt.X_test]).astype(np.float32, copy=False)
+        imputation = None
+        if problems is not None:
+            X, imputation = impute_features(spec.name, X, fit, impute, tt.feature_names)
+            imputation["found"] = problems
     except ValueError as exc:
         # the raw copy's path alone hides the file the user must fix: name its source too
         msg = str(exc)
@@ -108,20 +169,6 @@ def prepare(
             exc.args = (f"{msg} ({'; '.join(origins)})", *exc.args[1:])  # keeps its type (e.g. XMCFormatError)
         raise
 
-    n_train = tt.Y_train.shape[0]
-    n_test = tt.Y_test.shape[0]
-    split_method = splits_mod.METHOD
-    if spec.kind == "xmc":  # XMC: seeded random split (stratification infeasible at 10^4 labels)
-        from cdgtmll.data.xmc import SPLIT_METHOD, random_validation_split
-
-        fit, val = random_validation_split(n_train, fraction=val_fraction, seed=split_seed)
-        split_method = SPLIT_METHOD
-    else:
-        fit, val = splits_mod.carve_validation(tt.Y_train, fraction=val_fraction, seed=split_seed)
-    if sp.issparse(tt.X_train):
-        X = sp.vstack([tt.X_train, tt.X_test], format="csr", dtype=np.float32)
-    else:
-        X = np.concatenate([tt.X_train, tt.X_test]).astype(np.float32, copy=False)
     if sp.issparse(tt.Y_train) or sp.issparse(tt.Y_test):  # XMC: keep Y sparse
         Y = sp.vstack([sp.csr_matrix(tt.Y_train), sp.csr_matrix(tt.Y_test)], format="csr", dtype=np.uint8)
     else:
@@ -149,6 +196,12 @@ def prepare(
         "n_features": int(X.shape[1]),
         "row_layout": "rows 0..n_train-1 = official train split (file order), n_train..n-1 = official test split",
     }
+    if imputation is not None:
+        meta["imputation"] = imputation
+    const, full = constant_labels(Y, fit, list(tt.label_names))
+    if const:
+        meta["constant_train_labels"] = const
+        meta["all_positive_train_labels"] = full
     if getattr(tt, "preprocessing", None):  # e.g. XMC: TF-IDF / l2 applied by the loader
         meta["preprocessing"] = tt.preprocessing
     if loader_options:
@@ -162,8 +215,143 @@ def prepare(
         splits={"train": fit, "val": val, "test": np.arange(n_train, n_train + n_test, dtype=np.int64)},
         meta=meta,
     )
+    if log is not None:
+        if imputation is not None:
+            log(f"[prepare] {spec.name}: imputed {imputation['count']} feature value(s), rule '{impute}' "
+                f"({imputation['description']}); fill values {json.dumps(imputation['fill_values'])}; found:\n"
+                + imputation["found"])
+        for w in meta_warnings(dict(meta, name=spec.name)):
+            log(f"[prepare] WARNING {w}")
     data.save(out)
     return data
+
+
+# --------------------------------------------------------------------------- checks
+def _label_file(spec: DatasetSpec, tt: Any, fetched: Mapping[str, Any]) -> str:
+    """The file the label count comes from: the label-name file, else the training file."""
+    f = getattr(tt, "labels_file", None) or (getattr(tt, "split_files", None) or {}).get("train")
+    if f is None:
+        f = next((r.path for r in fetched.values()), None)
+    return str(f) if f is not None else f"dataset '{spec.name}'"
+
+
+def check_labels(spec: DatasetSpec, tt: Any, fetched: Mapping[str, Any]) -> None:
+    """At least 2 labels: a single label is binary classification, which the methods and the
+    multi-label metrics refuse (scikit-learn: 'Got 'binary' instead'), after a full training."""
+    L = int(tt.Y_train.shape[1])
+    if L < 2:
+        names = ", ".join(repr(n) for n in tt.label_names)
+        raise ValueError(f"dataset '{spec.name}': {_label_file(spec, tt, fetched)} gives {L} label"
+                         f"{'' if L == 1 else 's'}{f' ({names})' if names else ''}; multi-label learning needs "
+                         "at least 2 (a single label is binary classification)")
+
+
+def _bad_cells(X: Any) -> tuple[int, int, list[tuple[int, int]]]:
+    """``(NaN count, infinite count, first REPORT_FIRST (row, column) in row order)``."""
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+        X.sort_indices()
+        bad = np.flatnonzero(~np.isfinite(X.data))
+        vals = X.data[bad]
+        rows = np.searchsorted(X.indptr, bad[:REPORT_FIRST], side="right") - 1
+        cells = list(zip(rows.tolist(), X.indices[bad[:REPORT_FIRST]].tolist()))
+    else:
+        A = np.asarray(X)
+        flat = np.flatnonzero(~np.isfinite(A))
+        vals = A.reshape(-1)[flat]
+        cells = [tuple(int(v) for v in np.unravel_index(i, A.shape)) for i in flat[:REPORT_FIRST]]
+    n_nan = int(np.isnan(vals).sum())
+    return n_nan, int(vals.size) - n_nan, cells
+
+
+def feature_problems(spec: DatasetSpec, tt: Any, impute: str = "none", custom: bool = True) -> str | None:
+    """The missing or non-finite feature values of both official splits, in words (None: none):
+    the total, then the first :data:`REPORT_FIRST` of each file by file, line, data row and
+    attribute (ARFF; other formats: row and column), then what to do (``custom``: a
+    ``data.custom`` dataset, which can set ``impute``)."""
+    from cdgtmll.data.mulan import describe_arff_cells
+
+    names = list(getattr(tt, "feature_names", None) or [])
+    files = getattr(tt, "split_files", None) or {}
+    counts, lines = [], []
+    total = 0
+    for split, X in (("train", tt.X_train), ("test", tt.X_test)):
+        n_nan, n_inf, cells = _bad_cells(X)
+        if not n_nan + n_inf:
+            continue
+        total += n_nan + n_inf
+        f = files.get(split)
+        where = str(f) if f is not None else f"official {split} split"
+        counts.append(f"{n_nan + n_inf} in {where} ({n_nan} missing/NaN, {n_inf} infinite)")
+        if f is not None and str(f).endswith(".arff"):
+            lines += describe_arff_cells(f, cells, names)
+        else:
+            lines += [f"{where} row {r + 1}, column {c + 1}" + (f" ('{names[c]}')" if c < len(names) else "")
+                      + ": missing or non-finite value" for r, c in cells]
+    if not total:
+        return None
+    if impute != "none":
+        hint = f"imputed with rule '{impute}'"
+    elif custom:
+        hint = f"fix the data, or set data.custom.{spec.name}.impute to 'mean' or 'zero' (fill values fitted on the training split)"
+    else:
+        hint = "fix the raw files (imputation, data.custom.<name>.impute, is a setting of config-defined datasets)"
+    return (f"dataset '{spec.name}': {total} missing or non-finite feature value(s): {'; '.join(counts)}; "
+            f"first {min(total, len(lines))} per file:\n  " + "\n  ".join(lines) + f"\n{hint}")
+
+
+def impute_features(name: str, X: Any, fit: np.ndarray, rule: str, feature_names: list[str]) -> tuple[Any, dict]:
+    """Fill the non-finite values of ``X`` (all rows: train and test) by ``rule`` ('mean':
+    each column's mean over the finite values of the fit rows ``fit``, a sparse matrix's
+    implicit zeros included; 'zero': 0). Returns ``(X, record)`` with the rule, the count and
+    the fill value of each column that had a non-finite value (by feature name)."""
+    if sp.issparse(X):
+        X = sp.csr_matrix(X, dtype=np.float32, copy=True)
+        bad = ~np.isfinite(X.data)
+        cols = np.unique(X.indices[bad])
+    else:
+        X = np.array(X, dtype=np.float32, copy=True)
+        bad = ~np.isfinite(X)
+        cols = np.flatnonzero(bad.any(axis=0))
+    fills = np.zeros(cols.size, dtype=np.float64)
+    if rule == "mean" and cols.size:
+        sub = X[fit][:, cols]
+        if sp.issparse(sub):
+            sub = sp.csr_matrix(sub)
+            ok = np.isfinite(sub.data)
+            sums = np.bincount(sub.indices[ok], weights=sub.data[ok].astype(np.float64), minlength=cols.size)
+            n_ok = fit.size - np.bincount(sub.indices[~ok], minlength=cols.size)
+        else:
+            finite = np.isfinite(sub)
+            sums = np.where(finite, sub, 0).astype(np.float64).sum(axis=0)
+            n_ok = finite.sum(axis=0)
+        empty = [feature_names[c] if c < len(feature_names) else f"#{c + 1}" for c in cols[n_ok == 0]]
+        if empty:
+            raise ValueError(f"dataset '{name}': impute 'mean': column(s) {', '.join(map(repr, empty[:10]))} have no "
+                             "finite value in the training split's rows; fix the data or use impute 'zero'")
+        fills = sums / n_ok
+    count = int(bad.sum())
+    if sp.issparse(X):
+        pos = np.searchsorted(cols, X.indices[bad])
+        X.data[bad] = fills[pos].astype(np.float32)
+        X.eliminate_zeros()
+    else:
+        for k, c in enumerate(cols):
+            X[bad[:, c], c] = np.float32(fills[k])
+    names = [feature_names[c] if c < len(feature_names) else f"#{c + 1}" for c in cols]
+    record = {"rule": rule, "description": IMPUTE_HOW[rule], "fitted_on": "train split (fit rows)",
+              "n_fit_rows": int(fit.size), "count": count,
+              "fill_values": {n: float(np.float32(v)) for n, v in zip(names, fills)}}
+    return X, record
+
+
+def constant_labels(Y: Any, fit: np.ndarray, names: list[str]) -> tuple[list[str], list[str]]:
+    """``(constant, all_positive)``: names of the labels constant over the fit rows (no positive,
+    or positive in every row), and the all-positive ones among them."""
+    Yf = Y[fit]
+    pos = np.asarray(Yf.sum(axis=0)).ravel()
+    const = np.flatnonzero((pos == 0) | (pos == fit.size))
+    return [names[k] for k in const], [names[k] for k in const if pos[k] == fit.size]
 
 
 def describe_source(rec: Mapping[str, Any]) -> str:
@@ -210,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--val-fraction", type=float, default=splits_mod.DEFAULT_FRACTION)
     ap.add_argument("--split-seed", type=int, default=splits_mod.DEFAULT_SEED)
     ap.add_argument("--dataset-config", default=None, help="JSON (inline or .json path) defining a MULAN dataset")
+    ap.add_argument("--min-split-rows", type=int, default=splits_mod.DEFAULT_MIN_SPLIT_ROWS,
+                    help="fewest rows of the train (fit), val and test split (config data.min_split_rows)")
     ap.add_argument("--loader-options", default=None,
                     help='JSON object of loader keyword arguments, e.g. \'{"tfidf": false}\' (XMC)')
     args = ap.parse_args(argv)
@@ -227,6 +417,7 @@ def main(argv: list[str] | None = None) -> int:
             dataset_config=cfg,
             loader_options=opts,
             log=lambda line: print(line, flush=True),
+            min_split_rows=args.min_split_rows,
         )
     except (LoaderNotImplemented, AcquisitionError, ChecksumError, KeyError, ValueError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc

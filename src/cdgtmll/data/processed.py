@@ -16,8 +16,13 @@ key                content
 ``idx_val``        int64 row indices of the validation split (carved from train)
 ``idx_test``       int64 row indices of the official test split
 ``meta``           a JSON string: dataset name, format version, source files
-                   with sha256, split provenance (seed, fraction, method)
+                   with sha256, split provenance (seed, fraction, method), and
+                   what prepare's checks found: ``constant_train_labels``
+                   (label names), ``imputation`` (rule, count, fill values)
 =================  ==========================================================
+
+:func:`dataset_warnings` turns the checks' records into sentences (the prepare log and
+the tables' footnotes repeat them).
 
 Image datasets store paths instead of pixels: ``X`` is a float32 ``[n, 1]`` column of
 row ids into ``meta['image_paths']`` (relative to ``meta['image_root']``,
@@ -153,3 +158,49 @@ def _get(z: Any, key: str) -> Any:
             (z[f"{key}_data"], z[f"{key}_indices"], z[f"{key}_indptr"]), shape=tuple(z[f"{key}_shape"])
         )
     return None
+
+
+#: how many label names a warning sentence lists before '... and N more'
+WARN_NAMES = 20
+
+
+def read_meta(path: str | Path) -> dict[str, Any]:
+    """The ``meta`` of a processed file, without loading its arrays."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return json.loads(str(z["meta"]))
+    except (OSError, ValueError, KeyError) as exc:
+        raise ValueError(f"{path}: not a processed dataset (.npz): {exc}") from exc
+
+
+def _names(names: list[str]) -> str:
+    more = len(names) - WARN_NAMES
+    return ", ".join(names[:WARN_NAMES]) + (f" and {more} more" if more > 0 else "")
+
+
+def meta_warnings(meta: dict[str, Any]) -> list[str]:
+    """The warnings prepare recorded in a processed file's ``meta`` (see :func:`dataset_warnings`)."""
+    name = meta.get("display_name") or meta.get("name") or "dataset"
+    out = []
+    const = list(meta.get("constant_train_labels") or [])
+    if const:
+        full = set(meta.get("all_positive_train_labels") or [])
+        none = [n for n in const if n not in full]
+        parts = ([f"{len(none)} with no positive ({_names(none)})"] if none else []) + (
+            [f"{len(full)} positive in every row ({_names([n for n in const if n in full])})"] if full else [])
+        out.append(f"{name}: {len(const)} label(s) constant in the training split, {' and '.join(parts)}: no method "
+                   "can learn them from the training data (recorded by prepare).")
+    imp = meta.get("imputation") or {}
+    if imp.get("count"):
+        out.append(f"{name}: {imp['count']} missing or non-finite feature value(s) in {len(imp.get('fill_values', {}))} "
+                   f"column(s) imputed by prepare, rule '{imp['rule']}' ({imp.get('description', '')}).")
+    return out
+
+
+def dataset_warnings(path: str | Path) -> list[str]:
+    """What prepare warned about in processed file ``path``, one sentence each: labels
+    constant in the training split (no positive, or positive in every row), and feature
+    values imputed (``data.custom.<name>.impute``). Empty for a clean dataset and for files
+    written before these checks."""
+    return meta_warnings(read_meta(path))

@@ -452,7 +452,10 @@ def available() -> list[str]:
 # --------------------------------------------------------------------------- config
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 _CFG_KEYS = {"format", "train", "test", "xml", "n_labels", "urls", "sha256", "display_name",
-             "n_train", "n_test", "notes"}
+             "n_train", "n_test", "notes", "impute"}
+#: what prepare does with missing/non-finite feature values (``data.custom.<name>.impute``):
+#: 'none' refuses the data (default), 'mean' / 'zero' fill them (cdgtmll.data.prepare)
+IMPUTE_RULES = ("none", "mean", "zero")
 
 
 def spec_from_config(name: str, cfg: Mapping[str, Any], key_prefix: str | None = None) -> DatasetSpec:
@@ -466,6 +469,7 @@ def spec_from_config(name: str, cfg: Mapping[str, Any], key_prefix: str | None =
         urls: {train: [URL, ...], test: [...], xml: [...]}       # optional
         sha256: {train: HEX, test: HEX, xml: HEX}                 # optional (None = unknown)
         display_name, n_train, n_test, notes                      # optional
+        impute: none | mean | zero    # missing/non-finite features (prepare; default none)
 
     Every error is a ``ValueError`` naming the offending key as a dotted path.
     """
@@ -498,6 +502,8 @@ def spec_from_config(name: str, cfg: Mapping[str, Any], key_prefix: str | None =
         for k in m:
             if k not in ("train", "test", "xml") or k not in cfg:
                 fail(f"{key}.{k}", "no such file key in this dataset (use train, test, xml)")
+    if cfg.get("impute", "none") not in IMPUTE_RULES:
+        fail("impute", f"must be one of {', '.join(IMPUTE_RULES)}, got {cfg.get('impute')!r}")
     for ikey in ("n_train", "n_test"):
         v = cfg.get(ikey)
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):

@@ -47,7 +47,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cdgtmll.io import config_hash, read_json, sha256_file
+from cdgtmll.io import CorruptArtifactError, config_hash, load_npz, read_json, sha256_file
+from cdgtmll.lineage.code import changed_modules
+from cdgtmll.lineage.code import identity as code_identity
 from cdgtmll.tables.collect import mode_block
 from cdgtmll.tables.layout import header_metric, table_digits
 from cdgtmll.variants.naming import split_variant, variant_setting
@@ -136,6 +138,61 @@ def _dvc_cache_dir(root: Path) -> Path:
         return root / ".dvc" / "cache" / "files" / "md5"
 
 
+def failed_pull_report(start: Path | None = None, remote: str | None = None) -> list[str]:
+    """After a failed ``dvc pull`` (``make pull`` prints this): one line per file of dvc.lock's
+    outputs that is not in the DVC cache, by its workspace path, with what the remote holds
+    for it: missing, or corrupt (its bytes do not hash to the md5 dvc.lock records, which the
+    remote's ``verify = true`` rejected), or intact (a transient failure: pull again). DVC
+    itself names only the output folder (``Checkout failed for following targets``)."""
+    from dvc.repo import Repo
+
+    lin = DvcLineage.find(start)
+    if lin is None:
+        return ["no dvc.lock here: nothing to pull"]
+    lines: list[str] = []
+    with Repo(str(lin.root)) as repo:
+        odb = repo.cloud.get_remote_odb(remote)
+
+        def state(md5: str) -> str:
+            obj = odb.oid_to_path(md5)
+            if not odb.fs.exists(obj):
+                return f"missing from the remote {odb.path} (object {md5}): `make push` from a clone that has it"
+            h = hashlib.md5()
+            with odb.fs.open(obj, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+            if h.hexdigest() == md5:
+                return f"intact in the remote {odb.path}: run `make pull` again"
+            return (f"CORRUPT in the remote {odb.path}: dvc.lock records md5 {md5}, the remote's copy {obj} hashes "
+                    f"to {h.hexdigest()}; delete that object, then `make push` from a clone that has the file (or rebuild "
+                    "it there: `make all`)")
+
+        for _stage, out, entry in sorted(lin.outs, key=lambda x: x[1]):
+            md5 = str(entry.get("md5", ""))
+            files = {"": md5}
+            if md5.endswith(".dir"):
+                listing = lin.cache_dir / md5[:2] / md5[2:]
+                if not listing.is_file():
+                    lines.append(f"{out}/ (its file listing): {state(md5)}")
+                    continue
+                files = {e["relpath"]: e["md5"] for e in json.loads(listing.read_text())}
+            for rel, m in sorted(files.items()):
+                if not (lin.cache_dir / m[:2] / m[2:]).is_file():
+                    lines.append(f"{out}/{rel}: {state(m)}" if rel else f"{out}: {state(m)}")
+    return lines
+
+
+def explain_failed_pull() -> int:
+    """Print :func:`failed_pull_report` to stderr (``make pull`` after a failed ``dvc pull``); 1."""
+    import sys
+
+    lines = failed_pull_report()
+    head = (f"pull: dvc pull failed; {len(lines)} file(s) recorded in dvc.lock are not in the DVC cache:" if lines
+            else "pull: dvc pull failed, but every file recorded in dvc.lock is in the DVC cache (see DVC's error above)")
+    print("\n  ".join([head, *lines]), file=sys.stderr)
+    return 1
+
+
 @dataclass
 class AuditReport:
     lines: list[str] = field(default_factory=list)
@@ -152,6 +209,63 @@ class AuditReport:
     dvc: DvcLineage | None = None
     dvc_checked: int = 0
     _dvc_seen: dict[Path, str] = field(default_factory=dict, repr=False)
+    #: --allow-stale: a run whose recorded code differs from the code on disk is a warning;
+    #: --allow-mixed: runs of several commits or of a dirty tree are a warning (else problems)
+    allow_stale: bool = False
+    allow_mixed: bool = False
+    #: git commit -> runs, and the runs made from a dirty tree (training provenance)
+    commits: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    dirty: list[str] = field(default_factory=list, repr=False)
+    _code_seen: set[tuple[str, str]] = field(default_factory=set, repr=False)
+
+    def check_code(self, record: dict | None, what: str, where: Path, indent: int) -> None:
+        """Recompute a recorded code identity (:mod:`cdgtmll.lineage.code`) from the code on
+        disk: a difference is STALE CODE (a problem unless ``allow_stale``), naming the modules
+        that changed."""
+        if not record or not record.get("roots"):
+            self._stale(f"UNRECORDED CODE {what}: {where} records no code identity (made before code identities "
+                        "were recorded); re-run it to trace its code", indent)
+            return
+        key = (record["sha256"], ",".join(record["roots"]))
+        if key in self._code_seen:
+            return
+        self._code_seen.add(key)
+        now = code_identity(record["roots"])
+        if now["sha256"] == record["sha256"]:
+            self.say(f"ok       {what} code {record['sha256'][:16]}… equals the code on disk "
+                     f"({len(now['modules'])} modules + lock file)", indent)
+            return
+        changed = changed_modules(record.get("modules") or {}, now["modules"])
+        if record.get("lock_sha256") != now["lock_sha256"]:
+            changed.append("requirements.lock")
+        self._stale(f"STALE CODE {what}: {where} was made by code {record['sha256'][:16]}…, the code on disk is "
+                    f"{now['sha256'][:16]}… (changed: {', '.join(changed) or 'unknown'}); re-run it "
+                    "(`snakemake all` re-runs exactly such jobs)", indent)
+
+    def _stale(self, text: str, indent: int) -> None:
+        self.say(text, indent)
+        (self.warnings if self.allow_stale else self.problems).append(text)
+
+    def note_git(self, git: dict, run: str) -> None:
+        self.commits.setdefault(str(git.get("commit")), []).append(run)
+        if git.get("dirty"):
+            self.dirty.append(run)
+
+    def check_mixed(self) -> None:
+        """Runs of more than one commit, or of a dirty tree: MIXED CODE (a problem unless
+        ``allow_mixed``)."""
+        texts = []
+        if len(self.commits) > 1:
+            texts.append(f"MIXED CODE: the runs come from {len(self.commits)} commits: "
+                         + ", ".join(f"{c[:10]} ({len(r)} run(s), e.g. {r[0]})" for c, r in sorted(self.commits.items())))
+        if self.dirty:
+            texts.append(f"MIXED CODE: {len(self.dirty)} run(s) were made from a working tree with uncommitted "
+                         f"changes, e.g. {self.dirty[0]}")
+        for text in texts:
+            self.say(text, 1)
+            (self.warnings if self.allow_mixed else self.problems).append(
+                text + "; commit, then `snakemake --forceall all` for numbers that trace to one commit "
+                "(or --allow-mixed)")
 
     def say(self, text: str, indent: int = 0) -> None:
         self.lines.append("  " * indent + text)
@@ -239,7 +353,10 @@ def _sources_file(artifact: Path) -> Path:
 def audit_run_metrics(rep: AuditReport, metrics_path: Path, expected: str | None, indent: int = 1) -> None:
     if not rep.verify(metrics_path, expected, "metrics", indent):
         return
-    m = read_json(metrics_path)
+    m = _read(rep, metrics_path, "metrics", indent)
+    if m is None:
+        return
+    rep.check_code((m.get("code") or {}).get("evaluate"), "evaluation", metrics_path, indent + 1)
     inputs = m.get("inputs", {})
     for role in ("predictions", "provenance", "clean_data"):
         if role in inputs:
@@ -251,14 +368,29 @@ def audit_run_metrics(rep: AuditReport, metrics_path: Path, expected: str | None
         audit_provenance(rep, prov_path, indent + 1)
 
 
+def _read(rep: AuditReport, path: Path, what: str, indent: int) -> Any:
+    """The JSON of ``path``; a corrupt file (:class:`cdgtmll.io.CorruptArtifactError`: named,
+    with the command that rebuilds it; the audit never deletes it) is a problem, and None."""
+    try:
+        return read_json(path)
+    except CorruptArtifactError as exc:
+        rep.problems.append(f"CORRUPT {what}: {exc}")
+        rep.say(f"CORRUPT  {what}: {path}", indent)
+        return None
+
+
 def audit_provenance(rep: AuditReport, prov_path: Path, indent: int) -> None:
-    prov = read_json(prov_path)
+    prov = _read(rep, prov_path, "provenance", indent)
+    if prov is None:
+        return
     git = prov.get("git", {})
     spec = prov.get("config", {})
     rep.say(f"run      {spec.get('dataset')}/{spec.get('variant')}/{spec.get('method')} seed {prov.get('seed')}",
             indent)
     rep.say(f"code     commit {git.get('commit')} dirty={git.get('dirty')} "
-            f"source sha256 {str(prov.get('code_sha256'))[:16]}…", indent + 1)
+            f"code sha256 {str(prov.get('code_sha256'))[:16]}…", indent + 1)
+    rep.note_git(git, str(prov_path.parent))
+    rep.check_code(prov.get("code"), "training", prov_path, indent + 1)
     recomputed = config_hash(spec)
     if recomputed != prov.get("config_sha256"):
         rep.problems.append(f"MODIFIED run spec in {prov_path}: config_sha256 {prov.get('config_sha256')} "
@@ -309,7 +441,10 @@ def audit_images(rep: AuditReport, data_path: Path, indent: int) -> None:
     (relative path and size of every image) recorded when it was prepared."""
     key = data_path.resolve()
     if key not in rep._listings:
-        rep._listings[key] = _image_listing_check(data_path)
+        try:
+            rep._listings[key] = _image_listing_check(data_path)
+        except CorruptArtifactError as exc:
+            rep._listings[key] = (f"CORRUPT data: {exc}", f"CORRUPT  data: {data_path}", [])
     result = rep._listings[key]
     if result is None:  # not an image dataset
         return
@@ -327,12 +462,10 @@ def _image_listing_check(data_path: Path) -> tuple[str, str, list] | None:
     """``(problem or '', report line, archive records)`` for an image dataset's listing
     (processed row ids, or frozen features, which keep the listing of the images they were
     computed from); None otherwise."""
-    import numpy as np
-
     from cdgtmll.images.datasets import listing_sha256
 
-    with np.load(data_path, allow_pickle=False) as z:
-        meta = json.loads(str(z["meta"]))
+    z = load_npz(data_path, keys=("meta",))  # a corrupt file: CorruptArtifactError naming it
+    meta = json.loads(str(z["meta"]))
     source = meta.get("image_source") or {}
     recorded = source.get("listing_sha256")
     if not recorded or not meta.get("image_paths") or not meta.get("image_root"):
@@ -350,12 +483,15 @@ def _image_listing_check(data_path: Path) -> tuple[str, str, list] | None:
     return "", f"ok       images: {len(meta['image_paths'])} under {root}, listing sha256 {actual[:16]}…", archives
 
 
-def audit(artifact: str | Path, cell: tuple[str, str] | None = None) -> AuditReport:
+def audit(artifact: str | Path, cell: tuple[str, str] | None = None, allow_stale: bool = False,
+          allow_mixed: bool = False) -> AuditReport:
     artifact = Path(artifact)
-    rep = AuditReport(dvc=DvcLineage.find())
+    rep = AuditReport(dvc=DvcLineage.find(), allow_stale=allow_stale, allow_mixed=allow_mixed)
     sources_path = _sources_file(artifact)
-    sources = read_json(sources_path)
     rep.say(f"artifact {artifact}")
+    sources = _read(rep, sources_path, "lineage record", 1)
+    if sources is None:
+        return rep
     if "cells" in sources:  # a table
         cells: dict[str, Any] = sources["cells"]
         if cell is not None:
@@ -384,6 +520,7 @@ def audit(artifact: str | Path, cell: tuple[str, str] | None = None) -> AuditRep
                         audit_provenance(rep, prov, 3)
                     else:
                         rep.problems.append(f"MISSING provenance: {prov}")
+    rep.check_mixed()
     dvc = (f", {rep.dvc_checked} file(s) against {rep.dvc.root / 'dvc.lock'}" if rep.dvc is not None
            else " (no dvc.lock: DVC lineage not checked)")
     warned = f", {len(rep.warnings)} warning(s)" if rep.warnings else ""

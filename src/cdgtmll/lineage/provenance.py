@@ -118,6 +118,7 @@ def record(
     *,
     spec: dict,
     spec_sha256: str,
+    code: dict[str, Any] | None = None,
     inputs: dict[str, str | os.PathLike],
     seed: int | list[int] | None,
     device: str | None,
@@ -128,7 +129,11 @@ def record(
     rec = {
         "schema": "cdgtmll.lineage.provenance/1",
         "git": git_state(),
-        "code_sha256": code_sha256(),
+        # the job's code identity (cdgtmll.lineage.code: its modules, their hashes, the lock
+        # file); package_sha256: every module of the package, for reference
+        "code_sha256": (code or {}).get("sha256", code_sha256()),
+        "code": code,
+        "package_sha256": code_sha256(),
         "config_sha256": spec_sha256,
         "config": spec,
         "inputs": file_hashes(inputs),

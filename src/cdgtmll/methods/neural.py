@@ -42,7 +42,7 @@ from torch import nn
 from cdgtmll.images.trainer_input import ImageInput, build_finetune_backbone
 from cdgtmll.methods.base import FitData, Method, RunContext, hparam_names, register, training_hparam_space
 from cdgtmll.nn.backbone import MLPBackbone
-from cdgtmll.nn.losses import LOSSES, build_loss, loss_hparam_space
+from cdgtmll.nn.losses.registry import build_loss, loss_class, loss_hparam_space, loss_module
 from cdgtmll.nn.sparse import SparseLinearBackbone, use_sparse_backbone
 from cdgtmll.nn.trainer import TrainConfig, TrainTask, predict_in_chunks, resolve_device, train
 
@@ -230,16 +230,18 @@ class LossHeadMethod(LinearHeadTask, NeuralMethod):
     @classmethod
     def open_hparam_space(cls) -> dict[str, dict]:
         """The free keywords are the loss's hyper-parameters: its declared space
-        (:func:`cdgtmll.nn.losses.loss_hparam_space`)."""
-        return loss_hparam_space(cls.loss_name) if cls.loss_name in LOSSES else {}
+        (:func:`cdgtmll.nn.losses.registry.loss_hparam_space`)."""
+        return loss_hparam_space(cls.loss_name) if loss_module(cls.loss_name) else {}
 
     def __init__(self, **hparams: Any) -> None:
         trainer_keys, _ = hparam_names(NeuralMethod)
         super().__init__(**{k: v for k, v in hparams.items() if k in trainer_keys})
         loss_hparams = {k: v for k, v in hparams.items() if k not in trainer_keys}
-        if self.loss_name not in LOSSES:
-            raise KeyError(f"{type(self).__name__}: unknown loss '{self.loss_name}'; registered: {sorted(LOSSES)}")
-        allowed = set(inspect.signature(LOSSES[self.loss_name].__init__).parameters) - {
+        try:
+            loss_cls = loss_class(self.loss_name)
+        except KeyError as exc:
+            raise KeyError(f"{type(self).__name__}: {exc.args[0]}") from None
+        allowed = set(inspect.signature(loss_cls.__init__).parameters) - {
             "self",
             "label_counts",
             "n_train",

@@ -40,7 +40,7 @@ PE -- plug-in estimator
 -----------------------
 Koyejo, Natarajan, Ravikumar, Dhillon, "Consistent Multilabel Classification",
 NeurIPS 2015: step 1 is regularised **logistic** regression (``BCE``, the project's
-:class:`cdgtmll.nn.losses.BCELoss`, link :math:`\sigma(z)`); step 2 as above. Step 1 is
+:class:`cdgtmll.nn.losses.bce.BCELoss`, link :math:`\sigma(z)`); step 2 as above. Step 1 is
 *exactly* the BCE row (same model, loss, seed handling, hence the same
 probabilities on the same seed); PE differs from BCE only by its decision rule, so its
 threshold-free metrics (mAP, P@k) equal BCE's by construction (the tables footnote this,
@@ -66,7 +66,7 @@ on held-out data. The row's difference from PE is the surrogate, a hyper-paramet
 
 For a target :math:`y \in [0, 1]` both losses are the convex combination
 :math:`y\,\ell(+1, z) + (1-y)\,\ell(-1, z)` (the conditional risk; for binary targets
-this is :math:`\ell(y', z)` exactly). Reduction: :func:`cdgtmll.nn.losses.reduce` (sum
+this is :math:`\ell(y', z)` exactly). Reduction: :func:`cdgtmll.nn.losses.common.reduce` (sum
 over labels, mean over the batch), as for every loss of the project.
 
 Differences from the papers
@@ -106,7 +106,8 @@ from torch import nn
 from cdgtmll.methods.base import FitData, RunContext, register
 from cdgtmll.methods.neural import LinearHeadTask, NeuralMethod
 from cdgtmll.metrics import definitions, thresholds
-from cdgtmll.nn.losses import _check, build_loss, reduce
+from cdgtmll.nn.losses.common import check_shapes, reduce
+from cdgtmll.nn.losses.registry import build_loss
 
 TARGETS = ("macro", "micro")
 #: the plug-in rule that scores each F1 column (Koyejo et al. 2015): shared threshold for
@@ -143,7 +144,7 @@ class SquaredProperLoss(nn.Module):
         return ((1.0 + logits) * 0.5).clamp(0.0, 1.0)
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        _check(logits, targets)
+        check_shapes(logits, targets)
         return reduce(self.elementwise(logits, targets))
 
 
@@ -176,7 +177,7 @@ class ExponentialProperLoss(nn.Module):
         return torch.sigmoid(2.0 * logits)
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        _check(logits, targets)
+        check_shapes(logits, targets)
         return reduce(self.elementwise(logits, targets))
 
 

@@ -440,3 +440,46 @@ def precision_at_k(Y: Any, S: Any, ks: Sequence[int] = (1, 3, 5), chunk: int = 4
         for k in ks:
             hits[k] += int(csum[:, min(k, kmax) - 1].sum())
     return {f"p@{k}": (hits[k] / (n * k) if n else float("nan")) for k in ks}
+
+
+def topk_from_scores(s: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` label indices (int32) and scores (float32) of each row of the dense
+    block ``s``: score descending, ties by lower label index (the order of
+    :func:`precision_at_k`; :func:`topk_rows`); the ranking uses ``s``'s
+    own precision."""
+    s = np.asarray(s)
+    k = min(int(k), s.shape[1])
+    idx = topk_rows(s, k)
+    return idx.astype(np.int32), np.take_along_axis(s, idx, axis=1).astype(np.float32)
+
+
+def precision_at_k_topk(Y, topk_idx: np.ndarray, ks=(1, 3, 5), chunk: int = 65536) -> dict[str, float]:
+    """P@k (Eq. E.9) from stored top-K label indices ``[n, K]`` (best first) against ``Y``
+    (dense or scipy.sparse ``[n, L]``). Needs ``k <= K`` for every k. Sparse Y is never
+    densified: membership of (row, label) pairs is a binary search in Y's sorted CSR
+    keys, memory O(nnz(Y) + chunk x K)."""
+    topk_idx = np.asarray(topk_idx)
+    n, K = topk_idx.shape
+    ks = [int(k) for k in ks]
+    if Y.shape[0] != n:
+        raise ValueError(f"top-K predictions have {n} rows, labels {Y.shape[0]}")
+    if not ks or min(ks) < 1 or max(ks) > K:
+        raise ValueError(f"ks must be in [1, K={K}], got {ks}")
+    L = Y.shape[1]
+    if topk_idx.size and (topk_idx.min() < 0 or topk_idx.max() >= L):
+        raise ValueError(f"top-K label indices outside [0, {L})")
+    Yc = sp.csr_matrix(Y)
+    Yc.sum_duplicates()  # canonical: sorted indices, so row-major keys are sorted
+    keys = (np.repeat(np.arange(n, dtype=np.int64), np.diff(Yc.indptr)) * L + Yc.indices.astype(np.int64))
+    keys = keys[np.asarray(Yc.data) != 0]
+    kmax = max(ks)
+    hits = {k: 0 for k in ks}
+    for a in range(0, n, chunk):
+        b = min(n, a + chunk)
+        q = np.arange(a, b, dtype=np.int64)[:, None] * L + topk_idx[a:b, :kmax].astype(np.int64)
+        pos = np.searchsorted(keys, q)
+        rel = (pos < keys.size) & (keys[np.minimum(pos, keys.size - 1)] == q) if keys.size else np.zeros(q.shape, bool)
+        csum = np.cumsum(rel, axis=1)
+        for k in ks:
+            hits[k] += int(csum[:, k - 1].sum())
+    return {f"p@{k}": (hits[k] / (n * k) if n else float("nan")) for k in ks}

@@ -9,6 +9,11 @@ test; App. E.1 "Thresholds and calibration"), plus a ``method`` block for method
 whose decision rule is part of the method (plug-in estimators PE and SRB; ETU's top-k
 decision).
 
+A ``predictions.npz``, ``provenance.json`` or clean data file that cannot be read
+(truncated, edited) is deleted and the job fails with ``[evaluate] ERROR corrupt file
+<path>: ...``, naming the rule that writes it: the next ``snakemake`` run re-runs that job
+(:class:`cdgtmll.io.CorruptArtifactError`).
+
 Decision rule per F1 column. Every block records ``decision_rules``: the rule that
 produced each of ``micro_f1``, ``macro_f1``, ``rare_f1``. For the two-step plug-in rows
 the ``method`` block uses the rule that is optimal for each metric (Koyejo et al.,
@@ -36,7 +41,7 @@ check that the metrics were computed from the files beside them.
 
 Top-K predictions (``format='topk'`` in ``predictions.npz``, written by
 :mod:`cdgtmll.train` when ``L > run.TOPK_MIN_LABELS``): only ``p@1``, ``p@3``, ``p@5``
-are computed (:func:`precision_at_k_topk`, exactly the dense P@k when ``K >= k``; the
+are computed (:func:`cdgtmll.metrics.definitions.precision_at_k_topk`, exactly the dense P@k when ``K >= k``; the
 paper reports only P@k on XMC, and App. E.2 says label-adaptive thresholds are not used
 for P@k). ``mAP``, ``micro_f1``, ``macro_f1``, ``rare_f1`` are ``null`` with
 ``"note": "not computed for top-K predictions"``, in both blocks and the ``method``
@@ -53,9 +58,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from cdgtmll.data.processed import ProcessedData
-from cdgtmll.io import read_json, sha256_file, write_json
+from cdgtmll.io import NPZ_ERRORS, CorruptArtifactError, corrupt_artifact, load_npz, read_json, sha256_file, write_json
 from cdgtmll.labels import label_counts, tail_labels
 from cdgtmll.lineage import provenance
+from cdgtmll.lineage.code import identity
 from cdgtmll.metrics import definitions, evaluation, thresholds
 
 # --------------------------------------------------------------------------- top-K format
@@ -64,52 +70,9 @@ _NOT_FROM_TOPK = ("mAP", "n_labels_in_map", "micro_f1", "macro_f1", "rare_f1", "
                   "n_labels_in_rare_f1", "n_left_out_with_false_positives")
 
 
-def topk_from_scores(s: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Top-``k`` label indices (int32) and scores (float32) of each row of the dense
-    block ``s``: score descending, ties by lower label index (the order of
-    :func:`cdgtmll.metrics.definitions.precision_at_k`; :func:`topk_rows`); the ranking uses ``s``'s
-    own precision."""
-    s = np.asarray(s)
-    k = min(int(k), s.shape[1])
-    idx = definitions.topk_rows(s, k)
-    return idx.astype(np.int32), np.take_along_axis(s, idx, axis=1).astype(np.float32)
-
-
-def precision_at_k_topk(Y, topk_idx: np.ndarray, ks=(1, 3, 5), chunk: int = 65536) -> dict[str, float]:
-    """P@k (Eq. E.9) from stored top-K label indices ``[n, K]`` (best first) against ``Y``
-    (dense or scipy.sparse ``[n, L]``). Needs ``k <= K`` for every k. Sparse Y is never
-    densified: membership of (row, label) pairs is a binary search in Y's sorted CSR
-    keys, memory O(nnz(Y) + chunk x K)."""
-    topk_idx = np.asarray(topk_idx)
-    n, K = topk_idx.shape
-    ks = [int(k) for k in ks]
-    if Y.shape[0] != n:
-        raise ValueError(f"top-K predictions have {n} rows, labels {Y.shape[0]}")
-    if not ks or min(ks) < 1 or max(ks) > K:
-        raise ValueError(f"ks must be in [1, K={K}], got {ks}")
-    L = Y.shape[1]
-    if topk_idx.size and (topk_idx.min() < 0 or topk_idx.max() >= L):
-        raise ValueError(f"top-K label indices outside [0, {L})")
-    Yc = sp.csr_matrix(Y)
-    Yc.sum_duplicates()  # canonical: sorted indices, so row-major keys are sorted
-    keys = (np.repeat(np.arange(n, dtype=np.int64), np.diff(Yc.indptr)) * L + Yc.indices.astype(np.int64))
-    keys = keys[np.asarray(Yc.data) != 0]
-    kmax = max(ks)
-    hits = {k: 0 for k in ks}
-    for a in range(0, n, chunk):
-        b = min(n, a + chunk)
-        q = np.arange(a, b, dtype=np.int64)[:, None] * L + topk_idx[a:b, :kmax].astype(np.int64)
-        pos = np.searchsorted(keys, q)
-        rel = (pos < keys.size) & (keys[np.minimum(pos, keys.size - 1)] == q) if keys.size else np.zeros(q.shape, bool)
-        csum = np.cumsum(rel, axis=1)
-        for k in ks:
-            hits[k] += int(csum[:, k - 1].sum())
-    return {f"p@{k}": (hits[k] / (n * k) if n else float("nan")) for k in ks}
-
-
 def _topk_block(Y_test, topk_test: np.ndarray) -> dict:
     out: dict = {m: None for m in _NOT_FROM_TOPK}
-    out.update(precision_at_k_topk(Y_test, topk_test, ks=(1, 3, 5)))
+    out.update(definitions.precision_at_k_topk(Y_test, topk_test, ks=(1, 3, 5)))
     out["note"] = TOPK_NOTE
     return out
 
@@ -144,22 +107,24 @@ def _method_block(Y_test, s_test, tail, own: np.ndarray, by_rule: dict[str, np.n
 
 def evaluate_run(clean: ProcessedData, pred_path: Path, tail: np.ndarray, threshold: float,
                  no_positive_labels: str = definitions.DEFAULT_F1_NO_POSITIVE) -> dict:
-    """Metrics of one seed's ``predictions.npz`` (module docstring)."""
-    with np.load(pred_path, allow_pickle=False) as z:
-        if "format" in z.files and str(z["format"]) == "topk":
-            own = z["method_thresholds"] if "method_thresholds" in z.files else None
-            for split, key in (("val", "idx_val"), ("test", "idx_test")):
-                if not np.array_equal(z[key], clean.splits[split]):
-                    raise ValueError(f"{pred_path}: field '{key}' does not match the {split} rows of the clean data")
-            result = _evaluate_topk(clean, z, threshold, own)
-            result["f1_no_positive_labels"] = {"rule": no_positive_labels, "note": TOPK_NOTE}
-            return result
-        s_val, s_test = z["val"], z["test"]
-        own = z["method_thresholds"] if "method_thresholds" in z.files else None
-        by_rule = {k[len("method_thresholds_"):]: z[k] for k in z.files if k.startswith("method_thresholds_")}
+    """Metrics of one seed's ``predictions.npz`` (module docstring). A truncated or edited
+    file is deleted and raises :class:`cdgtmll.io.CorruptArtifactError` (the next
+    ``snakemake`` run re-runs its training job)."""
+    z = load_npz(pred_path, remove=True)
+    if "format" in z and str(z["format"]) == "topk":
+        own = z["method_thresholds"] if "method_thresholds" in z else None
         for split, key in (("val", "idx_val"), ("test", "idx_test")):
             if not np.array_equal(z[key], clean.splits[split]):
                 raise ValueError(f"{pred_path}: field '{key}' does not match the {split} rows of the clean data")
+        result = _evaluate_topk(clean, z, threshold, own)
+        result["f1_no_positive_labels"] = {"rule": no_positive_labels, "note": TOPK_NOTE}
+        return result
+    s_val, s_test = z["val"], z["test"]
+    own = z["method_thresholds"] if "method_thresholds" in z else None
+    by_rule = {k[len("method_thresholds_"):]: z[k] for k in z if k.startswith("method_thresholds_")}
+    for split, key in (("val", "idx_val"), ("test", "idx_test")):
+        if not np.array_equal(z[key], clean.splits[split]):
+            raise ValueError(f"{pred_path}: field '{key}' does not match the {split} rows of the clean data")
     _, Y_val = clean.part("val")
     _, Y_test = clean.part("test")
     Y_val, Y_test = (y if sp.issparse(y) else np.asarray(y) for y in (Y_val, Y_test))  # metrics take CSR
@@ -173,6 +138,19 @@ def evaluate_run(clean: ProcessedData, pred_path: Path, tail: np.ndarray, thresh
     return result
 
 
+def load_clean(path: Path) -> ProcessedData:
+    """The clean processed data; a damaged file is deleted and raises
+    :class:`cdgtmll.io.CorruptArtifactError` (the next ``snakemake`` run prepares it again)."""
+    try:
+        return ProcessedData.load(path)
+    except FileNotFoundError:
+        raise
+    except CorruptArtifactError:
+        raise
+    except NPZ_ERRORS as exc:
+        raise corrupt_artifact(path, exc, remove=True) from exc
+
+
 #: what evaluation does with a label that has no positive among the run's training rows
 UNTRAINED_RULE = "counted"
 
@@ -183,7 +161,7 @@ def untrained_record(prov_path: Path, tail: np.ndarray) -> dict | None:
     in every metric like any other label (a method that cannot learn a label is scored on
     it; only labels without *test* positives are left out, see the module docstring).
     Prints a warning to the log when there are any. None for runs that did not record it."""
-    rec = read_json(prov_path).get("labels_without_train_positives")
+    rec = read_json(prov_path, remove=True).get("labels_without_train_positives")
     if rec is None:
         return None
     in_tail = sorted(set(rec["labels"]) & {int(t) for t in tail})
@@ -208,13 +186,38 @@ def main(argv: list[str] | None = None) -> int:
                     help="labels without test positives in Macro-/Rare-F1: 'exclude' (as mAP; default) "
                          "or 'zero' (count them with F1 = 0)")
     args = ap.parse_args(argv)
-    clean = ProcessedData.load(args.clean)
+    try:
+        return _main(args)
+    except CorruptArtifactError as exc:  # named, deleted: no traceback, the message says what to do
+        print(f"[evaluate] ERROR {exc}", file=sys.stderr, flush=True)
+        return 1
+
+
+def check_predictions(pred: Path, train_prov: dict | None) -> None:
+    """The predictions are the bytes their training wrote: the sha256 its provenance records
+    (``outputs.predictions``) must match, else the file was edited or damaged after training
+    (also one that still loads): it is deleted, so that the next run trains it again."""
+    rec = ((train_prov or {}).get("outputs") or {}).get("predictions")
+    if rec and pred.is_file() and sha256_file(pred) != rec.get("sha256"):
+        raise corrupt_artifact(pred, f"its sha256 {sha256_file(pred)[:16]}… differs from the {rec['sha256'][:16]}… "
+                                     "its training recorded (provenance.json outputs.predictions)", remove=True)
+
+
+def evaluate_code() -> dict:
+    """The code identity of the evaluation job (:mod:`cdgtmll.lineage.code`)."""
+    return identity([__spec__.name if __spec__ is not None else "cdgtmll.metrics.evaluate_run"])
+
+
+def _main(args: argparse.Namespace) -> int:
+    clean = load_clean(args.clean)
     Y_train = clean.part("train")[1]
     tail = tail_labels(Y_train, q=args.tail_fraction, tie_seed=args.tie_seed)
     clean_sha = sha256_file(args.clean)
     for seed in args.seeds:
         d = args.rundir / f"seed{seed}"
         pred = d / "predictions.npz"
+        train_prov = read_json(d / "provenance.json", remove=True) if (d / "provenance.json").is_file() else None
+        check_predictions(pred, train_prov)
         result = evaluate_run(clean, pred, tail, args.threshold, args.f1_no_positive_labels)
         result["labels_without_train_positives"] = untrained_record(d / "provenance.json", tail)
         result.update({
@@ -228,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
             },
             "evaluated": provenance.now(),
             "git": provenance.git_state(),
+            # the code identity of this evaluation (cdgtmll.lineage.code) and the training code's
+            "code": {"evaluate": evaluate_code(), "train_sha256": (train_prov or {}).get("code_sha256")},
         })
         write_json(d / "metrics.json", result)
     return 0

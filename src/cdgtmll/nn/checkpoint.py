@@ -29,7 +29,7 @@ import scipy.sparse as sp
 import torch
 
 from cdgtmll.images.trainer_input import ImageInput
-from cdgtmll.io import atomic_path, atomic_write
+from cdgtmll.io import atomic_path, atomic_write, corrupt_artifact
 from cdgtmll.lineage.provenance import code_sha256
 from cdgtmll.nn import sparse as sparse_mod
 
@@ -142,13 +142,19 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
 
 def load_checkpoint(path: Path, fp_hash: str) -> dict[str, Any] | None:
     """The checkpoint at ``path`` if it exists, is readable and has fingerprint
-    ``fp_hash``; otherwise None (with a warning for an unreadable or foreign one)."""
+    ``fp_hash``; otherwise None (with a warning for an unreadable or foreign one). An
+    unreadable (truncated, edited) checkpoint is deleted and the warning says so: training
+    starts from scratch."""
     if not path.exists():
         return None
     try:
         state = torch.load(path, map_location="cpu", weights_only=False)  # our own file
+        if not isinstance(state, dict):
+            raise TypeError(f"holds a {type(state).__name__}, not a checkpoint")
     except Exception as e:  # noqa: BLE001 - a corrupt checkpoint is ignored, not fatal
-        warnings.warn(f"ignoring unreadable checkpoint {path}: {e}", stacklevel=3)
+        err = corrupt_artifact(path, e, remove=True)
+        warnings.warn(f"ignoring corrupt checkpoint {path}: {err.reason}; it has been deleted and this seed trains "
+                      "from scratch (the trainer writes a new checkpoint after every epoch)", stacklevel=3)
         return None
     if state.get("fingerprint") != fp_hash:
         warnings.warn(

@@ -37,6 +37,9 @@ For image datasets a footnote says how the ResNet-50 was used in the runs behind
 (fine-tuned end to end, or frozen with heads on cached features), read from each run's
 ``provenance.json``. Each table has a ``.sources.json`` sidecar listing the metrics files
 (with sha256) behind every cell, which ``cdgtmll audit`` follows (for any of the table's files).
+Every file is written into a folder beside ``--out`` and moved in only once all are written
+(the ``.sources.json`` files last): a failed run (a corrupt ``metrics.json``: named, deleted,
+re-made by the next ``snakemake`` run) leaves the previous tables, never a sidecar without its table.
 
 Further footnotes, from what each ``metrics.json`` records:
 
@@ -63,7 +66,9 @@ import math
 import sys
 from pathlib import Path
 
-from cdgtmll.io import atomic_write, write_json
+from cdgtmll.io import atomic_write, staged_dir, write_json
+from cdgtmll.lineage.code import identity
+from cdgtmll.tables.code_lineage import code_footnote, code_lineage, is_mixed
 from cdgtmll.tables.collect import METRICS, MODES, collect, summarise, write_summary_dir
 from cdgtmll.tables.footnotes import ProfileContext, _full_notes, default_profiles_dir, footnotes, shipped_profiles
 from cdgtmll.tables.layout import (
@@ -157,33 +162,40 @@ def main(argv: list[str] | None = None) -> int:
     for item in args.not_run:
         ds, method, reason = item.split("|", 2)
         not_run[(ds, method)] = reason
-    args.out.mkdir(parents=True, exist_ok=True)
-    atomic_write(args.out / "all_runs.csv", df.to_csv(index=False))
-    summary = summarise(df)
-    n_runs = int(len(df) // len(MODES))
-    datasets = _datasets(args.datasets, summary)
-    stamp = (f"Profile {args.profile}" + (f" ({', '.join(args.profile_file)})" if args.profile_file else "") + "; "
-             if args.profile else "") + f"{n_runs} runs (metrics.json files); written by python -m cdgtmll.tables.build."
-    write_metrics_full(summary, args.out, _full_notes(summary), stamp)
-    severities = _severities(args.severities, summary)
-    context = _context(args, severities)
-    for mode in MODES:
-        suffix = "" if mode == "global" else "_adaptive"
-        mode_title = MODE_TITLE[mode] + (f" {args.threshold}" if mode == "global" else "")
-        for stem, number, caption in LAYOUTS:
-            for configured in (False, True):
-                cols = configured_columns(number, datasets, severities) if configured else paper_columns(number)
-                table = build_table(summary, mode, cols, PAPER_ROWS[number], args.methods, not_run,
-                                    number=number, digits=DIGITS[number])
-                table["configured"] = configured
-                name = f"table{number}_configured" if configured else stem
-                what = "configured datasets" if configured else "as in the paper"
-                write_table(table, args.out, f"{name}{suffix}", CONFIGURED_CAPTIONS[number] if configured else caption,
-                            footnotes(table, summary, mode, args.threshold, context),
-                            title=f"Table {number} ({what}), {mode_title}", stamp=stamp)
-    write_json(args.out / "profile.json", {"profile": args.profile, "configfiles": args.profile_file,
-                                           "datasets": [d for d, _ in datasets], "methods": args.methods,
-                                           "runs": n_runs})
+    # every file into a folder beside the tables first, moved in once all are written (each table's
+    # .sources.json last): a failure leaves the previous set, never a sources file without its table
+    with staged_dir(args.out, last=(".sources.json",)) as out:
+        atomic_write(out / "all_runs.csv", df.to_csv(index=False))
+        summary = summarise(df)
+        n_runs = int(len(df) // len(MODES))
+        datasets = _datasets(args.datasets, summary)
+        stamp = (f"Profile {args.profile}" + (f" ({', '.join(args.profile_file)})" if args.profile_file else "") + "; "
+                 if args.profile else "") + f"{n_runs} runs (metrics.json files); written by python -m cdgtmll.tables.build."
+        lineage = code_lineage(df)  # which commits and code the runs come from
+        code_note = [n] if (n := code_footnote(lineage)) else []
+        built_by = identity(["cdgtmll.tables.build"])
+        record = {"code": {"tables": {k: built_by[k] for k in ("sha256", "roots", "lock_sha256")}, "runs": lineage}}
+        write_metrics_full(summary, out, _full_notes(summary) + code_note, stamp)
+        severities = _severities(args.severities, summary)
+        context = _context(args, severities)
+        for mode in MODES:
+            suffix = "" if mode == "global" else "_adaptive"
+            mode_title = MODE_TITLE[mode] + (f" {args.threshold}" if mode == "global" else "")
+            for stem, number, caption in LAYOUTS:
+                for configured in (False, True):
+                    cols = configured_columns(number, datasets, severities) if configured else paper_columns(number)
+                    table = build_table(summary, mode, cols, PAPER_ROWS[number], args.methods, not_run,
+                                        number=number, digits=DIGITS[number])
+                    table["configured"] = configured
+                    name = f"table{number}_configured" if configured else stem
+                    what = "configured datasets" if configured else "as in the paper"
+                    write_table(table, out, f"{name}{suffix}", CONFIGURED_CAPTIONS[number] if configured else caption,
+                                footnotes(table, summary, mode, args.threshold, context) + code_note,
+                                title=f"Table {number} ({what}), {mode_title}", stamp=stamp, record=record)
+        write_json(out / "profile.json", {"profile": args.profile, "configfiles": args.profile_file,
+                                          "datasets": [d for d, _ in datasets], "methods": args.methods,
+                                          "runs": n_runs, "code_lineage": lineage,
+                                          "mixed_code": is_mixed(lineage), "code_footnote": code_note[0] if code_note else None})
     if args.summary_json:
         flat: dict = {}
         for _, r in summary.iterrows():

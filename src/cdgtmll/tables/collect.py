@@ -14,6 +14,10 @@ What a row records beside the metrics, from each run's files:
   was used (:func:`backbone_use`), from ``provenance.json``;
 * the path and sha256 of the metrics file (the ``.sources.json`` sidecars and
   ``cdgtmll audit`` follow them).
+
+A ``metrics.json`` or ``provenance.json`` that cannot be read (truncated, edited) is deleted
+and raises :class:`cdgtmll.io.CorruptArtifactError` naming it: the tables job fails before it
+writes anything, and the next ``snakemake`` run re-runs the job that writes the file.
 """
 
 from __future__ import annotations
@@ -67,7 +71,7 @@ def run_method(seed_dir: Path, method: str) -> tuple[str, dict]:
     registered, hp = method.split("@")[0], {}
     prov = seed_dir / "provenance.json"
     if prov.is_file():
-        spec = read_json(prov).get("config") or {}
+        spec = read_json(prov, remove=True).get("config") or {}
         registered = spec.get("registered_method", registered)
         hp = {**(spec.get("resolved_hparams") or {}), **(spec.get("hparams") or {})}
     return registered, hp
@@ -116,8 +120,17 @@ def backbone_use(seed_dir: Path) -> str:
     prov = seed_dir / "provenance.json"
     if not prov.is_file():
         return ""
-    b = read_json(prov).get("backbone")
+    b = read_json(prov, remove=True).get("backbone")
     return BACKBONE_USE[bool(b.get("frozen"))] if b else ""
+
+
+def run_code(seed_dir: Path) -> dict:
+    """The git commit, dirty flag and code identity (:mod:`cdgtmll.lineage.code`) a run was
+    trained with, from its ``provenance.json`` (None where not recorded)."""
+    prov = seed_dir / "provenance.json"
+    rec = read_json(prov, remove=True) if prov.is_file() else {}
+    git = rec.get("git") or {}
+    return {"git_commit": git.get("commit"), "git_dirty": git.get("dirty"), "code_sha256": rec.get("code_sha256")}
 
 
 def collect(paths: list[Path]) -> pd.DataFrame:
@@ -127,13 +140,14 @@ def collect(paths: list[Path]) -> pd.DataFrame:
         seed_dir = mpath.parent
         method_dir = seed_dir.parent
         dataset, variant, method = method_dir.parent.parent.name, method_dir.parent.name, method_dir.name
-        m = read_json(mpath)
+        m = read_json(mpath, remove=True)
         parsed = parse_variant(variant)
         sev, sseed = (None, None) if parsed is None else parsed
         backbone = backbone_use(seed_dir)
         construction = run_construction(seed_dir, method)
         deviation = run_deviation(seed_dir, method)
         digest = sha256_file(mpath)
+        code = run_code(seed_dir)
         for mode in MODES:
             key, block = mode_block(m, mode)
             own = key == "method"
@@ -147,10 +161,11 @@ def collect(paths: list[Path]) -> pd.DataFrame:
             row["deviation"] = deviation
             untrained = m.get("labels_without_train_positives") or {}
             row["untrained_labels"] = ", ".join(untrained.get("names", []))
+            row.update(code)
             rows.append(row)
     cols = ["dataset", "variant", "setting", "severity", "sampling_seed", "method", "seed", "mode", "own_thresholds", *METRICS,
             *RULE_COLUMNS, *EXCLUSION_COLUMNS, "equal_by_construction", "deviation", "untrained_labels", "backbone",
-            "metrics_path", "metrics_sha256"]
+            "git_commit", "git_dirty", "code_sha256", "metrics_path", "metrics_sha256"]
     return pd.DataFrame(rows, columns=cols)
 
 

@@ -11,11 +11,15 @@
 * how an image backbone was used, the threshold mode, runs per cell (n);
 * the decision rule of rows scored by their own rule (global mode); labels left out of
   Macro-/Rare-F1 for having no test positive; labels without training positives;
-  metrics equal to another row's by construction; each method's deviation from its paper.
+  metrics equal to another row's by construction; each method's deviation from its paper;
+* what prepare warned about a dataset (labels constant in the training split, imputed
+  features): :func:`cdgtmll.data.processed.dataset_warnings` of the processed file the runs
+  were evaluated on.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,6 +77,7 @@ def footnotes(table: dict, summary: pd.DataFrame, mode: str, threshold: float,
     notes += _exclusion_notes(table, summary, mode)
     notes += _construction_notes(table, summary, mode)
     notes += _untrained_notes(table, summary, mode)
+    notes += _dataset_notes(table, summary)
     notes += _deviation_notes(table, summary, mode)
     return notes
 
@@ -213,6 +218,42 @@ def _untrained_notes(table: dict, summary: pd.DataFrame, mode: str) -> list[str]
     parts = sorted({f"{r.dataset} {r.setting}: {r.untrained_labels}" for r in hit.itertuples()})
     return ["Labels with no positive in the training split of the runs (no method can learn them from the "
             "training data; they are counted in every metric, evaluate.UNTRAINED_RULE): " + "; ".join(parts) + "."]
+
+
+def _dataset_notes(table: dict, summary: pd.DataFrame) -> list[str]:
+    """What prepare warned about each shown dataset (:func:`cdgtmll.data.processed.dataset_warnings`
+    of the processed file its runs were evaluated on: ``inputs.clean_data`` of a metrics file)."""
+    if summary.empty or "sources" not in summary:
+        return []
+    notes: list[str] = []
+    for ds in dict.fromkeys(ds for ds, *_ in table["columns"]):
+        paths = sorted({str(p) for v in summary.loc[summary["dataset"] == ds, "sources"] for p in v})
+        for w in _prepare_warnings(paths[0]) if paths else ():
+            if w not in notes:
+                notes.append(w)
+    return notes
+
+
+def _prepare_warnings(metrics_path: str) -> tuple[str, ...]:
+    """The dataset warnings of the clean data behind one metrics file: its recorded path as
+    given (relative to the workflow folder, where the tables are built), else relative to the
+    folder holding ``results/runs/<dataset>/<variant>/<method>/seed<k>/metrics.json``. Empty
+    when the file or the record is missing."""
+    from cdgtmll.data.processed import dataset_warnings
+
+    try:
+        rec = json.loads(Path(metrics_path).read_text(encoding="utf-8"))
+        data = Path(rec["inputs"]["clean_data"]["path"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return ()
+    parents = Path(metrics_path).parents
+    for cand in [data] + ([parents[6] / data] if not data.is_absolute() and len(parents) > 6 else []):
+        if cand.is_file():
+            try:
+                return tuple(dataset_warnings(cand))
+            except ValueError:
+                return ()
+    return ()
 
 
 def _construction_notes(table: dict, summary: pd.DataFrame, mode: str) -> list[str]:

@@ -60,9 +60,10 @@ def tex_escape(text: str) -> str:
 
 
 def write_table(table: dict, out: Path, stem: str, caption: str, footnotes: list[str],
-                title: str | None = None, stamp: str = "") -> list[Path]:
+                title: str | None = None, stamp: str = "", record: dict | None = None) -> list[Path]:
     """``<out>/<stem>.{csv,md,tex,html}`` and ``<stem>.sources.json``; ``title`` heads the HTML
-    page, ``stamp`` (which profile and runs produced it) goes under it."""
+    page, ``stamp`` (which profile and runs produced it) goes under it; ``record`` adds keys to
+    the sources file (the code that built the table and the runs' code lineage)."""
     rows, cols, cells = table["rows"], table["columns"], table["cells"]
     digits = table.get("digits", 1)
     headers = [header(c) for c in cols]
@@ -99,8 +100,8 @@ def write_table(table: dict, out: Path, stem: str, caption: str, footnotes: list
                                              stamp))
     sources = {f"{r} | {headers[j]}": c["sources"] for (r, j), c in cells.items() if "sources" in c}
     write_json(out / f"{stem}.sources.json",
-               {"table": stem, "cells": {k: [{"path": p, "sha256": sha256_file(p)} for p in v]
-                                         for k, v in sources.items()}})
+               {"table": stem, **(record or {}),
+                "cells": {k: [{"path": p, "sha256": sha256_file(p)} for p in v] for k, v in sources.items()}})
     return [out / f"{stem}.{ext}" for ext in FORMATS]
 
 

@@ -75,7 +75,8 @@ def _flip_last_label(p: Path) -> None:
 
 def _cli(tmp_path: Path, mirror: Path, cfg: dict, capsys, name: str = "toy", out: str = "toy.npz") -> tuple[int, str]:
     rc = prepare_main(["--dataset", name, "--raw-dir", str(tmp_path / "raw"), "--out", str(tmp_path / out),
-                       "--mirror", str(mirror), "--no-download", "--dataset-config", json.dumps(cfg)])
+                       "--mirror", str(mirror), "--no-download", "--dataset-config", json.dumps(cfg),
+                       "--min-split-rows", "1"])
     cap = capsys.readouterr()
     return rc, cap.out + cap.err
 
@@ -259,7 +260,7 @@ def test_audit_rehashes_raw_files(tmp_path, no_env_mirror):
     mirror = _toy_mirror(tmp_path)
     raw = tmp_path / "raw"
     data_path = tmp_path / "data" / "toy.npz"
-    d = prepare("toy", raw, data_path, mirror=mirror, allow_download=False, dataset_config=TOY)
+    d = prepare("toy", raw, data_path, mirror=mirror, allow_download=False, dataset_config=TOY, min_split_rows=1)
     fig = _audited_run(tmp_path, data_path, d.meta["source_files"])
     rep = audit(fig)
     assert rep.problems == [], rep.lines
@@ -282,7 +283,7 @@ def test_audit_finds_raw_files_of_data_prepared_before_paths_were_recorded(tmp_p
     monkeypatch.chdir(tmp_path)
     mirror = _toy_mirror(tmp_path)
     data_path = Path("results/data/toy/processed.npz")
-    d = prepare("toy", "results/raw", data_path, mirror=mirror, allow_download=False, dataset_config=TOY)
+    d = prepare("toy", "results/raw", data_path, mirror=mirror, allow_download=False, dataset_config=TOY, min_split_rows=1)
     sources = [{k: v for k, v in rec.items() if k != "path"} for rec in d.meta["source_files"]]
     fig = _audited_run(tmp_path, data_path, sources)
     assert audit(fig).problems == []
@@ -386,7 +387,7 @@ def test_escaped_label_names_match_the_xml(tmp_path, no_env_mirror):
     cfg = {"format": "mulan-arff", "train": "esc-train.arff", "test": "esc-test.arff", "xml": "esc.xml"}
     with pytest.warns(acquire.UnverifiedWarning):
         d = prepare("esc", tmp_path / "raw", tmp_path / "esc.npz", mirror=mirror, allow_download=False,
-                    dataset_config=cfg)
+                    dataset_config=cfg, min_split_rows=1)
     assert d.label_names == names and ProcessedData.load(tmp_path / "esc.npz").label_names == names
 
 

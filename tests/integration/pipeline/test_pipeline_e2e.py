@@ -29,6 +29,7 @@ def tiny_run(tmp_path_factory, mirror):
     repo = copy_repo(tmp_path_factory.mktemp("e2e") / "repo")
     (repo / "config/tiny.yaml").write_text(yaml.safe_dump(TINY))
     env = snakemake_env(mirror)
+    env["PYTHONPATH"] = str(repo / "src")  # the copy's code plans and runs (test_code_edit_replans_exactly_its_jobs)
     res = run_snakemake(repo, env, "--cores", "2", "all", "--configfile", "config/tiny.yaml")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     return repo, env
@@ -157,3 +158,56 @@ def test_report_is_one_self_contained_html(tiny_run, report_browser):
         claims = b.frame_text()
         n = len(list(csv.DictReader(open(repo / "results/claims/claims_check.csv"))))
         assert "Summary" in claims and f"total\t{n}" in claims
+
+
+def planned_jobs(out: str) -> set[tuple[str, str]]:
+    """(rule, wildcards) of every job in a dry run's output."""
+    jobs, rule = set(), None
+    for line in out.splitlines():
+        line = line.strip()
+        if line.startswith(("rule ", "localrule ")) and line.endswith(":"):
+            rule = line.split()[1].rstrip(":")
+            jobs.add((rule, ""))
+        elif line.startswith("wildcards:") and rule:
+            jobs.discard((rule, ""))
+            jobs.add((rule, line.split(":", 1)[1].strip()))
+    return jobs
+
+
+@pytest.mark.parametrize(
+    ("module", "edit", "expected"),
+    [
+        # one loss's arithmetic: that loss's method only (BCE trains with nn/losses/bce.py), on
+        # every variant, then what follows; BR-LogReg is not re-planned
+        ("src/cdgtmll/nn/losses/bce.py", ("return reduce(", "return 2.0 * reduce("),
+         {("train", "dataset=yeast, variant=clean, method=BCE"), ("train", "dataset=yeast, variant=R0.50-s0, method=BCE"),
+          ("evaluate", "dataset=yeast, variant=clean, method=BCE"),
+          ("evaluate", "dataset=yeast, variant=R0.50-s0, method=BCE"),
+          ("tables", ""), ("claims_check", ""), ("figure_pr", ""), ("all", "")}),
+        # evaluation-only code: every evaluate job and what reads metrics.json; no training, and
+        # not the PR figure (it reads the predictions)
+        ("src/cdgtmll/metrics/evaluation.py", ("\n", "\n# edited\n"),
+         {("evaluate", f"dataset=yeast, variant={v}, method={m}") for v in ("clean", "R0.50-s0") for m in ("BR-LogReg", "BCE")}
+         | {("tables", ""), ("claims_check", ""), ("all", "")}),
+    ],
+    ids=["one-loss", "evaluation"],
+)
+def test_code_edit_replans_exactly_its_jobs(tiny_run, module, edit, expected):
+    """Code is an input (cdgtmll.lineage.code): an edit re-plans the jobs whose code closure holds
+    the edited module, and everything downstream of them, nothing else."""
+    repo, env = tiny_run
+    path = repo / module
+    before = path.read_text()
+    assert edit[0] in before
+    try:
+        path.write_text(before.replace(edit[0], edit[1], 1))
+        res = run_snakemake(repo, env, "-n", "all", "--configfile", "config/tiny.yaml")
+        out = res.stdout + res.stderr
+        assert res.returncode == 0, out[-3000:]
+        assert planned_jobs(out) == expected, out[-4000:]
+        assert "params have changed since last execution" in out
+    finally:
+        path.write_text(before)
+    res = run_snakemake(repo, env, "-n", "all", "--configfile", "config/tiny.yaml")
+    # the same code again: no run is re-planned (other tests of this module touch the tables' inputs)
+    assert not {j for j in planned_jobs(res.stdout) if j[0] in ("train", "evaluate")}, res.stdout[-3000:]

@@ -270,3 +270,109 @@ def test_custom_dataset_without_severities_named(default_cfg):
     off = copy.deepcopy(cfg)
     off["experiments"]["r_variants"] = False
     loader.validate(off)
+
+
+# ------------------------------------------------- YAML 1.2 reading, pr_curve, distinct runs
+
+
+def _quick_with(tmp_path, old, new, name="my.yaml"):
+    text = (ROOT / "config/quick.yaml").read_text()
+    assert old in text
+    path = tmp_path / name
+    path.write_text(text.replace(old, new, 1))
+    return path
+
+
+def test_load_reads_unquoted_exponent_floats_as_numbers(tmp_path):
+    """``lr_backbone: 1e-3`` used to be the string '1e-3' (YAML 1.1) and rejected."""
+    path = _quick_with(tmp_path, "lr_backbone: 2.0e-3, lr_head: 2.0e-3", "lr_backbone: 1e-3, lr_head: .5E-2")
+    cfg = loader.load(path)
+    assert plan.training_protocol(cfg, "yeast")["lr_backbone"] == 0.001
+    assert plan.training_protocol(cfg, "yeast")["lr_head"] == 0.005
+
+
+def test_duplicate_key_names_file_line_and_key(tmp_path):
+    path = _quick_with(tmp_path, "  split_seed: 0\n", "  split_seed: 0\n  val_fraction: 0.2\n")
+    lines = path.read_text().splitlines()
+    first, dup = (i + 1 for i, line in enumerate(lines) if line.startswith("  val_fraction:"))
+    with pytest.raises(schema.ConfigError) as ei:
+        loader.load(path)
+    assert str(ei.value) == (
+        f"{path}: config error at 'data.val_fraction': duplicate key 'val_fraction' at line {dup} (first set at line {first})"
+    )
+    flow = _quick_with(tmp_path, "epochs: 100,", "epochs: 100, epochs: 5,", name="flow.yaml")
+    with pytest.raises(
+        schema.ConfigError,
+        match=rf"^{flow}: config error at 'training\.default\.epochs': duplicate "
+        rf"key 'epochs' at line \d+, column \d+ \(first set at line \d+",
+    ):
+        loader.load(flow)
+
+
+def test_load_files_merges_files_and_overrides_in_order(tmp_path):
+    from types import MappingProxyType
+
+    base = _quick_with(tmp_path, "name: quick", "name: quick", name="base.yaml")
+    extra = tmp_path / "extra.yaml"
+    extra.write_text("name: extra\nthresholds: {global: 2.5e-1}\n")
+    cfg = loader.load_files([base, extra], MappingProxyType({"experiments": {"seeds": [7]}}))
+    assert (cfg["name"], cfg["thresholds"]["global"], cfg["experiments"]["seeds"]) == ("extra", 0.25, [7])
+    assert cfg["experiments"]["methods"] == ["BR-LogReg", "BCE", "CD-GTMLL"]
+    with pytest.raises(
+        schema.ConfigError,
+        match=rf"^{base} \+ {extra} \+ --config: config error at "
+        r"'experiments\.seeds\[0\]': 'x' is not of type 'integer'",
+    ):
+        loader.load_files([base, extra], {"experiments": {"seeds": ["x"]}})
+
+
+def test_pr_curve_severity_not_configured_is_named(default_cfg):
+    """figures.pr_curve at a severity the dataset does not have used to drop the PR figure silently."""
+    cfg = copy.deepcopy(default_cfg)
+    cfg["figures"]["pr_curve"]["severity"] = 0.6
+    assert (
+        "config error at 'figures.pr_curve.severity': 0.6 is not a configured severity of 'yeast' "
+        "(r_variants.severities.yeast: [0.4, 0.5]); the PR figure would not be made"
+    ) in _err(cfg)
+    cfg = copy.deepcopy(default_cfg)
+    cfg["r_variants"]["severities"]["yeast"] = []
+    cfg["figures"]["pr_curve"] = {"dataset": "yeast"}
+    assert (
+        "config error at 'figures.pr_curve.dataset': 'yeast' has no R-variant severities "
+        "(r_variants.severities.yeast: []); the PR figure would not be made"
+    ) in _err(cfg)
+    # no PR figure is asked for: R-variants off, or the dataset is not run
+    off = copy.deepcopy(default_cfg)
+    off["figures"]["pr_curve"]["severity"] = 0.6
+    off["experiments"]["r_variants"] = False
+    assert not plan.pr_curve_enabled(loader.validate(off))
+    other = copy.deepcopy(default_cfg)
+    other["figures"]["pr_curve"] = {"dataset": "mediamill", "severity": 0.6}
+    assert not plan.pr_curve_enabled(loader.validate(other))
+    ok = copy.deepcopy(default_cfg)
+    ok["figures"]["pr_curve"] = {"severity": 0.4}  # the dataset defaults to yeast
+    assert plan.pr_curve_enabled(loader.validate(ok)) and ok["figures"]["pr_curve"]["dataset"] == "yeast"
+
+
+def test_two_methods_with_the_same_run_spec_are_named(default_cfg):
+    def cfg_with(methods, **aliases):
+        cfg = copy.deepcopy(default_cfg)
+        cfg["experiments"]["methods"] = methods
+        cfg["aliases"].update(aliases)
+        return cfg
+
+    # methods.CD-GTMLL sets alpha 0.4 already
+    assert (
+        "config error at 'experiments.methods[2]': 'CD-GTMLL@alpha=0.4' makes the same run as "
+        "experiments.methods[1] 'CD-GTMLL' on dataset 'yeast'"
+    ) in _err(cfg_with(["BCE", "CD-GTMLL", "CD-GTMLL@alpha=0.4"]))
+    # an alias equal to its base, listed before it; beta_warmup 0.1 is CD-GTMLL's code default
+    assert (
+        "config error at 'experiments.methods[1]': 'CD-GTMLL' makes the same run as experiments.methods[0] 'Same' on dataset 'yeast'"
+    ) in _err(cfg_with(["Same", "CD-GTMLL"], Same={"method": "CD-GTMLL", "hparams": {"beta_warmup": 0.1}}))
+    # different runs; a study's sweep point equal to a listed run (alpha 0.4) and duplicates
+    # inside a study's own methods are not errors
+    cfg = cfg_with(["BCE", "CD-GTMLL", "CD-GTMLL@alpha=0.5", "No-Curiosity"], Same={"method": "CD-GTMLL", "hparams": {}})
+    cfg["studies"]["ablation"]["methods"] = ["No-Curiosity", "CD-GTMLL", "Same", "CD-GTMLL@alpha=0.4"]
+    assert 0.4 in cfg["studies"]["alpha"]["values"]
+    loader.validate(cfg)

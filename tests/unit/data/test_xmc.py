@@ -271,8 +271,7 @@ def test_topk_rows_equals_reference_with_ties():
 
 
 def test_topk_pak_equals_dense_pak():
-    from cdgtmll.metrics.definitions import precision_at_k
-    from cdgtmll.metrics.evaluate_run import precision_at_k_topk, topk_from_scores
+    from cdgtmll.metrics.definitions import precision_at_k, precision_at_k_topk, topk_from_scores
 
     rng = np.random.default_rng(0)
     for n, L, K in ((300, 50, 5), (257, 120, 100), (64, 7, 7)):
@@ -353,6 +352,7 @@ def test_run_and_evaluate_topk_format(tmp_path, monkeypatch):
     from cdgtmll import train as run
     from cdgtmll.data.processed import ProcessedData
     from cdgtmll.labels import tail_labels
+    from cdgtmll.metrics import definitions
     from cdgtmll.metrics import evaluate_run as evaluate
     from cdgtmll.metrics.definitions import precision_at_k
 
@@ -384,7 +384,7 @@ def test_run_and_evaluate_topk_format(tmp_path, monkeypatch):
                   tail=tail), RunContext(seed=0, workdir=tmp_path / "seed0", device="cpu",
                                          extra={"training": spec["training"]}))
     S = m.predict_proba(X[splits["test"]])
-    np.testing.assert_array_equal(idx, evaluate.topk_from_scores(S, 6)[0])
+    np.testing.assert_array_equal(idx, definitions.topk_from_scores(S, 6)[0])
     dense = precision_at_k(Y[splits["test"]], S)
     for block in ("global@0.5", "adaptive"):
         b = res[block]

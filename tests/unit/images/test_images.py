@@ -152,7 +152,7 @@ def test_prepare_then_features_end_to_end(voc_main, tmp_path, capsys):
     ids = make_voc_devkit(mir / "voc2007", voc_main, n={"trainval": 20, "test": 10},
                           rng=np.random.default_rng(0))
     spec = unverified_voc_spec(20, 10)
-    data = prepare(spec, tmp_path / "raw", tmp_path / "voc.npz", mirror=mir, allow_download=False)
+    data = prepare(spec, tmp_path / "raw", tmp_path / "voc.npz", mirror=mir, allow_download=False, min_split_rows=1)
     assert "image_paths" in data.meta  # prepare merges the loader's meta
     data = ProcessedData.load(tmp_path / "voc.npz")
     assert data.X.shape == (30, 1) and datasets.is_image_rows(data)

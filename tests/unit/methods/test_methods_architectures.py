@@ -26,7 +26,8 @@ from cdgtmll.methods.architectures.label_graph import (
     mlgcn_gen_A,
 )
 from cdgtmll.methods.base import FitData, RunContext, available, build
-from cdgtmll.nn.losses import AsymmetricLoss, BCELoss
+from cdgtmll.nn.losses.asl import AsymmetricLoss
+from cdgtmll.nn.losses.bce import BCELoss
 from tests.support.mirror import yeast_fitdata
 
 torch.set_num_threads(1)

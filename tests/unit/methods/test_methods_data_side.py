@@ -36,7 +36,7 @@ from cdgtmll.methods.data_side.mlbote import (
     mlbote_oversample,
     mlbote_seed_types,
 )
-from cdgtmll.nn.losses import reduce
+from cdgtmll.nn.losses.common import reduce
 from cdgtmll.nn.trainer import TrainingInterrupted
 from tests.support.mirror import yeast_arrays, yeast_fitdata
 

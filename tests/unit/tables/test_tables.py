@@ -322,9 +322,13 @@ def test_html_pages_keep_marks_blocks_and_footnotes(runs):
     assert "td.best { font-weight: 700; }" in page and "td.second { text-decoration: underline; }" in page
     full = (out / "metrics_full.html").read_text()
     assert full.count("<tr>") == 1 + len(list(csv.DictReader(open(out / "metrics_full.csv"))))
-    assert json.loads((out / "profile.json").read_text()) == {
+    profile = json.loads((out / "profile.json").read_text())
+    lineage = profile.pop("code_lineage")
+    assert profile == {
         "profile": "quick", "configfiles": ["config/quick.yaml"], "datasets": ["yeast"],
-        "methods": ["BR-LogReg", "CD-GTMLL", "BCE", "XR-Transformer"], "runs": 27}
+        "methods": ["BR-LogReg", "CD-GTMLL", "BCE", "XR-Transformer"], "runs": 27,
+        "mixed_code": False, "code_footnote": None}
+    assert lineage["runs"] == 27 and lineage["unrecorded_runs"] == 27  # fixture runs without provenance
 
 
 def test_configured_dataset_tables_have_every_configured_dataset_as_columns(tmp_path):
@@ -387,8 +391,8 @@ def test_audit_follows_the_new_tables(tmp_path, monkeypatch):
     paths, _ = _p_at_k_runs(tmp_path / "runs", ["eurlex-4k"], ["BCE", "CD-GTMLL"], seeds=(0, 1))
     out = tmp_path / "tables"
     build.main(["--metrics", *map(str, paths), "--methods", "BCE", "CD-GTMLL", "--out", str(out)])
-    def own_problems(rep):  # fixture metrics record no inputs (predictions, provenance): not checked here
-        return [p for p in rep.problems if "field 'inputs." not in p]
+    def own_problems(rep):  # fixture metrics record no inputs nor code (predictions, provenance): not checked here
+        return [p for p in rep.problems if "field 'inputs." not in p and not p.startswith("UNRECORDED CODE")]
 
     rep = audit.audit(out / "table3_xmc.html", ("CD-GTMLL", "Eurlex-4K P@3"))
     assert rep.checked == 2 and not own_problems(rep)

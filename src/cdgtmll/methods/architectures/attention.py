@@ -226,7 +226,7 @@ class CTranMethod(_ArchitectureMethod):
 #: ML-Decoder's training loss in the official recipe (Alibaba-MIIL/ML_Decoder, ``train.py``:
 #: ``AsymmetricLoss(gamma_neg=4, gamma_pos=0, clip=0.05, disable_torch_grad_focal_loss=True)``
 #: with the official ``AsymmetricLoss``'s default ``eps=1e-8``), as the arguments of
-#: :class:`cdgtmll.nn.losses.AsymmetricLoss` (``focal_grad=False`` is
+#: :class:`cdgtmll.nn.losses.asl.AsymmetricLoss` (``focal_grad=False`` is
 #: ``disable_torch_grad_focal_loss=True``)
 MLDECODER_ASL: dict[str, Any] = {"gamma_neg": 4.0, "gamma_pos": 0.0, "clip": 0.05, "eps": 1e-8, "focal_grad": False}
 #: ``loss`` values of ML-Decoder: the official ASL recipe, or the project's BCE

@@ -42,7 +42,7 @@ from torch import nn
 
 from cdgtmll.methods.base import FitData, RunContext
 from cdgtmll.methods.neural import NeuralMethod
-from cdgtmll.nn.losses import build_loss
+from cdgtmll.nn.losses.registry import build_loss
 
 __all__ = ["FeatureTokens"]
 

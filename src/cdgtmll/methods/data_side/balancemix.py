@@ -13,7 +13,7 @@ from torch import nn
 
 from cdgtmll.methods.base import FitData, RunContext, register
 from cdgtmll.methods.data_side.common import _BACKBONE, _BCEDataSide, _derived_seed
-from cdgtmll.nn.losses import reduce
+from cdgtmll.nn.losses.common import reduce
 from cdgtmll.nn.trainer import PREDICT_CHUNK, as_float32
 
 

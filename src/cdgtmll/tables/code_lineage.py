@@ -1,0 +1,68 @@
+"""Which code the runs behind the tables come from: commits, dirty trees, code identities.
+
+Every run records the git commit and dirty flag of its checkout and its job's code identity
+(:mod:`cdgtmll.lineage.code`) in ``provenance.json``; :func:`cdgtmll.tables.collect.collect`
+copies them into ``all_runs.csv`` (``git_commit``, ``git_dirty``, ``code_sha256``). Code is an
+input of every job, so after an edit the affected runs are made again; runs whose code did not
+change keep the commit they were made at. Tables built from several commits are therefore
+normal after a commit, but only one clean commit makes every number traceable to code anyone
+can check out. :func:`code_lineage` summarises it for ``profile.json``, :func:`code_footnote`
+says it under every table when there is more than one commit or a dirty tree, and
+``cdgtmll audit`` fails on it unless ``--allow-mixed`` (:mod:`cdgtmll.lineage.audit`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+#: columns of all_runs.csv that this module reads
+COLUMNS = ("git_commit", "git_dirty", "code_sha256")
+
+
+def _truthy(v: Any) -> bool:
+    return str(v).strip().lower() in ("true", "1")
+
+
+def code_lineage(runs: pd.DataFrame) -> dict[str, Any]:
+    """``{"commits": {commit: n runs}, "dirty_runs": n, "dirty_examples": [...], "unrecorded_runs": n,
+    "code_identities": n distinct}`` over the runs (one row per metrics file)."""
+    if "metrics_path" in runs:
+        runs = runs.drop_duplicates("metrics_path")
+    for c in COLUMNS:
+        if c not in runs:
+            runs = runs.assign(**{c: None})
+    commit = runs["git_commit"].where(runs["git_commit"].notna() & (runs["git_commit"].astype(str) != ""), None)
+    dirty = runs["git_dirty"].map(_truthy)
+    counts = commit.dropna().astype(str).value_counts()
+    paths = runs["metrics_path"] if "metrics_path" in runs else pd.Series([""] * len(runs), index=runs.index)
+    return {
+        "commits": {str(k): int(v) for k, v in sorted(counts.items())},
+        "dirty_runs": int(dirty.sum()),
+        "dirty_examples": [str(p) for p in paths[dirty].head(3)],
+        "unrecorded_runs": int(commit.isna().sum()),
+        "code_identities": int(runs["code_sha256"].dropna().astype(str).replace("", None).dropna().nunique()),
+        "runs": len(runs),
+    }
+
+
+def is_mixed(lineage: dict[str, Any]) -> bool:
+    """More than one commit, or any run from a dirty tree."""
+    return len(lineage["commits"]) > 1 or lineage["dirty_runs"] > 0
+
+
+def code_footnote(lineage: dict[str, Any]) -> str | None:
+    """The footnote under every table when its runs come from more than one commit or from a
+    working tree with uncommitted changes; None otherwise."""
+    if not is_mixed(lineage):
+        return None
+    parts = []
+    if len(lineage["commits"]) > 1:
+        listed = ", ".join(f"{c[:10]} ({n} run{'s' if n != 1 else ''})" for c, n in lineage["commits"].items())
+        parts.append(f"the {lineage['runs']} runs behind these tables come from {len(lineage['commits'])} commits: {listed}")
+    if lineage["dirty_runs"]:
+        parts.append(f"{lineage['dirty_runs']} of them were made from a working tree with uncommitted changes "
+                     f"(e.g. {lineage['dirty_examples'][0]})")
+    return ("Code lineage: " + "; ".join(parts) + ". `cdgtmll audit TABLE --cell ROW COLUMN` names each run's commit; "
+            "for numbers that all trace to one commit, commit and re-run everything (`snakemake --forceall all`).")

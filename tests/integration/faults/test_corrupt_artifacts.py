@@ -1,0 +1,79 @@
+"""Fault catalogue: a corrupt artifact is named, deleted and re-made by the next run.
+
+Real ``snakemake`` runs of config/quick.yaml as shipped, at test scale (an overlay config:
+one method, one seed, the clean split, 2 epochs). A truncated ``predictions.npz`` makes the
+evaluate job fail naming the file (corrupt, the rule that writes it, the command that rebuilds
+it) and deletes it; the next run re-runs training and completes. A truncated
+``metrics.json`` makes the tables job fail the same way, with no ``*.sources.json`` left
+behind; the next run re-runs the evaluation and the tables.
+"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from tests.support.workflow import copy_repo, run_snakemake, snakemake_env
+
+pytestmark = pytest.mark.slow
+
+# scale only: quick.yaml's protocol with one method, one seed, no R-variants, 2 epochs
+SCALE = {"experiments": {"methods": ["BCE"], "seeds": [0], "r_variants": False}, "training": {"default": {"epochs": 2}}}
+CONFIGS = ("all", "--cores", "2", "--configfile", "config/quick.yaml", "config/scale.yaml")
+RUN = "results/runs/yeast/clean/BCE/seed0"
+REBUILD = "`snakemake --cores all all --configfile <profile>` (or `make all CONFIG=<profile>`)"
+
+
+def _truncate(path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _ok(res) -> str:
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-4000:]
+    return out
+
+
+def test_truncated_predictions_and_metrics_are_named_deleted_and_rebuilt(tmp_path, mirror):
+    repo = copy_repo(tmp_path / "repo")
+    (repo / "config/scale.yaml").write_text(yaml.safe_dump(SCALE))
+    env = snakemake_env(mirror)
+    _ok(run_snakemake(repo, env, *CONFIGS))
+    tables = repo / "results/tables"
+    assert len(list(tables.glob("*.sources.json"))) == 12
+
+    # 1. a truncated predictions.npz: the evaluate job fails naming it (was: BadZipFile, every run)
+    pred = repo / RUN / "predictions.npz"
+    _truncate(pred)
+    res = run_snakemake(repo, env, *CONFIGS)
+    assert res.returncode != 0
+    log = (repo / "logs/evaluate/yeast/clean/BCE.log").read_text()
+    assert (
+        f"[evaluate] ERROR corrupt file {RUN}/predictions.npz: cannot be read (BadZipFile: File is not a zip "
+        "file); it has been deleted, so the next snakemake run re-runs the job that writes it (rule train: "
+        f"python -m cdgtmll.train): {REBUILD}"
+    ) in log, log
+    assert not pred.exists()
+    # 2. the next run re-trains, evaluates and writes the tables
+    out = _ok(run_snakemake(repo, env, *CONFIGS))
+    assert "rule train:" in out and "rule evaluate:" in out, out[-4000:]
+    assert pred.is_file() and (repo / RUN / "metrics.json").is_file()
+
+    # 3. a truncated metrics.json: the tables job fails naming it, and leaves no sources file
+    metrics = repo / RUN / "metrics.json"
+    _truncate(metrics)
+    res = run_snakemake(repo, env, *CONFIGS)
+    assert res.returncode != 0
+    log = (repo / "logs/report/tables.log").read_text()
+    assert (
+        f"corrupt file {RUN}/metrics.json: cannot be read (JSONDecodeError" in log
+        and "(rule evaluate: python -m cdgtmll.metrics.evaluate_run)" in log
+        and "it has been deleted, so the next snakemake run re-runs the job that writes it" in log
+    ), log
+    assert not metrics.exists()
+    assert not list(tables.glob("*.sources.json"))  # was: 12 orphans beside no tables
+    # 4. the next run re-evaluates and writes every table with its sources
+    out = _ok(run_snakemake(repo, env, *CONFIGS))
+    assert "rule evaluate:" in out and "rule tables:" in out and "rule train:" not in out, out[-4000:]
+    assert len(list(tables.glob("*.sources.json"))) == 12 and metrics.is_file()

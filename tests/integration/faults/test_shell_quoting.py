@@ -1,0 +1,52 @@
+"""Config values reach jobs as data, never as shell syntax: a custom dataset whose display name
+and notes hold quotes, ``$``, a backtick and a newline goes through the prepare_dataset rule
+unchanged (its JSON used to be pasted inside '...' in the shell command)."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cdgtmll.data.processed import ProcessedData
+from tests.integration.faults.test_data_faults import TOY, _arff
+from tests.support.paths import ROOT
+
+pytestmark = pytest.mark.slow
+
+NASTY = "Tom's \"copy\" of $HOME `touch pwned` $(touch pwned2)\nsecond line; rm -rf x"
+
+
+def test_quotes_dollar_backtick_newline_in_a_display_name_stay_data(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for f in ("Snakefile", "environment.yml"):
+        shutil.copy(ROOT / f, repo / f)
+    shutil.copytree(ROOT / "workflow", repo / "workflow")
+    shutil.copytree(ROOT / "profiles/default", repo / "profiles/default")
+    mirror = tmp_path / "mirror"
+    _arff(mirror / "toy" / "toy-train.arff", 200, 0)
+    _arff(mirror / "toy" / "toy-test.arff", 40, 1)
+    (repo / "config").mkdir()
+    cfg = {
+        "name": "quoting",
+        "data": {"mirror": None, "allow_download": False,
+                 "custom": {"toy": dict(TOY, display_name=NASTY, notes=NASTY)}},
+        "experiments": {"datasets": ["toy"], "methods": ["BR-LogReg"], "seeds": [0], "r_variants": False},
+        "r_variants": {"severities": {}},
+        "training": {"default": {"epochs": 1}},
+        "methods": {"BR-LogReg": {"C": 1.0}},
+    }
+    (repo / "config" / "quoting.yaml").write_text(yaml.safe_dump(cfg))
+    env = dict(os.environ, CDGTMLL_DATA_MIRROR=str(mirror), PYTHONPATH=str(ROOT / "src"),
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    target = "results/data/toy/processed.npz"
+    r = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", "config/quoting.yaml",
+                        "--", target], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    meta = ProcessedData.load(repo / target).meta
+    assert meta["display_name"] == NASTY
+    assert not (repo / "pwned").exists() and not (repo / "pwned2").exists()

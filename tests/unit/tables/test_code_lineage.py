@@ -1,0 +1,32 @@
+"""Which commits the runs behind the tables come from (src/cdgtmll/tables/code_lineage.py)."""
+
+import pandas as pd
+
+from cdgtmll.tables.code_lineage import code_footnote, code_lineage, is_mixed
+
+
+def _runs(rows):
+    df = pd.DataFrame(rows, columns=["metrics_path", "git_commit", "git_dirty", "code_sha256"])
+    return pd.concat([df, df])  # all_runs.csv has one row per threshold mode: counted once
+
+
+def test_one_clean_commit_has_no_footnote():
+    lin = code_lineage(_runs([("a/metrics.json", "c1" * 20, False, "x"), ("b/metrics.json", "c1" * 20, False, "x")]))
+    assert lin["commits"] == {"c1" * 20: 2} and lin["dirty_runs"] == 0 and lin["runs"] == 2
+    assert not is_mixed(lin) and code_footnote(lin) is None
+
+
+def test_two_commits_and_a_dirty_tree_are_said():
+    lin = code_lineage(_runs([("a/metrics.json", "aaaa" * 10, False, "x"), ("b/metrics.json", "bbbb" * 10, True, "y"),
+                              ("c/metrics.json", "bbbb" * 10, "True", "y")]))
+    assert lin["commits"] == {"aaaa" * 10: 1, "bbbb" * 10: 2} and lin["dirty_runs"] == 2
+    assert lin["code_identities"] == 2
+    note = code_footnote(lin)
+    assert note.startswith("Code lineage: the 3 runs behind these tables come from 2 commits: "
+                           "aaaaaaaaaa (1 run), bbbbbbbbbb (2 runs); 2 of them were made from a working tree "
+                           "with uncommitted changes (e.g. b/metrics.json)")
+
+
+def test_runs_without_a_recorded_commit_are_counted():
+    lin = code_lineage(_runs([("a/metrics.json", None, None, None), ("b/metrics.json", "", False, "")]))
+    assert lin["unrecorded_runs"] == 2 and lin["commits"] == {} and not is_mixed(lin)
