@@ -65,7 +65,7 @@ def make_triple_model(data: FitData, seed: int = 0, **hp):
     m = CDGTMLL(hidden_dim=16, **hp)
     X = np.asarray(data.X_train, np.float32)
     model = CDGTMLLNet(MLPBackbone.from_data(X, 16), part, prevalence(data.Y_train), m.payoff_weights, m.eps,
-                       m.ema_decay, m.divergence)  # fmt: skip
+                       m.ema_decay, m.divergence, m.payoff_scale, m.divergence_form, m.peer_smoothing)  # fmt: skip
     with torch.no_grad():
         model.fusion_logits.normal_(0, 0.5)
     assert not model.pairs_of_two and model.ov_labels.tolist() == [0, 1]
@@ -79,8 +79,9 @@ def batch(data: FitData):
 # ------------------------------------------------------------------ reference (naive, loops)
 
 
-def reference_terms(model, x, y, freq, divergence="jsd", eps=1e-6, payoff="uniform", beta=0.3):
-    """R and [E_B C_i] straight from Eqs. 5/6 and Thm 1(3), with per-player/per-label loops."""
+def reference_terms(model, x, y, freq, divergence="jsd", eps=1e-6, payoff="uniform", beta=0.3, scale="mean"):
+    """R and [E_B C_i] straight from Eqs. 5/6 and Thm 1(3), with per-player/per-label loops:
+    ``M = (1/Z) sum_l w_l [...]``, ``Z = sum_l w_l`` (``scale='sum'``: ``Z = 1``, L * M)."""
     h = model.backbone(x)
     z = model.heads(h)
     p = torch.sigmoid(z)
@@ -89,6 +90,8 @@ def reference_terms(model, x, y, freq, divergence="jsd", eps=1e-6, payoff="unifo
     a = torch.cat([torch.zeros(model.n_single), model.fusion_logits])
     r = torch.as_tensor(1.0 / (1.0 + freq), dtype=torch.float32)
     w = r * L / r.sum() if payoff == "rarity" else torch.ones(L)
+    if scale == "mean":
+        w = w / w.sum()
     R = 0.0
     for lab in range(L):
         rows = [k for k in range(P) if pl[k] == lab]
@@ -349,7 +352,7 @@ def test_block_clipping_equals_separate_block_steps():
     """One backward of -Phi + per-block clipping gives, block by block, exactly the clipped
     gradient of Alg. 1's separate updates (heads: -J_i on theta_i; then backbone/fusion: -Phi)."""
     data = synthetic(L=20, n=128)
-    m, model = make_model(data, n_players=3)
+    m, model = make_model(data, n_players=3, clip_scope="block")
     x, y = batch(data)
     beta, max_norm = 0.3, 0.05
     # Alg. 1, literally: R_B once, then per-player objectives on their own blocks
@@ -416,15 +419,20 @@ def _single_head_grads(data, alpha, **hp):
 def test_default_payoff_uniform_curiosity_reweights_labels():
     """Under the old default (rarity-weighted R) alpha only rescaled the
     singly-covered head gradients by one constant, so No-Curiosity and the alpha sweep
-    measured nothing. The default is now the uniform payoff: row l's gradient is scaled by
-    exactly 1 + alpha r_l (r_l = 1/(1 + freq)), i.e. alpha re-weights labels."""
-    assert CDGTMLL().payoff_weights == "uniform"
+    measured nothing. The default is the uniform payoff as a mean over labels (Eq. 5,
+    payoff_scale 'mean'): row l's gradient is scaled by exactly 1 + alpha L r_l (r_l = 1/(1 +
+    freq)), i.e. alpha re-weights labels; under the earlier sum over labels ('sum') the factor
+    was 1 + alpha r_l, alpha reading as alpha / L."""
+    assert CDGTMLL().payoff_weights == "uniform" and CDGTMLL().payoff_scale == "mean"
     X, Y = yeast_arrays(600)
     data = FitData(X[:512], Y[:512], X[512:], Y[512:], [f"Class{k + 1}" for k in range(14)])
     g0, r = _single_head_grads(data, 0.0)
     g1, _ = _single_head_grads(data, 0.4)
     ratio = g1.norm(dim=1) / g0.norm(dim=1)
-    assert torch.allclose(ratio, 1 + 0.4 * r, rtol=1e-4)  # no clipped entries at init
+    assert torch.allclose(ratio, 1 + 0.4 * 14 * r, rtol=1e-4)  # no clipped entries at init
+    s0, _ = _single_head_grads(data, 0.0, payoff_scale="sum")
+    s1, _ = _single_head_grads(data, 0.4, payoff_scale="sum")
+    assert torch.allclose(s1.norm(dim=1) / s0.norm(dim=1), 1 + 0.4 * r, rtol=1e-4)
     assert float(ratio.max() - ratio.min()) > 0.05  # labels re-weighted, not one common scale
     cos = F.cosine_similarity(g0.flatten(), g1.flatten(), dim=0)
     assert float(cos) < 1 - 1e-5
@@ -575,3 +583,70 @@ def test_player_count_reaches_the_model_only_through_block_clipping(tmp_path):
     np.testing.assert_array_equal(glob[2], glob[3])
     np.testing.assert_array_equal(glob[2], glob[5])
     assert not np.array_equal(fit(2, "block"), fit(5, "block"))
+
+
+# ------------------------------------------------------------------ readings of the paper
+
+
+def test_vector_divergence_form_equals_its_definition():
+    """divergence_form 'vector' (E.1: "D as Jensen-Shannon divergence over the overlap set O_i"):
+    per player and row, JSD between its overlap probabilities and its peers', each normalised
+    over O_i; checked against a loop over players."""
+    data = synthetic(L=20, n=64)
+    m, model = make_model(data, n_players=3, divergence_form="vector")
+    x, y = batch(data)
+    t = model.potential_terms(x, model.target_layout(y))
+    h, z = model.pair_logits(x)
+    L1 = model.n_single
+    q, _ = model.peer_mean(h.detach(), z[:, L1:].detach())
+    p = torch.sigmoid(z[:, L1:]).double()
+    q = q.double()
+    players = model.pair_player[L1:]
+    total = 0.0
+    for i in range(model.n_players):
+        cols = players == i
+        if not cols.any():
+            continue
+        P = p[:, cols] / p[:, cols].sum(1, keepdim=True)
+        Q = q[:, cols] / q[:, cols].sum(1, keepdim=True)
+        M = (P + Q) / 2
+        total += float((0.5 * (P * (P / M).log()).sum() + 0.5 * (Q * (Q / M).log()).sum()))
+    assert float(t["C_div"]) == pytest.approx(total / x.shape[0], rel=1e-4)
+    per_label = make_model(data, n_players=3)[1].potential_terms(x, model.target_layout(y))["C_div"]
+    assert abs(float(per_label) - float(t["C_div"])) > 1e-4  # the two readings differ
+
+
+def test_peer_smoothing_of_predictions_is_a_per_label_ema():
+    """peer_smoothing 'predictions' (E.1: the peer average "optionally smoothed by an EMA with
+    decay 0.99"): the peer is one value per overlap pair, the EMA of its batch means."""
+    data = synthetic(L=20, n=64)
+    m, model = make_model(data, n_players=3, peer_smoothing="predictions")
+    assert model.ema_weight is None and model.ema_peer is not None
+    x, y = batch(data)
+    h, z = model.pair_logits(x)
+    q, zq = model.peer_mean(h.detach(), z[:, model.n_single:].detach())
+    qs, _ = model.smooth_peers(q, zq, update=True)  # first update: decay ramp 0 -> the batch mean
+    assert torch.allclose(qs[0], q.mean(0), atol=1e-6) and torch.equal(qs[0], qs[-1])
+    qs2, _ = model.smooth_peers(q * 0.5, zq, update=True)  # second: decay min(0.99, 1 - 1/2) = 0.5
+    assert torch.allclose(qs2[0], 0.5 * q.mean(0) + 0.5 * (q * 0.5).mean(0), atol=1e-6)
+
+
+def test_cumulative_tail_rule_reads_section_3_1():
+    """tail_rule 'cumulative': the head is the shortest prefix by descending frequency holding
+    at least head_mass of all positives; every other label is tail."""
+    from cdgtmll.methods.cdgtmll.partition import cumulative_tail
+
+    Y = np.zeros((100, 5), dtype=np.uint8)
+    for lab, n in enumerate([50, 30, 10, 6, 4]):  # 100 positives
+        Y[:n, lab] = 1
+    assert cumulative_tail(Y, 0.1).tolist() == [1, 2, 3, 4]  # label 0 alone holds 50% >= 10%
+    assert cumulative_tail(Y, 0.6).tolist() == [2, 3, 4]  # 50% + 30% >= 60%
+    data = synthetic(L=20)
+    m, _ = make_model(data, n_players=3, tail_rule="cumulative")
+    assert m.partition.tail.tolist() == cumulative_tail(data.Y_train, 0.1).tolist()
+
+
+def test_defaults_are_the_papers_objective():
+    m = CDGTMLL()
+    assert (m.payoff_scale, m.clip_scope, m.divergence_form, m.peer_smoothing, m.tail_rule) == (
+        "mean", "global", "per_label", "parameters", "bottom_fraction")

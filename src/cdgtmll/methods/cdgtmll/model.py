@@ -23,11 +23,12 @@ part of the training objective only; predictions are the unclipped fused probabi
 
 Objective (maximised; the trainer minimises ``-Phi``)
 -----------------------------------------------------
-* ``R = E_B[ sum_l w_l (y_l log p_hat_l + (1 - y_l) log(1 - p_hat_l)) ]`` - the
-  logistic utility of Eq. 5 on the fused, clipped probabilities. In terms of Theorem
-  1(3)'s ``M = (1/Z) sum_l w_l [...]`` with ``Z = sum_l w_l``, ``R = L * E_B[M]`` for both
-  weightings below (the factor L keeps R on the scale of the project's BCE: sum over
-  labels, mean over the batch).
+* ``R = E_B[ M ]``, ``M = (1/Z) sum_l w_l (y_l log p_hat_l + (1 - y_l) log(1 - p_hat_l))``,
+  ``Z = sum_l w_l`` - the logistic utility of Eq. 5 in Theorem 1(3)'s form, a *mean* over labels,
+  on the fused, clipped probabilities (``payoff_scale='mean'``, default). ``payoff_scale='sum'``
+  is the earlier reading ``R = L * E_B[M]`` (the project's BCE scale: sum over labels, mean over
+  the batch); since C_i (Eq. 6) is a sum over the player's labels in both, alpha under 'sum'
+  means the paper's alpha / L (1/14 on Yeast, 1/80 on COCO).
   ``payoff_weights='uniform'`` (default): ``w_l = 1`` (``Z = L``), the plain logistic
   utility. Rarity then enters the objective **only** through ``alpha * C_i``, so the
   No-Curiosity ablation (alpha = 0) removes all rarity emphasis, as the paper's
@@ -37,12 +38,11 @@ Objective (maximised; the trainer minimises ``-Phi``)
   curiosity weights of Eq. 6; ``Z = sum_l r_l``), the "rarity-weighted logistic utility"
   that Theorem 1(3) analyses. Caveat, measured by
   ``benchmarks/bench_curiosity_direction.py``: with these weights the gradient of Phi on a
-  singly-covered label's logit is ``r_l (L / sum r + alpha)(y - p)``, so alpha only
-  rescales it (cosine 1.000000 between alpha = 0 and 0.4 on Yeast) and the alpha
-  ablation/sweep measure nothing on those labels. With the uniform default the factor is
-  ``1 + alpha r_l``: alpha re-weights labels against each other. Because freq is a
-  prevalence in [0, 1] (Sec. 3.1), ``r_l`` lies in [1/2, 1] and that re-weighting is mild
-  (at most ``(1 + alpha) / (1 + alpha / 2)``, 1.17 at alpha = 0.4).
+  singly-covered label's logit is proportional to ``r_l (y - p)`` for every alpha (``r_l (1 /
+  sum r + alpha)`` under 'mean'), so alpha only rescales it and the alpha ablation/sweep measure
+  nothing on those labels. With the uniform default the factor is ``1/L + alpha r_l`` ('mean';
+  ``1 + alpha r_l`` under 'sum'): alpha re-weights labels against each other, and under the
+  paper's mean the curiosity term is L times stronger against R than under 'sum'.
   For singly-covered labels ``p_hat = clip(sigmoid(z)) = sigmoid(clamp(z, logit(eps),
   logit(1-eps)))`` and the term is evaluated in log-sigmoid form on the clamped logit
   (same value and gradient - 0 on clipped entries - as the clipped probability form,
@@ -88,9 +88,10 @@ AdamW step over all parameter groups (heads at eta_head, backbone and fusion at 
   peers, disjoint rows), ``grad_{theta_i} Phi = grad_{theta_i} J_i`` exactly (the
   block-gradient identity, tested with autograd). One backward of Phi therefore gives
   every block its own ``grad J_i``; AdamW and decoupled weight decay act element-wise,
-  and with ``clip_scope='block'`` (default) each player's rows are clipped to norm 5 by
-  their own norm, as N separate steps would be. So the single step over the heads equals
-  the N sequential block steps of lines 9-14 exactly.
+  and with ``clip_scope='block'`` each player's rows are clipped to norm 5 by their own norm,
+  as N separate steps would be, so the single step over the heads equals the N sequential
+  block steps of lines 9-14 exactly. The default is ``clip_scope='global'``, as E.1 writes
+  ("Gradient clipping (global norm 5) is enabled"): one norm over every parameter.
 * Backbone/fusion (line 15): we ascend ``grad_{theta_0, omega} Phi`` from the same
   forward, i.e. at the batch-start heads, clipped jointly as one block. A literal reading
   that re-evaluates Phi after the N head updates would differ by O(eta_head) terms and
@@ -138,13 +139,20 @@ from cdgtmll.images.trainer_input import iter_rows
 from cdgtmll.io import atomic_path
 from cdgtmll.labels import prevalence, tail_labels
 from cdgtmll.methods.base import FitData, RunContext, register
-from cdgtmll.methods.cdgtmll.partition import Partition, make_partition
+from cdgtmll.methods.cdgtmll.partition import Partition, cumulative_tail, make_partition
 from cdgtmll.methods.cdgtmll.terms import DIVERGENCE_FNS, DIVERGENCES, _LogLikColumns, _OverlapCuriosity
 from cdgtmll.methods.neural import NeuralMethod
 from cdgtmll.nn.backbone import MLPBackbone
 
 PLAYER_ACC_FILE = "player_val_acc.npz"
 PAYOFF_WEIGHTS = ("uniform", "rarity")
+#: readings of the paper that it leaves open; each is a hyper-parameter (docs/methods.md, the
+#: ``readings`` study). The first value of each is the default.
+PAYOFF_SCALES = ("mean", "sum")
+CLIP_SCOPES = ("global", "block")
+DIVERGENCE_FORMS = ("per_label", "vector")
+PEER_SMOOTHING = ("parameters", "predictions")
+TAIL_RULES = ("bottom_fraction", "cumulative")
 
 
 # ----------------------------------------------------------------------------- model
@@ -170,6 +178,9 @@ class CDGTMLLNet(nn.Module):
         eps: float = 1e-6,
         ema_decay: float = 0.99,
         divergence: str = "jsd",
+        payoff_scale: str = "mean",
+        divergence_form: str = "per_label",
+        peer_smoothing: str = "parameters",
     ) -> None:
         super().__init__()
         L = partition.n_labels
@@ -188,6 +199,8 @@ class CDGTMLLNet(nn.Module):
         self.eps = float(eps)
         self.ema_decay = float(ema_decay)
         self.divergence = divergence
+        self.divergence_form = divergence_form
+        self.peer_smoothing = peer_smoothing
         self.backbone = backbone
         self.heads = nn.Linear(backbone.out_dim, P)  # all players' heads, one row per pair
         self.fusion_logits = nn.Parameter(torch.zeros(P - len(single)))  # overlap pairs only
@@ -206,14 +219,19 @@ class CDGTMLLNet(nn.Module):
         freq = np.asarray(freq, dtype=np.float64)
         r = 1.0 / (1.0 + freq)
         w = L * r / r.sum() if payoff_weights == "rarity" else np.ones(L)
+        if payoff_scale == "mean":  # Eq. 5 / Theorem 1(3): M = (1/Z) sum_l w_l [...], Z = sum_l w_l
+            w = w / w.sum()
         self.register_buffer("c_pair", flt(r[pair_label]))
         self.register_buffer("w_single", flt(w[single]))
         self.register_buffer("w_ov", flt(w[ov_labels]))
         n_ov_pairs = P - len(single)
-        use_ema = self.ema_decay > 0 and n_ov_pairs > 0
+        use_ema = self.ema_decay > 0 and n_ov_pairs > 0 and peer_smoothing == "parameters"
         self.register_buffer("ema_weight", self.heads.weight.detach()[len(single) :].clone() if use_ema else None)
         self.register_buffer("ema_bias", self.heads.bias.detach()[len(single) :].clone() if use_ema else None)
         self.register_buffer("ema_steps", torch.zeros((), dtype=torch.long))
+        # peer_smoothing 'predictions': an EMA of the per-label batch mean of the peer average
+        use_pred_ema = self.ema_decay > 0 and n_ov_pairs > 0 and peer_smoothing == "predictions"
+        self.register_buffer("ema_peer", torch.full((n_ov_pairs,), 0.5) if use_pred_ema else None)
         self.logit_lo = math.log(self.eps) - math.log1p(-self.eps)
 
     # -- pieces ------------------------------------------------------------------------
@@ -257,6 +275,21 @@ class CDGTMLLNet(nn.Module):
             s = p_ov.new_zeros(p_ov.shape[0], self.ov_labels.numel()).index_add_(1, self.ov_group, p_ov)
             q = ((s[:, self.ov_group] - p_ov) / self.ov_peers).clamp_(self.eps, 1 - self.eps)
             return q, torch.log(q) - torch.log1p(-q)
+
+    @torch.no_grad()
+    def smooth_peers(self, q: torch.Tensor, zq: torch.Tensor, update: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """peer_smoothing 'predictions': the peer average replaced by an EMA over batches of its
+        per-label batch mean (a per-label constant; decay ramp as :meth:`update_ema`); ``update``
+        advances the EMA with this batch (training steps only)."""
+        if self.ema_peer is None:
+            return q, zq
+        if update:
+            t = int(self.ema_steps)
+            d = min(self.ema_decay, 1.0 - 1.0 / (t + 1))
+            self.ema_peer.lerp_(q.mean(0).to(self.ema_peer), 1.0 - d)
+            self.ema_steps += 1
+        qs = self.ema_peer.to(q).clamp(self.eps, 1 - self.eps).expand_as(q)
+        return qs, torch.log(qs) - torch.log1p(-qs)
 
     @torch.no_grad()
     def update_ema(self) -> None:
@@ -320,10 +353,29 @@ class CDGTMLLNet(nn.Module):
         p_hat = self.fuse_overlap(torch.sigmoid(z_ov)).clamp(self.eps, 1 - self.eps)
         R = R + (torch.addcmul(1 - y_lab, p_hat, 2 * y_lab - 1).log_().sum(0) @ self.w_ov) / B
         # ... curiosity log-likelihood and divergence to the detached peers
-        q, zq = self.peer_mean(h.detach(), z_ov.detach())
-        ll_ov, c_div = _OverlapCuriosity.apply(z_ov, y_ov, q, zq, self.divergence)
+        q, zq = self.smooth_peers(*self.peer_mean(h.detach(), z_ov.detach()), update=self.training)
+        if self.divergence_form == "per_label":
+            ll_ov, c_div = _OverlapCuriosity.apply(z_ov, y_ov, q, zq, self.divergence)
+        else:
+            ll_ov = -F.binary_cross_entropy_with_logits(z_ov, y_ov, reduction="none").sum(0)
+            c_div = self.vector_divergence(torch.sigmoid(z_ov), q)
         c_ll = c_ll + (ll_ov @ self.c_pair[L1:]) / B
         return {"R": R, "C_loglik": c_ll, "C_div": c_div / B}
+
+    def vector_divergence(self, p_ov: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        """divergence_form 'vector': D between player i's vector of overlap probabilities and its
+        peers' vector, each normalised over O_i to a distribution on O_i (App. E.1: "D as
+        Jensen-Shannon divergence over the overlap set O_i"), summed over players and batch rows."""
+        pl = self.pair_player[self.n_single :]
+        tiny = torch.finfo(p_ov.dtype).tiny
+        sp = p_ov.new_zeros(p_ov.shape[0], self.n_players).index_add(1, pl, p_ov)
+        sq = q.new_zeros(q.shape[0], self.n_players).index_add(1, pl, q)
+        P, Q = p_ov / sp[:, pl], q / sq[:, pl]
+        if self.divergence == "kl":
+            return (P * (torch.log(P + tiny) - torch.log(Q + tiny))).sum()
+        M = 0.5 * (P + Q)
+        logm = torch.log(M + tiny)
+        return 0.5 * (P * (torch.log(P + tiny) - logm) + Q * (torch.log(Q + tiny) - logm)).sum()
 
     def per_player_curiosity(self, x: torch.Tensor, y: torch.Tensor, beta: float) -> torch.Tensor:
         """E_B[C_i] for each player [N] (diagnostics and tests; not the training path)."""
@@ -369,7 +421,12 @@ class CDGTMLL(NeuralMethod):
         "eps": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 0.5},  # clip [eps, 1 - eps]
         "tail_fraction": {"type": ["number", "null"], "minimum": 0, "maximum": 1},  # q of tail_labels
         "partition_seed": {"type": ["integer", "null"], "minimum": 0},  # numpy seeds are >= 0
-        "clip_scope": {"enum": ["block", "global"]},
+        "clip_scope": {"enum": list(CLIP_SCOPES)},
+        "payoff_scale": {"enum": list(PAYOFF_SCALES)},
+        "divergence_form": {"enum": list(DIVERGENCE_FORMS)},
+        "peer_smoothing": {"enum": list(PEER_SMOOTHING)},
+        "tail_rule": {"enum": list(TAIL_RULES)},
+        "head_mass": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},  # tail_rule cumulative
     }
 
     def __init__(
@@ -385,7 +442,12 @@ class CDGTMLL(NeuralMethod):
         eps: float = 1e-6,
         tail_fraction: float | None = None,
         partition_seed: int | None = None,
-        clip_scope: str = "block",
+        clip_scope: str = "global",
+        payoff_scale: str = "mean",
+        divergence_form: str = "per_label",
+        peer_smoothing: str = "parameters",
+        tail_rule: str = "bottom_fraction",
+        head_mass: float = 0.1,
         **trainer: Any,
     ) -> None:
         super().__init__(**trainer)
@@ -393,8 +455,13 @@ class CDGTMLL(NeuralMethod):
             raise ValueError(f"divergence must be one of {DIVERGENCES}, got '{divergence}'")
         if payoff_weights not in PAYOFF_WEIGHTS:
             raise ValueError(f"payoff_weights must be one of {PAYOFF_WEIGHTS}, got '{payoff_weights}'")
-        if clip_scope not in ("block", "global"):
-            raise ValueError(f"clip_scope must be 'block' or 'global', got '{clip_scope}'")
+        for name, value, allowed in (("clip_scope", clip_scope, CLIP_SCOPES), ("payoff_scale", payoff_scale, PAYOFF_SCALES),
+                                     ("divergence_form", divergence_form, DIVERGENCE_FORMS),
+                                     ("peer_smoothing", peer_smoothing, PEER_SMOOTHING), ("tail_rule", tail_rule, TAIL_RULES)):
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got '{value}'")
+        if not 0 < head_mass < 1:
+            raise ValueError(f"head_mass must be in (0, 1), got {head_mass}")
         if alpha < 0 or beta_max < 0 or not 0 <= beta_warmup <= 1:
             raise ValueError("need alpha >= 0, beta_max >= 0, 0 <= beta_warmup <= 1")
         if not 0 <= ema_decay < 1 or not 0 < eps < 0.5:
@@ -405,6 +472,8 @@ class CDGTMLL(NeuralMethod):
         self.alpha, self.beta_max, self.beta_warmup = float(alpha), float(beta_max), float(beta_warmup)
         self.ema_decay, self.divergence, self.payoff_weights = float(ema_decay), divergence, payoff_weights
         self.eps, self.clip_scope = float(eps), clip_scope
+        self.payoff_scale, self.divergence_form, self.peer_smoothing = payoff_scale, divergence_form, peer_smoothing
+        self.tail_rule, self.head_mass = tail_rule, float(head_mass)
         self.tail_fraction = None if tail_fraction is None else float(tail_fraction)
         self.partition_seed = None if partition_seed is None else int(partition_seed)
         self.partition: Partition | None = None
@@ -416,9 +485,13 @@ class CDGTMLL(NeuralMethod):
         payoff = hparams.get("payoff_weights", "uniform")
         R = ("the uniform logistic utility (w_l = 1), so rarity enters only through alpha C_i" if payoff == "uniform"
              else "the rarity-weighted logistic utility of Theorem 1(3)")
+        scale = hparams.get("payoff_scale", "mean")
+        R += "; a mean over labels (Eq. 5)" if scale == "mean" else "; a sum over labels (payoff_scale: sum, alpha reads as alpha/L)"
+        peers = ("an EMA of their head parameters" if hparams.get("peer_smoothing", "parameters") == "parameters"
+                 else "an EMA of their per-label mean prediction")
         return (f"{cls.name}: payoff R is {R} (payoff_weights: {payoff}); scores are the unclipped fused "
-                f"probabilities; gradients clipped per {hparams.get('clip_scope', 'block')}; peers from an EMA of "
-                f"their head parameters (ema_decay {hparams.get('ema_decay', 0.99)}). See docs/methods.md.")
+                f"probabilities; gradients clipped by {hparams.get('clip_scope', 'global')} norm; peers from {peers} "
+                f"(ema_decay {hparams.get('ema_decay', 0.99)}). See docs/methods.md.")
 
     def hparams(self) -> dict[str, Any]:
         return {
@@ -427,7 +500,8 @@ class CDGTMLL(NeuralMethod):
                 k: getattr(self, k)
                 for k in (
                     "n_players", "rho", "alpha", "beta_max", "beta_warmup", "ema_decay", "divergence",
-                    "payoff_weights", "eps", "tail_fraction", "partition_seed", "clip_scope",
+                    "payoff_weights", "eps", "tail_fraction", "partition_seed", "clip_scope", "payoff_scale",
+                    "divergence_form", "peer_smoothing", "tail_rule", "head_mass",
                 )
             },
         }  # fmt: skip
@@ -443,7 +517,10 @@ class CDGTMLL(NeuralMethod):
 
     # -- TrainTask -----------------------------------------------------------------------
     def prepare(self, data: FitData, ctx: RunContext) -> None:
-        tail = data.tail if self.tail_fraction is None else tail_labels(data.Y_train, self.tail_fraction)
+        if self.tail_rule == "cumulative":
+            tail = cumulative_tail(data.Y_train, self.head_mass)
+        else:
+            tail = data.tail if self.tail_fraction is None else tail_labels(data.Y_train, self.tail_fraction)
         seed = ctx.seed if self.partition_seed is None else self.partition_seed
         self.partition = make_partition(data.Y_train, self.n_players, self.rho, tail, seed)
         self._freq = prevalence(data.Y_train)
@@ -452,7 +529,7 @@ class CDGTMLL(NeuralMethod):
     def build_model(self, X_train: np.ndarray, Y_train: np.ndarray) -> CDGTMLLNet:
         return CDGTMLLNet(
             self.backbone(X_train), self.partition, self._freq, self.payoff_weights, self.eps, self.ema_decay,
-            self.divergence,
+            self.divergence, self.payoff_scale, self.divergence_form, self.peer_smoothing,
         )  # fmt: skip
 
     def param_groups(self, model: CDGTMLLNet) -> dict[str, list[nn.Parameter]]:

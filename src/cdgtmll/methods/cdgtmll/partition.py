@@ -89,3 +89,19 @@ def make_partition(Y_train: Any, n_players: int, rho: float, tail: np.ndarray, s
             members[j].append(int(lab))
             loads[j] += 1
     return Partition(tuple(np.array(sorted(m), dtype=np.int64) for m in members), L, tail)
+
+
+def cumulative_tail(Y, head_mass: float = 0.1) -> np.ndarray:
+    """tail_rule 'cumulative' (Sec. 3.1: "We sort {freq(l)} in descending order and define a
+    threshold (e.g., top 10 % cumulative frequency) to partition labels into the head L_H and the
+    tail L_T = L \\ L_H"): the head is the shortest prefix of the labels by descending training
+    frequency whose frequencies sum to at least ``head_mass`` of the total; the tail is every other
+    label, sorted by label index. (App. E.3/E.4 instead take the bottom ``floor(0.2 L)`` labels as
+    the tail, the default ``bottom_fraction``.)"""
+    order = ascending_order(Y)[::-1]  # descending frequency, fixed-seed ties
+    counts = np.asarray(Y.sum(0)).ravel().astype(np.float64)[order]
+    total = counts.sum()
+    if total <= 0:
+        return np.arange(Y.shape[1])
+    n_head = int(np.searchsorted(np.cumsum(counts) / total, head_mass) + 1)
+    return np.sort(order[n_head:])
