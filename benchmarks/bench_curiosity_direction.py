@@ -20,9 +20,16 @@ cosines are 1 up to entries clipped in R but not in C. What curiosity changes is
 relative weight of the labels: in the shared backbone's gradient (printed too: the
 cosine of the backbone gradients) and in the flattened head gradient.
 
+Both readings of the payoff's scale are measured side by side (the same batch and initial
+parameters): ``payoff_scale='mean'`` (the paper's Eq. 5 / Theorem 1(3): ``R = E[(1/Z) sum_l
+w_l ll_l]``, the default) and ``'sum'`` (``R = L E[M]``, the earlier reading, under which alpha
+means the paper's alpha / L). The gradient factor of a singly-covered label is then ``w_l/Z +
+alpha r_l`` instead of ``w_l + alpha r_l``: curiosity weighs L times more against R.
+
     python benchmarks/bench_curiosity_direction.py [--config config/config.yaml] [--payoff uniform|rarity]
 
-The last line is ``cosine <value>`` (flattened singly-covered head rows).
+One line per scale with the cosines (all head rows, the backbone, the singly-covered rows);
+the last line is ``cosine <value>`` (all head rows, the config's scale).
 """
 
 from __future__ import annotations
@@ -64,7 +71,7 @@ def gradients(method_hparams: dict, training: dict, X: np.ndarray, Y: np.ndarray
     model.zero_grad()
     loss.backward()
     L1 = model.n_single
-    head = torch.cat([model.heads.weight.grad[:L1], model.heads.bias.grad[:L1, None]], dim=1)
+    head = torch.cat([model.heads.weight.grad, model.heads.bias.grad[:, None]], dim=1)
     backbone = torch.cat([p.grad.flatten() for p in model.backbone.parameters() if p.grad is not None])
     return head.double(), backbone.double(), L1
 
@@ -91,24 +98,21 @@ def main(argv: list[str] | None = None) -> None:
     mirror = Path(os.environ.get("CDGTMLL_DATA_MIRROR") or config.get("data", {}).get("mirror") or ROOT.parent / "shared" / "datasets")
     X, Y = yeast_train(mirror)
     alpha = float(hp.get("alpha", 0.4))
-    g0, b0, L1 = gradients(hp, training, X, Y, 0.0, args.seed)
-    r = 1.0 / (1.0 + Y.mean(0))  # curiosity weights 1/(1 + freq), Eq. 6
-    g1, b1, _ = gradients(hp, training, X, Y, alpha, args.seed)
-    per_row = torch.nn.functional.cosine_similarity(g0, g1, dim=1)
     payoff = build_for_protocol("CD-GTMLL", hp, training).payoff_weights
-    print(f"config {args.config}; payoff_weights {payoff}; batch {training.get('batch_size')}; seed {args.seed}")
-    print(f"singly-covered labels {L1} of {Y.shape[1]}; alpha 0 vs {alpha}")
-    print(f"per-row cosine min {float(per_row.min()):.6f} max {float(per_row.max()):.6f}")
-    norms = (g1.norm(dim=1) / g0.norm(dim=1)).numpy()
-    print(f"per-row norm ratio |g(alpha)| / |g(0)| min {norms.min():.4f} max {norms.max():.4f}")
-    print(f"backbone gradient cosine {cosine(b0, b1):.6f}")
-    if payoff == "uniform":
-        # rows scaled by a_l = 1 + alpha r_l: cos(g, D g) >= 2 sqrt(a_min a_max) / (a_min + a_max)
-        a_lo, a_hi = 1 + alpha * r.min(), 1 + alpha * r.max()
-        print(f"label factors 1 + alpha r_l in [{a_lo:.4f}, {a_hi:.4f}]; "
-              f"Kantorovich lower bound on the cosine for any batch {2 * np.sqrt(a_lo * a_hi) / (a_lo + a_hi):.6f}")
-    print(f"cosine {cosine(g0, g1):.6f}")
-
+    own_scale = build_for_protocol("CD-GTMLL", hp, training).payoff_scale
+    print(f"config {args.config}; payoff_weights {payoff}; batch {training.get('batch_size')}; seed {args.seed}; "
+          f"alpha 0 vs {alpha}; L = {Y.shape[1]}")
+    result = {}
+    for scale in ("mean", "sum"):
+        g0, b0, L1 = gradients({**hp, "payoff_scale": scale}, training, X, Y, 0.0, args.seed)
+        g1, b1, _ = gradients({**hp, "payoff_scale": scale}, training, X, Y, alpha, args.seed)
+        norms = (g1[:L1].norm(dim=1) / g0[:L1].norm(dim=1)).numpy()
+        result[scale] = cosine(g0, g1)
+        what = "the paper's, Eq. 5" if scale == "mean" else "the earlier reading, alpha/L"
+        print(f"payoff_scale {scale:4s} ({what}): cosine all head rows {result[scale]:.6f}, backbone "
+              f"{cosine(b0, b1):.6f}, singly-covered rows ({L1}) {cosine(g0[:L1], g1[:L1]):.6f}; per-row norm "
+              f"ratio |g(alpha)|/|g(0)| {norms.min():.3f}-{norms.max():.3f}")
+    print(f"cosine {result[own_scale]:.6f}")
 
 if __name__ == "__main__":
     main()
