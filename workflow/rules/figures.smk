@@ -21,7 +21,11 @@ STUDY_FIGURES = {
         "figures/potential",
     ],
 }
-FIGURE_TARGETS = [f"{stem}.{ext}" for s in STUDIES for stem in STUDY_FIGURES[s] for ext in ("pdf", "png", "csv")]
+FIGURE_TARGETS = [
+    f"{stem}.{ext}" for s in STUDIES for stem in STUDY_FIGURES.get(s, []) for ext in ("pdf", "png", "csv")
+]
+# the readings study is a table, not a figure (figures/readings.md)
+FIGURE_TARGETS += ["figures/readings.csv", "figures/readings.md"] if "readings" in STUDIES else []
 
 
 rule figure_ablation:
@@ -152,3 +156,30 @@ rule figure_diagnostics:
         "--tie-seed {params.tie_seed} --out figures/player_ranks {params.style} && "
         "python -m cdgtmll.figures.studies.build potential --runs {params.runs} --out figures/potential "
         "{params.style}) > {log} 2>&1"
+
+
+rule study_readings:
+    # CD-GTMLL under each open reading of the paper, one change at a time (docs/methods.md)
+    input:
+        lambda wc: study_metrics("readings"),
+    output:
+        csv="figures/readings.csv",
+        md="figures/readings.md",
+        sources="figures/readings.sources.json",
+    params:
+        code=code_of("cdgtmll.figures.studies.build"),
+        runs=lambda wc: " ".join(shlex.quote(d) for d in study_seed_dirs("readings")),
+        method=STUDIES.get("readings", {}).get("method", "CD-GTMLL"),
+        reference=STUDIES.get("readings", {}).get("reference", "BCE") or "",
+    conda:
+        ENV
+    log:
+        "logs/figures/readings.log",
+    benchmark:
+        "logs/benchmarks/figures/readings.tsv"
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    shell:
+        "python -m cdgtmll.figures.studies.build readings --runs {params.runs} --method {params.method:q} "
+        "--reference {params.reference:q} --out figures/readings > {log} 2>&1"

@@ -142,6 +142,10 @@ def run_spec(config: dict, dataset: str, variant: str, method: str) -> dict:
 
 
 SWEEP_PARAMS = {"alpha": "alpha", "players": "n_players"}
+#: the readings of the paper the ``readings`` study measures by default, one change each from
+#: CD-GTMLL's defaults (cdgtmll.methods.cdgtmll.model; docs/methods.md)
+DEFAULT_READINGS = ("payoff_scale=sum", "clip_scope=block", "divergence_form=vector", "peer_smoothing=predictions",
+                    "tail_rule=cumulative", "payoff_weights=rarity")
 
 
 def study_methods(config: dict, study: str) -> list[str]:
@@ -149,6 +153,10 @@ def study_methods(config: dict, study: str) -> list[str]:
     spec = config.get("studies", {}).get(study, {})
     if study == "diagnostics":
         return [spec.get("method", "CD-GTMLL")]
+    if study == "readings":
+        base_method = spec.get("method", "CD-GTMLL")
+        ref = [spec["reference"]] if spec.get("reference") else []
+        return [base_method, *(f"{base_method}@{r}" for r in spec.get("readings", DEFAULT_READINGS)), *ref]
     if study in SWEEP_PARAMS:
         base_method = spec.get("method", "CD-GTMLL")
         return [f"{base_method}@{SWEEP_PARAMS[study]}={v}" for v in spec.get("values", [])]
