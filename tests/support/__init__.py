@@ -20,6 +20,8 @@ started by a test imports the helpers the same way after ``sys.path.insert(0, st
 * :mod:`tests.support.image_datasets`: VOC / COCO files in the official layouts, tiny JPEGs;
 * :mod:`tests.support.finetune`: the toy image dataset of the fine-tuning tests;
 * :mod:`tests.support.losses`: label counts and batches of the loss tests;
+* :mod:`tests.support.official_refs`: baselines' official functions ported verbatim, and the
+  generator of their reference values (``tests/fixtures/official``);
 * :mod:`tests.support.study_runs`: synthetic run folders in the pipeline's layout (figures);
 * :mod:`tests.support.lock`: requirements.lock parsed per platform;
 * :mod:`tests.support.tools`: the command-line tools in ``tools/``, loaded from their files.

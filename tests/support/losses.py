@@ -11,7 +11,7 @@ COUNTS = np.array([10, 100, 1000])
 N_TRAIN = 2000
 
 #: every loss with its defaults, plus the two options that change the computation
-ALL_CONFIGS = [(name, {}) for name in loss_names()] + [("asl", {"focal_grad": True}), ("dbl", {"bias_div_lam": True})]
+ALL_CONFIGS = [(name, {}) for name in loss_names()] + [("asl", {"focal_grad": True}), ("dbl", {"bias_div_lam": False})]
 
 
 def random_batch(b: int = 8, k: int = 3, seed: int = 0, scale: float = 2.0):

@@ -53,9 +53,15 @@ Losses (reductions are the official ones, so that the official weights keep thei
 
   ``a+ = 1`` iff ``c = 1`` (positive feature on its prototype); ``a- = 1`` iff
   ``c = -1/(K-1)`` (negative feature at the ETF angle, e.g. on another class's
-  prototype), ``a- = 0`` at ``c = 1``. Both arguments are clamped to ``>= 1e-6`` before the
-  log (the official code adds ``1e-6``), so the loss is finite (at most ``-log 1e-6``)
-  and exactly 0 at the optimum.
+  prototype), ``a- = 0`` at ``c = 1``. As the official code
+  (``src_files/loss_functions/featurelabelloss.py``, commit
+  0b8ca16f866511c5798a99109f4fc0c4a47b3630: ``S_i_c = (1 + similarities) / 2 + 1e-6``,
+  ``torch.log(1 - (C - 1) / C * torch.abs(1 / (C - 1) + similarities) + 1e-6)``), ``1e-6``
+  is **added** to both arguments before the log, so the loss is finite (at most
+  ``-log 1e-6``); at the optimum it is ``-log(1 + 1e-6)``, not 0. Both arguments are
+  ``>= 0`` in exact arithmetic (``|c| <= 1``); a rounded cosine just above 1 can make
+  one slightly negative, so it is floored at 0 before the ``+ 1e-6`` (a no-op wherever
+  the official value is finite and the argument is not below 0 by rounding).
 * Contrastive prototype loss in the 20-d projection, temperature ``t = 0.5``
   (:func:`contrastive_prototype_loss`, official ``ContrastiveProtoLoss``): **for every
   positive pair (i, k) only**, the projected feature ``z_ik`` is contrasted against the
@@ -160,7 +166,7 @@ __all__ = [
     "TWO_WAY_MASK",
 ]
 
-#: lower clamp of the alignment loss's log arguments
+#: added to the alignment loss's log arguments (official ``FeatureLabelLoss``: ``+ 1e-6``)
 ALIGN_EPS = 1e-6
 #: value of masked entries (temperature-scaled domain) in the Two-Way log-sum-exps
 TWO_WAY_MASK = -1e4
@@ -201,12 +207,13 @@ def alignment_loss(features: torch.Tensor, prototypes: torch.Tensor, targets: to
                    eps: float = ALIGN_EPS) -> torch.Tensor:
     """``mean_{i,k} -[y log((1+c)/2) + (1-y) log(1 - (K-1)/K |1/(K-1) + c|)]``, ``c = cos(f_ik, m_k)``.
 
-    ``features [B, K, d]``, ``prototypes [K, d]`` (rows ``m_k``), ``targets [B, K]``; log
-    arguments clamped to ``>= eps``."""
+    ``features [B, K, d]``, ``prototypes [K, d]`` (rows ``m_k``), ``targets [B, K]``;
+    ``eps`` is added to the log arguments (floored at 0 first), as the official
+    ``FeatureLabelLoss`` adds ``1e-6``."""
     K = prototypes.shape[0]
     cos = F.cosine_similarity(features, prototypes.unsqueeze(0).to(features.dtype), dim=-1)
-    pos_arg = ((1.0 + cos) / 2.0).clamp_min(eps)
-    neg_arg = (1.0 - (K - 1) / K * (1.0 / (K - 1) + cos).abs()).clamp_min(eps)
+    pos_arg = ((1.0 + cos) / 2.0).clamp_min(0.0) + eps
+    neg_arg = (1.0 - (K - 1) / K * (1.0 / (K - 1) + cos).abs()).clamp_min(0.0) + eps
     y = (targets > 0.5).to(cos.dtype)
     return -(y * pos_arg.log() + (1.0 - y) * neg_arg.log()).mean()
 

@@ -121,28 +121,29 @@ def test_alignment_loss_optima():
     K, d = 6, 16
     m = simplex_etf(d, K, torch.Generator().manual_seed(0)).T.contiguous()  # rows m_k
     ones, zeros = torch.ones(2, K, dtype=torch.float64), torch.zeros(2, K, dtype=torch.float64)
-    # positives on their prototype: loss exactly 0; a wrong direction costs
+    # positives on their prototype: loss -log(1 + 1e-6) (the official "+ 1e-6"); a wrong direction costs
+    opt = -math.log1p(1e-6)
     f = (3.0 * m).unsqueeze(0).expand(2, K, d)
-    assert alignment_loss(f, m, ones).item() == pytest.approx(0.0, abs=1e-12)
+    assert alignment_loss(f, m, ones).item() == pytest.approx(opt, abs=1e-12)
     assert alignment_loss(-f, m, ones).item() > 5.0  # clamped, finite
     assert math.isfinite(alignment_loss(-f, m, ones).item())
     # negatives: on another class's prototype (cos = -1/(K-1)) -> 0
     f_other = m.roll(1, dims=0).unsqueeze(0).expand(2, K, d)
-    assert alignment_loss(f_other, m, zeros).item() == pytest.approx(0.0, abs=1e-12)
+    assert alignment_loss(f_other, m, zeros).item() == pytest.approx(opt, abs=1e-12)
     # sweep cos: the negatives' loss is minimal at -1/(K-1); positives' decreasing in cos
     grid = np.linspace(-1.0, 1.0, 201).tolist() + [-1.0 / (K - 1)]
     neg = [alignment_loss(_features_with_cos(m, c), m, zeros[:1]).item() for c in grid]
     pos = [alignment_loss(_features_with_cos(m, c), m, ones[:1]).item() for c in grid[:-1]]
     assert grid[int(np.argmin(neg))] == pytest.approx(-1.0 / (K - 1))
-    assert min(neg) == pytest.approx(0.0, abs=1e-9)
+    assert min(neg) == pytest.approx(opt, abs=1e-9)
     assert np.all(np.diff(pos) < 0)
     # formula check at one point
     c = 0.3
-    val_neg = -math.log(1 - (K - 1) / K * abs(1 / (K - 1) + c))
-    val_pos = -math.log((1 + c) / 2)
+    val_neg = -math.log(1 - (K - 1) / K * abs(1 / (K - 1) + c) + 1e-6)
+    val_pos = -math.log((1 + c) / 2 + 1e-6)
     assert alignment_loss(_features_with_cos(m, c), m, zeros[:1]).item() == pytest.approx(val_neg, rel=1e-9)
     assert alignment_loss(_features_with_cos(m, c), m, ones[:1]).item() == pytest.approx(val_pos, rel=1e-9)
-    # at cos = 1 the negative argument is 0: clamped at 1e-6 -> -log(1e-6)
+    # at cos = 1 the negative argument is 0: + 1e-6 -> -log(1e-6)
     assert alignment_loss(f, m, zeros).item() == pytest.approx(-math.log(1e-6), rel=1e-6)
 
 

@@ -122,7 +122,9 @@ def test_dbl_rebalance_weights_hand_computed():
 
 def test_dbl_ntr_hand_values():
     # single label, n = 100, N = 1000: p = .1, b_hat = -log 9, bias = kappa b_hat = -0.109861
-    loss = build_loss("dbl", np.array([100]), 1000, lam=5.0)
+    # (the paper's Eq. 9, bias_div_lam=False; the default, the released code, is checked
+    # against the official ResampleLoss in test_losses_official.py)
+    loss = build_loss("dbl", np.array([100]), 1000, lam=5.0, bias_div_lam=False)
     assert loss.logit_bias.item() == pytest.approx(-0.05 * math.log(9.0), rel=1e-6)
     z = torch.tensor([[0.5], [0.5], [-2.0], [3.0]])
     y = torch.tensor([[0.0], [1.0], [0.0], [1.0]])
@@ -133,15 +135,15 @@ def test_dbl_ntr_hand_values():
 
 
 def test_dbl_bias_official_scaling_option():
-    a = build_loss("dbl", np.array([100]), 1000, lam=5.0)
-    b = build_loss("dbl", np.array([100]), 1000, lam=5.0, bias_div_lam=True)
+    a = build_loss("dbl", np.array([100]), 1000, lam=5.0, bias_div_lam=False)
+    b = build_loss("dbl", np.array([100]), 1000, lam=5.0)  # default: the released code's division
     assert b.logit_bias.item() == pytest.approx(a.logit_bias.item() / 5.0, rel=1e-6)
 
 
 def _official_db_reference(z, y, counts, n_train, a=0.1, b=10.0, mu=0.3, kappa=0.05, lam=5.0, gamma=2.0, scale=2.0):
     """Transcription of the official ResampleLoss forward (rebalance + logit_reg +
-    focal), element-wise, with the bias not divided by neg_scale (the paper's kappa * b_k; the
-    official code's division, a bug its authors confirmed, is ``bias_div_lam=True``)."""
+    focal), element-wise, with the bias not divided by neg_scale (the paper's Eq. 9,
+    ``bias_div_lam=False``; the released code's division is the default)."""
     counts = torch.tensor(counts, dtype=torch.float64)
     freq_inv = 1.0 / counts
     repeat_rate = (y * freq_inv).sum(1, keepdim=True)
@@ -155,12 +157,12 @@ def _official_db_reference(z, y, counts, n_train, a=0.1, b=10.0, mu=0.3, kappa=0
     return scale * (1 - pt) ** gamma * loss
 
 
-def test_dbl_matches_official_formula():
+def test_dbl_paper_option_matches_official_formula_without_division():
     z, y = random_batch(8, 3, seed=4, scale=3.0)
     y[:, 0] = 1.0  # every instance has a positive (official code needs one)
     z, y = z.double(), y.double()
     ref = _official_db_reference(z, y, COUNTS, N_TRAIN)
-    loss = build_loss("dbl", COUNTS, N_TRAIN)(z, y)
+    loss = build_loss("dbl", COUNTS, N_TRAIN, bias_div_lam=False)(z, y)
     assert loss.item() == pytest.approx(reduce(ref).item(), rel=1e-5)
 
 

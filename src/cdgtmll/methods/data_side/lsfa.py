@@ -47,10 +47,17 @@ def split_head_tail(counts: np.ndarray, head_min_count: int) -> tuple[np.ndarray
 
 class FeatureCVAE(nn.Module):
     """Conditional VAE over backbone features, conditioned on a label prototype (LSFA's
-    feature generator; official ``FeatsVAE``): encoder ``[h, p] -> Linear -> LeakyReLU ->
-    (mu, logvar)``; decoder/generator ``[z, p] -> Linear -> LeakyReLU -> Linear`` (then
-    ReLU when ``relu_output``, as the backbone's features are post-ReLU). Weights and
-    biases initialised ``N(0, 0.02)`` as in the official code."""
+    feature generator), layer for layer the official ``FeatsVAE`` (stxupengyu/LSFA
+    ``transfer/transfer_model.py``, commit cd21f09de97cd1f3a5de9f18735112ed4cae4088):
+    encoder ``[h, p] -> Linear -> LeakyReLU``; ``mu`` and ``logvar`` each
+    ``Linear -> ReLU`` (so ``mu >= 0`` and ``logvar >= 0``, i.e. posterior std >= 1);
+    generator ``[z, p] -> Linear -> LeakyReLU -> Linear``, then ``BatchNorm1d`` and
+    ``ReLU`` on its output (official ``self.relu(self.bn1(recon_feats))``, also at
+    generation time, ``transfer/generator.py``). The final ReLU is applied when
+    ``relu_output`` (our backbones' features are post-ReLU, so it always is in the
+    pipeline); ``relu_output=False`` leaves it out for signed features. Linear weights and
+    biases initialised ``N(0, 0.02)`` as in the official ``init_weights``; BatchNorm keeps
+    PyTorch's defaults (eps 1e-5, momentum 0.1), as the official code."""
 
     def __init__(self, feat_dim: int, hidden_dim: int = 512, latent_dim: int | None = None, relu_output: bool = True) -> None:
         super().__init__()
@@ -58,18 +65,19 @@ class FeatureCVAE(nn.Module):
         self.latent_dim = int(latent_dim or feat_dim)
         self.relu_output = bool(relu_output)
         self.encoder = nn.Sequential(nn.Linear(2 * self.feat_dim, hidden_dim), nn.LeakyReLU())
-        self.mu = nn.Linear(hidden_dim, self.latent_dim)
-        self.logvar = nn.Linear(hidden_dim, self.latent_dim)
+        self.mu = nn.Sequential(nn.Linear(hidden_dim, self.latent_dim), nn.ReLU())
+        self.logvar = nn.Sequential(nn.Linear(hidden_dim, self.latent_dim), nn.ReLU())
         self.generator = nn.Sequential(
             nn.Linear(self.latent_dim + self.feat_dim, hidden_dim), nn.LeakyReLU(), nn.Linear(hidden_dim, self.feat_dim)
         )
+        self.bn = nn.BatchNorm1d(self.feat_dim)
         for m in self.modules():
             if isinstance(m, nn.Linear):
                 nn.init.normal_(m.weight, 0.0, 0.02)
                 nn.init.normal_(m.bias, 0.0, 0.02)
 
     def decode(self, z: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-        out = self.generator(torch.cat([z, p], dim=1))
+        out = self.bn(self.generator(torch.cat([z, p], dim=1)))
         return F.relu(out) if self.relu_output else out
 
     def forward(self, h: torch.Tensor, p: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -80,9 +88,14 @@ class FeatureCVAE(nn.Module):
 
     @torch.no_grad()
     def generate(self, p: torch.Tensor, n: int, gen: torch.Generator) -> torch.Tensor:
-        """``n`` features from prototype ``p`` (``[d]``): ``z ~ N(0, I)`` through the decoder."""
+        """``n`` features from prototype ``p`` (``[d]``): ``z ~ N(0, I)`` through the decoder,
+        in eval mode (BatchNorm with its running statistics), as the official ``generate``."""
+        was_training = self.training
+        self.eval()
         z = torch.randn((int(n), self.latent_dim), generator=gen)
-        return self.decode(z, p.reshape(1, -1).expand(int(n), -1))
+        out = self.decode(z, p.reshape(1, -1).expand(int(n), -1))
+        self.train(was_training)
+        return out
 
 
 def cvae_loss(recon: torch.Tensor, h: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor, kl_weight: float) -> torch.Tensor:
@@ -127,6 +140,8 @@ def train_feature_generator(
         tot = 0.0
         for s in range(0, order.numel(), batch_size):
             b = order[s : s + batch_size]
+            if b.numel() < 2:  # BatchNorm cannot train on one row: a last batch of 1 is skipped
+                continue
             recon, mu, logvar = model(H_t[b], P_t[b], gen)
             loss = cvae_loss(recon, H_t[b], mu, logvar, kl_weight)
             opt.zero_grad(set_to_none=True)
@@ -242,10 +257,12 @@ class LSFAMethod(_BCEDataSide):
     attention over a BiLSTM text encoder), ours are the shared backbone's ``h(x)``, so a
     label's "label-specific features" are its positives' ``h`` and all labels share one
     feature space; the paper additionally trains with a contrastive loss, not used here
-    (only the augmentation is the baseline's data path). Generator details that differ
-    from the official code: no ReLU on ``mu``/``logvar`` and no BatchNorm on the decoder
-    output (a final ReLU only when the features are non-negative); batch 256 and lr 1e-3
-    instead of 40 and 1e-4 (CPU cost); synthetic rows are shuffled into the real batches
+    (only the augmentation is the baseline's data path). The generator is the official
+    ``FeatsVAE`` (:class:`FeatureCVAE`: ReLU on ``mu`` and ``logvar``, BatchNorm + ReLU on
+    the output; a final ReLU only when the features are non-negative, which our
+    backbones' features always are; a last training batch of a single row is skipped,
+    as BatchNorm cannot normalise one row). Training details that differ from the
+    official code: batch 256 and lr 1e-3 instead of 40 and 1e-4 (CPU cost); synthetic rows are shuffled into the real batches
     instead of separate calibration passes; stage 3 uses the shared trainer (AdamW,
     cosine, clipping) and runs a fixed number of epochs (official: early stopping on
     validation P@k); the generator trains on CPU.

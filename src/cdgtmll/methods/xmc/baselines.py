@@ -18,13 +18,23 @@ the largest ``u_il = w_l * eta_il``:
 * ``utility='precision'`` (reference): expected precision@k = ``1/k sum_l eta_il
   yhat_il``, so ``w_l = 1`` and the rule is plain top-k by eta.
 
-``pi_l`` is the training prior, Laplace-smoothed so that labels without training
-positives get a finite weight: ``pi_l = (n_l + a) / (n + 2a)`` with
-``a = prior_smoothing`` (default 1.0; ``a > 0`` required). (A test-set plug-in,
-``pi_l = mean_i eta_il`` over the rows being predicted, is the other common estimate;
-we use the training prior so that a row's decision does not depend on the other
-test rows.) The paper does not say which utility its ETU row optimised; the default
-is macro-recall@k and ``k`` defaults to 5. Neither is tuned.
+``pi_l`` is the training prior. Default (``priors='xcolumns'``), as the official code
+(mwydmuch/xCOLUMNs, the ETU paper's code base): ``pi_l = n_l / n``
+(``labels_priors`` in ``experiments/utils.py``, commit
+8472bdcea353bb599933dd6fb5d6578db54d442e, called on the training labels by
+``experiments/run_neurips_2023_bca_experiment.py``, commit
+0e0cea7952a8944dd6457da9f7e8b286bf1ba4ee) and ``w_l = 1 / (pi_l + epsilon)``,
+``epsilon = 1e-6`` (``predict_optmizing_macro_recall`` in ``xcolumns/weighted_prediction.py``,
+commit ac69f9ebe7071ca51776833ccaa6eebc81e1146e), so a label without training
+positives gets the weight 1e6. ``priors='laplace'`` keeps this project's former
+estimate, Laplace-smoothed ``pi_l = (n_l + a) / (n + 2a)`` with ``a = prior_smoothing``
+(default 1.0; ``a > 0``; no epsilon). (A test-set plug-in, ``pi_l = mean_i eta_il`` over
+the rows being predicted, is another common estimate; we use the training prior so that a
+row's decision does not depend on the other test rows, as the official experiment does.)
+The paper does not say which utility its ETU row optimised; the default is
+macro-recall@k and ``k`` defaults to 5. Neither is tuned. Ties: the official
+``np.argpartition`` leaves the order of equal gains unspecified; here the lower label
+index wins (below).
 
 Output of ``predict_proba`` (the one documented behaviour): a score matrix ``S`` in
 [0, 1) whose per-row ranking is the ETU ranking by ``u`` (ties: lower label index
@@ -99,18 +109,29 @@ _ROW_CHUNK = 2048
 # ------------------------------------------------------------------------------- ETU
 
 
-def label_priors(counts: np.ndarray, n_train: int, smoothing: float = 1.0) -> np.ndarray:
-    """Laplace-smoothed training priors ``(n_l + a) / (n + 2a)``."""
+PRIORS = ("xcolumns", "laplace")
+#: xCOLUMNs' ``epsilon`` of ``1 / (priors + epsilon)`` (``predict_optmizing_macro_recall``)
+XCOLUMNS_EPSILON = 1e-6
+
+
+def label_priors(counts: np.ndarray, n_train: int, smoothing: float = 1.0, kind: str = "xcolumns") -> np.ndarray:
+    """Training priors: ``n_l / n`` (``kind='xcolumns'``, the official ``labels_priors``)
+    or Laplace-smoothed ``(n_l + a) / (n + 2a)`` (``kind='laplace'``, ``a = smoothing``)."""
+    counts = np.asarray(counts, dtype=np.float64)
+    if kind == "xcolumns":
+        return counts / float(n_train)
+    if kind != "laplace":
+        raise ValueError(f"ETU: unknown priors '{kind}'; choose one of {PRIORS}")
     if smoothing <= 0:
         raise ValueError(f"ETU: prior_smoothing must be > 0, got {smoothing}")
-    counts = np.asarray(counts, dtype=np.float64)
     return (counts + smoothing) / (float(n_train) + 2.0 * smoothing)
 
 
-def utility_weights(utility: str, priors: np.ndarray) -> np.ndarray:
-    """Per-label weights ``w_l`` of the linear expected utility (module docstring)."""
+def utility_weights(utility: str, priors: np.ndarray, epsilon: float = XCOLUMNS_EPSILON) -> np.ndarray:
+    """Per-label weights ``w_l`` of the linear expected utility (module docstring):
+    macro-recall ``1 / (pi_l + epsilon)`` (xCOLUMNs; ``epsilon=0`` for the Laplace priors)."""
     if utility == "macro-recall":
-        return 1.0 / np.asarray(priors, dtype=np.float64)
+        return 1.0 / (np.asarray(priors, dtype=np.float64) + float(epsilon))
     if utility == "precision":
         return np.ones(len(priors), dtype=np.float64)
     raise ValueError(f"ETU: unknown utility '{utility}'; choose one of {UTILITIES}")
@@ -163,6 +184,7 @@ class ETUMethod(BCEMethod):
     hparam_space = {
         "utility": {"enum": list(UTILITIES)},
         "k": {"type": "integer", "minimum": 1},  # size of the top-k decision
+        "priors": {"enum": list(PRIORS)},  # xcolumns: n_l / n, weights 1/(pi + 1e-6); laplace: below
         "prior_smoothing": {"type": "number", "exclusiveMinimum": 0},  # Laplace a of (n_l + a) / (n + 2a)
     }
 
@@ -171,6 +193,7 @@ class ETUMethod(BCEMethod):
         utility: str = "macro-recall",
         k: int = 5,
         prior_smoothing: float = 1.0,
+        priors: str = "xcolumns",
         **trainer: Any,
     ) -> None:
         super().__init__(**trainer)
@@ -182,17 +205,22 @@ class ETUMethod(BCEMethod):
             raise ValueError(f"ETU: prior_smoothing must be > 0, got {prior_smoothing}")
         self.utility = utility
         self.k = int(k)
+        if priors not in PRIORS:
+            raise ValueError(f"ETU: unknown priors '{priors}'; choose one of {PRIORS}")
         self.prior_smoothing = float(prior_smoothing)
+        self.priors = priors
         self.priors_: np.ndarray | None = None
         self.weights_: np.ndarray | None = None
 
     def hparams(self) -> dict[str, Any]:
-        return {**super().hparams(), "utility": self.utility, "k": self.k, "prior_smoothing": self.prior_smoothing}
+        return {**super().hparams(), "utility": self.utility, "k": self.k, "priors": self.priors,
+                "prior_smoothing": self.prior_smoothing}
 
     def prepare(self, data: FitData, ctx: RunContext) -> None:
         super().prepare(data, ctx)
-        self.priors_ = label_priors(data.counts, data.n_train, self.prior_smoothing)
-        self.weights_ = utility_weights(self.utility, self.priors_)
+        self.priors_ = label_priors(data.counts, data.n_train, self.prior_smoothing, self.priors)
+        eps = XCOLUMNS_EPSILON if self.priors == "xcolumns" else 0.0
+        self.weights_ = utility_weights(self.utility, self.priors_, eps)
 
     def marginals(self, X: Any) -> np.ndarray:
         """The base BCE model's probabilities ``eta``."""
@@ -209,7 +237,8 @@ class ETUMethod(BCEMethod):
     def extra_outputs(self) -> dict[str, Any]:
         if self.priors_ is None:
             return {}
-        return {"etu_utility": self.utility, "etu_k": self.k, "etu_priors": [float(p) for p in self.priors_]}
+        return {"etu_utility": self.utility, "etu_k": self.k, "etu_prior_kind": self.priors,
+                "etu_priors": [float(p) for p in self.priors_]}
 
 
 # ------------------------------------------------------------------------- XR-Linear
