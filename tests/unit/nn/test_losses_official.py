@@ -97,3 +97,20 @@ def test_focal_finite_at_saturated_logits(gamma, dtype):
     loss.backward()
     assert torch.isfinite(loss) and torch.isfinite(z.grad).all()
     assert loss.item() == pytest.approx(0.0, abs=1e-30)
+
+
+def test_dbl_refuses_focal_gamma_below_one():
+    """DBL's focal factor multiplies its NTR term: for 0 < gamma < 1 its gradient is unbounded at
+    saturated logits (NaN), so such a gamma is refused by the loss and by the config check."""
+    import numpy as np
+    import pytest
+
+    from cdgtmll.methods.base import check_values
+    from cdgtmll.nn.losses.registry import build_loss, loss_hparam_space
+
+    with pytest.raises(ValueError, match="focal_gamma.*expected 0 or a number >= 1"):
+        build_loss("dbl", np.array([5, 3, 1]), 10, focal_gamma=0.5)
+    with pytest.raises(ValueError):
+        check_values("loss 'dbl'", loss_hparam_space("dbl"), {"focal_gamma": 0.5})
+    check_values("loss 'dbl'", loss_hparam_space("dbl"), {"focal_gamma": 0})
+    check_values("loss 'dbl'", loss_hparam_space("dbl"), {"focal_gamma": 2.0})

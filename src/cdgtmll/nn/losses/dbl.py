@@ -98,7 +98,9 @@ class DistributionBalancedLoss(nn.Module):
         "smooth_mu": {"type": "number", "minimum": 0},
         "kappa": {"type": "number", "minimum": 0},  # NTR bias scale (>= 0 tolerates rare negatives)
         "lam": {"type": "number", "exclusiveMinimum": 0},  # negative-logit scale, divides the term
-        "focal_gamma": {"type": "number", "minimum": 0},
+        # 0 < gamma < 1: d/dc (1 - e^-c)^gamma is unbounded at saturated logits (NaN gradients: the
+        # focal factor multiplies the NTR term here, so Focal's closed form does not carry over)
+        "focal_gamma": {"anyOf": [{"const": 0}, {"type": "number", "minimum": 1}]},
         "focal_scale": {"type": "number", "exclusiveMinimum": 0},
         "bias_div_lam": {"type": "boolean"},
     }
@@ -121,8 +123,9 @@ class DistributionBalancedLoss(nn.Module):
             raise ValueError(f"dbl: n_train must be >= 2 for the class prior log-odds, got {n_train}")
         if lam <= 0:
             raise ValueError(f"dbl: lam must be > 0, got {lam}")
-        if focal_gamma < 0:
-            raise ValueError(f"dbl: focal_gamma must be >= 0, got {focal_gamma}")
+        if focal_gamma < 0 or 0 < focal_gamma < 1:
+            raise ValueError(f"dbl: focal_gamma must be 0 or >= 1 (0 < gamma < 1 gives NaN gradients at saturated "
+                             f"logits), got {focal_gamma}")
         counts = np.minimum(safe_counts(label_counts), n_train - 1.0)
         prior = counts / float(n_train)
         b_hat = -np.log(1.0 / prior - 1.0)  # log-odds of the label prior
