@@ -490,11 +490,15 @@ def attainable_bound(runs: pd.DataFrame, claim: dict) -> tuple[float, str]:
 
 
 def mark_unattainable(claim: dict, row: dict, runs: pd.DataFrame) -> None:
-    """Record the claim's :func:`attainable_bound` in ``row`` (``bound``, ``bound_basis``) and set
+    """Record the claim's :func:`attainable_bound` in ``row`` (``bound``, ``bound_basis``; ``value`` and
+    ``bound`` claims only) and set
     the status to :data:`UNATTAINABLE` when the paper's value lies above it
     (:func:`cdgtmll.claims.verdict.above_bound`) -- unless the claim is ``consistent`` (the paper's
     value inside the sampling interval of the reproduced mean). The status it replaces stays in
     ``detail``."""
+    if claim.get("kind") not in ("value", "bound"):  # a difference is not bounded by the metric's bound
+        row["bound"], row["bound_basis"] = math.nan, ""
+        return
     bound, basis = attainable_bound(runs, claim)
     row["bound"], row["bound_basis"] = bound, basis
     if row.get("status") == CONSISTENT or not above_bound(claim.get("kind"), claim.get("comparator", ""),
