@@ -45,6 +45,20 @@ reproduction check alone would have said. Which construction applies comes from 
 (``all_runs.csv`` column ``equal_by_construction``, from each run's provenance) where the
 method was run on the claim's dataset, else from the default hyper-parameters.
 
+``unattainable under E.4`` — the paper's value (less 0.05, the rounding of its printed
+decimal; :data:`cdgtmll.claims.verdict.BOUND_TOLERANCE`) lies above what the metric can reach on
+the claim's dataset and setting (CSV columns ``bound``, ``bound_basis``;
+:func:`cdgtmll.claims.compare.attainable_bound`, from the runs' ``oracle`` blocks,
+:mod:`cdgtmll.metrics.oracle`): for Micro-/Macro-/Rare-F1 the best any thresholding of the
+claim's method's test scores reaches (thresholds chosen on the test set; the maximum over its
+runs; a bound for those scores, not for the method), for mAP and P@k a perfect ranking of the
+test labels (any method, also one not run). Only ``value`` claims and ``>`` bounds; a claim
+already ``consistent`` keeps that status, any other status is replaced and kept in ``detail``.
+
+The page also sets each Micro-F1 claim beside our Micro-F1 and our Hamming accuracy from the
+same runs (:func:`cdgtmll.claims.compare.hamming_comparison`): a measured comparison, not a
+statement of what the paper computed.
+
 ``not checked: ...`` — never counted as passed or failed:
 
 * ``dataset not run``: no run of the claim's dataset (or the figure input is on another dataset);
@@ -81,6 +95,7 @@ import pandas as pd
 # from here (``from cdgtmll.claims.check import X``).
 from cdgtmll.claims.compare import (
     check_claims,
+    hamming_comparison,
     load_pr,
     load_spec,
 )
@@ -154,8 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     claims_name = f"{claims_name}, sha256 {sha256_file(args.claims)[:16]}…"
     report_args = (res, str(args.runs), claims_name, len(runs),
                    sorted(set(runs["dataset"])) if "dataset" in runs else [], extra)
-    atomic_write(stem.parent / f"{stem.name}.md", render_markdown(*report_args, profile=profile))
-    atomic_write(stem.parent / f"{stem.name}.html", render_html(*report_args, profile=profile))
+    hamming = hamming_comparison(res, runs)
+    atomic_write(stem.parent / f"{stem.name}.md", render_markdown(*report_args, profile=profile, hamming=hamming))
+    atomic_write(stem.parent / f"{stem.name}.html", render_html(*report_args, profile=profile, hamming=hamming))
     counts = res["status"].value_counts().to_dict()
     print(json.dumps({"claims": len(res), "status": counts, "out": [f"{stem}.{e}" for e in ("csv", "md", "html")]}))
     return 0

@@ -27,6 +27,8 @@ from cdgtmll.claims.verdict import (
     NC_FEW,
     NC_METHOD,
     PAPER_INCONSISTENT,
+    UNATTAINABLE,
+    above_bound,
     describe,
     judge,
     needs,
@@ -39,6 +41,13 @@ from cdgtmll.config.schema import ConfigError
 from cdgtmll.variants import naming
 
 RUN_METRICS = ("mAP", "micro_f1", "macro_f1", "rare_f1", "p@1", "p@3", "p@5")
+#: the metrics whose bound depends on a run's scores (the best thresholding of them) and those
+#: whose bound depends on the test labels only (a perfect ranking); :mod:`cdgtmll.metrics.oracle`
+SCORE_BOUND_METRICS = ("micro_f1", "macro_f1", "rare_f1")
+DATA_BOUND_METRICS = ("mAP", "p@1", "p@3", "p@5")
+#: ``all_runs.csv`` columns of those bounds, and the Hamming accuracy at the global threshold
+BOUND_COLUMNS = tuple(f"oracle_{m}" for m in RUN_METRICS)
+HAMMING = "hamming_accuracy"
 #: ablation aliases of CD-GTMLL (App. E.2); excluded, like ``@`` sweep variants, from ``*`` comparators
 ABLATION_ALIASES = frozenset({"No-Curiosity", "Single-Predictor", "No-Overlap", "No-Disagreement"})
 
@@ -115,7 +124,7 @@ def normalise_runs(df: pd.DataFrame) -> pd.DataFrame:
     out["skey"] = parsed.map(lambda x: x[1]).astype(int)
     out["seed"] = out["seed"].astype(int)
     out["method"] = out["method"].map(canonical_method)
-    for m in RUN_METRICS:
+    for m in (*RUN_METRICS, *BOUND_COLUMNS, HAMMING):
         out[m] = to_percent(pd.to_numeric(out[m], errors="coerce")) if m in out else np.nan
     return out
 
@@ -385,7 +394,8 @@ def _estimate_spec(spec: FigureInput | None, claim: dict) -> dict:
 # ============================================================== checking
 
 RESULT_COLUMNS = ["claim_id", "status", "detail", "kind", "dataset", "setting", "metric", "method", "other_method",
-                  "compared_with", "coverage", "mode", "comparator", "paper_value", "paper_value_hi", "n", "reproduced_mean",
+                  "compared_with", "coverage", "mode", "comparator", "paper_value", "paper_value_hi", "bound",
+                  "bound_basis", "n", "reproduced_mean",
                   "reproduced_std", "ci_low", "ci_high", "diff_vs_paper", "paper_in_ci", "direction_match",
                   "ci_side", "method_mean", "method_n", "other_mean", "other_n", "n_pairs", "t", "p", "test",
                   "in_comment", "location", "line", "quote", "notes"]
@@ -440,8 +450,90 @@ def check_claims(claims: pd.DataFrame, runs: pd.DataFrame, pr: FigureInput | Non
     records = claims.to_dict("records")
     rows = [check_claim(c, nr, pr, spec, mode) for c in records]
     for claim, row in zip(records, rows):
+        mark_unattainable(claim, row, nr)
         mark_paper_inconsistency(claim, row, records, nr)
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+
+
+# ============================================================== what the metrics can reach
+
+def attainable_bound(runs: pd.DataFrame, claim: dict) -> tuple[float, str]:
+    """``(bound in %, basis)``: the most the claim's metric reaches on its dataset and setting
+    (``nan, ''`` where there is none), from the ``oracle_*`` columns of the normalised runs
+    (:mod:`cdgtmll.metrics.oracle`; the same in both threshold modes):
+
+    * Micro-/Macro-/Rare-F1: the maximum, over the claim's method's runs, of the best any
+      thresholding of each run's test scores reaches (thresholds chosen on the test set) -- a
+      bound for the scores that were run, not for the method;
+    * mAP, P@k: a perfect ranking of the test labels (data only; the maximum over every run of
+      the dataset and setting, which all share the test split), so it holds for any method,
+      also one not run.
+    """
+    metric = str(claim.get("metric", ""))
+    col = f"oracle_{metric}"
+    if metric not in (*SCORE_BOUND_METRICS, *DATA_BOUND_METRICS) or col not in runs:
+        return math.nan, ""
+    setting = canonical_setting(claim["setting"])
+    sel = runs[(runs["dataset"] == claim["dataset"]) & runs["setting"].map(lambda s: setting_matches(setting, s))]
+    if metric in SCORE_BOUND_METRICS:
+        sel = sel[sel["method"] == canonical_method(claim["method"])]
+    vals = sel.drop_duplicates(["method", "seed", "skey"])[col] if len(sel) else pd.Series(dtype=float)
+    vals = pd.to_numeric(vals, errors="coerce").dropna()
+    if vals.empty:
+        return math.nan, ""
+    if metric in SCORE_BOUND_METRICS:
+        basis = (f"best thresholding of the run's test scores (per-label thresholds chosen on the test set), "
+                 f"max over {len(vals)} run(s) of {canonical_method(claim['method'])}")
+    else:
+        basis = "perfect ranking of the test labels (data only, any method)"
+    return float(vals.max()), basis
+
+
+def mark_unattainable(claim: dict, row: dict, runs: pd.DataFrame) -> None:
+    """Record the claim's :func:`attainable_bound` in ``row`` (``bound``, ``bound_basis``; ``value`` and
+    ``bound`` claims only) and set
+    the status to :data:`UNATTAINABLE` when the paper's value lies above it
+    (:func:`cdgtmll.claims.verdict.above_bound`) -- unless the claim is ``consistent`` (the paper's
+    value inside the sampling interval of the reproduced mean). The status it replaces stays in
+    ``detail``."""
+    if claim.get("kind") not in ("value", "bound"):  # a difference is not bounded by the metric's bound
+        row["bound"], row["bound_basis"] = math.nan, ""
+        return
+    bound, basis = attainable_bound(runs, claim)
+    row["bound"], row["bound_basis"] = bound, basis
+    if row.get("status") == CONSISTENT or not above_bound(claim.get("kind"), claim.get("comparator", ""),
+                                                         claim.get("paper_value"), bound):
+        return
+    was = _s(row.get("status")) + (f" ({row['detail']})" if _s(row.get("detail")) else "")
+    row["status"] = UNATTAINABLE
+    row["detail"] = (f"the paper's {_f(claim.get('paper_value'))} lies above {_f(bound)}, the most {claim['metric']} "
+                     f"reaches here: {basis}; reproduction check alone: {was}")
+
+
+def hamming_comparison(res: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """A measured comparison, no statement of what the paper computed: for each single-value
+    Micro-F1 claim whose method has runs on its dataset and setting, the paper's value, our
+    Micro-F1 (mean over the runs, in the claim's threshold mode) and our Hamming accuracy
+    (``1 - (FP + FN) / (M L)`` at the global threshold, mean over the same runs), in percent.
+    ``runs`` is ``all_runs.csv`` as read by pandas; empty when it has no ``hamming_accuracy``."""
+    cols = ["claim_id", "dataset", "setting", "method", "mode", "paper_value", "micro_f1", "hamming_accuracy", "n"]
+    if HAMMING not in runs or res.empty:
+        return pd.DataFrame(columns=cols)
+    nr = normalise_runs(runs)
+    out = []
+    for r in res.to_dict("records"):
+        if r["metric"] != "micro_f1" or r["kind"] != "value":
+            continue
+        method, setting = canonical_method(r["method"]), canonical_setting(r["setting"])
+        sel = nr[(nr["dataset"] == r["dataset"]) & (nr["method"] == method) & (nr["mode"] == r["mode"])
+                 & nr["setting"].map(lambda s, c=setting: setting_matches(c, s))]
+        sel = sel[sel["micro_f1"].notna() & sel[HAMMING].notna()]
+        if sel.empty:
+            continue
+        out.append({"claim_id": r["claim_id"], "dataset": r["dataset"], "setting": setting, "method": method,
+                    "mode": r["mode"], "paper_value": r["paper_value"], "micro_f1": float(sel["micro_f1"].mean()),
+                    "hamming_accuracy": float(sel[HAMMING].mean()), "n": int(len(sel))})
+    return pd.DataFrame(out, columns=cols)
 
 
 def construction(runs: pd.DataFrame, dataset: str, method: str) -> tuple[str, tuple[str, ...]] | None:

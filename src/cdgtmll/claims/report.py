@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from cdgtmll.claims.verdict import (
+    BOUND_TOLERANCE,
     CONSISTENT,
     INCONSISTENT,
     KINDS,
@@ -24,6 +25,7 @@ from cdgtmll.claims.verdict import (
     NC_METHOD,
     PAPER_INCONSISTENT,
     STATUS_ORDER,
+    UNATTAINABLE,
 )
 from cdgtmll.tables.html import esc, frame_table, page
 
@@ -80,7 +82,7 @@ def _claim_text(r: dict) -> str:
 
 
 #: columns of a claims table, in the Markdown and the HTML
-CLAIM_TABLE = ("claim", "what", "paper", "reproduced (n)", "95% CI", "Δ vs paper", "test", "status")
+CLAIM_TABLE = ("claim", "what", "paper", "bound", "reproduced (n)", "95% CI", "Δ vs paper", "test", "status")
 
 
 def _claim_cells(r: dict) -> dict[str, str]:
@@ -104,7 +106,8 @@ def _claim_cells(r: dict) -> dict[str, str]:
         if "/" in cov and cov.split("/")[0] != cov.split("/")[1]:
             test += f" ({cov} listed run)"
     status = r["status"] + (f" — {r['detail']}" if _s(r["detail"]) else "")
-    return dict(zip(CLAIM_TABLE, (cid, _claim_text(r), _paper_text(r), rep, ci, _f(r["diff_vs_paper"]), test,
+    bound = _f(r.get("bound"))
+    return dict(zip(CLAIM_TABLE, (cid, _claim_text(r), _paper_text(r), bound, rep, ci, _f(r["diff_vs_paper"]), test,
                                   status)))
 
 
@@ -120,7 +123,44 @@ def _header(res: pd.DataFrame, runs_path: str, claims_path: str, n_runs: int, da
             "`beats` in the claimed direction. Claims marked `not checked` are neither passed nor failed.",
             "`paper inconsistency`: the paper prints a value different from one it must equal by construction "
             "(PE's mAP and P@k are BCE's: PE only thresholds BCE's probabilities); a fault of the paper, "
-            "not a failure to reproduce (details in the claim's row)."]
+            "not a failure to reproduce (details in the claim's row).",
+            f"`{UNATTAINABLE}`: the paper's value (less {BOUND_TOLERANCE:g}, the rounding of its one printed decimal) lies "
+            "above "
+            "`bound`, the most the metric reaches on the same test split under the definitions of App. E.4 "
+            "(`cdgtmll.metrics.oracle`). Micro-/Macro-/Rare-F1: the best any thresholding of our runs' test "
+            "scores reaches, thresholds chosen on the test set itself (Micro-F1: the exact maximum over per-label "
+            "thresholds; Macro-/Rare-F1: each label at its F1-optimal threshold), the maximum over the claim's "
+            "method's runs -- a bound for the scores that were run, not for the method. mAP and P@k: a perfect "
+            "ranking of the test labels (mAP 100; P@k the mean of min(k, labels of the row) / k), which no "
+            "method can exceed. A claim whose value lies inside the reproduced interval stays `consistent`; "
+            "the status the claim would have had otherwise is kept in its row.",
+            "`bound` is printed for every claim that has one (CSV columns `bound`, `bound_basis`)."]
+
+
+#: the Micro-F1 / Hamming-accuracy comparison: heading, what it is (and is not), columns
+HAMMING_TITLE = "Micro-F1 claims beside our Hamming accuracy (a measured comparison)"
+HAMMING_TEXT = ("Numbers side by side, nothing more: for each Micro-F1 claim whose method was run, the paper's "
+                "value, our Micro-F1 (Eq. E.2, mean over the runs) and our Hamming accuracy over the same runs "
+                "(the share of correct label decisions, 1 - (FP + FN) / (M L), at the global threshold; not a metric "
+                "of App. E.4). Which of the two the paper's value lies nearer is a measurement; it does not show "
+                "which quantity the paper computed, and this check does not assume the paper used Hamming accuracy.")
+HAMMING_TABLE = ("claim", "what", "paper Micro-F1", "our Micro-F1", "our Hamming accuracy", "runs")
+
+
+def _hamming_cells(h: pd.DataFrame) -> list[dict[str, str]]:
+    return [dict(zip(HAMMING_TABLE, (r["claim_id"], f"{r['method']}, {r['dataset']} {r['setting']} ({r['mode']})",
+                                     _f(r["paper_value"]), _f(r["micro_f1"]), _f(r["hamming_accuracy"]),
+                                     str(int(r["n"])))))
+            for r in h.to_dict("records")]
+
+
+def _hamming_markdown(h: pd.DataFrame | None) -> list[str]:
+    if h is None or h.empty:
+        return []
+    md = [f"### {HAMMING_TITLE}", "", HAMMING_TEXT, "", "| " + " | ".join(HAMMING_TABLE) + " |",
+          "|---|---|---:|---:|---:|---:|"]
+    md += ["| " + " | ".join(c.values()) + " |" for c in _hamming_cells(h)]
+    return md + [""]
 
 
 def _summary(res: pd.DataFrame) -> tuple[list[str], pd.Series, int, list[tuple[str, list[int]]]]:
@@ -139,13 +179,16 @@ def _summary(res: pd.DataFrame) -> tuple[list[str], pd.Series, int, list[tuple[s
 
 
 def render_markdown(res: pd.DataFrame, runs_path: str, claims_path: str, n_runs: int, datasets: list[str],
-                    extra: list[str], profile: dict | None = None) -> str:
+                    extra: list[str], profile: dict | None = None, hamming: pd.DataFrame | None = None) -> str:
     """``profile``: the tables' ``profile.json`` (which datasets and methods the profile has), for
-    the reasons of the verdict; None when unknown."""
+    the reasons of the verdict; None when unknown. ``hamming``:
+    :func:`cdgtmll.claims.compare.hamming_comparison`, shown at the end of "How this check was
+    made" (omitted when None or empty)."""
     order, counts, partial, kinds = _summary(res)
     md = ["# Paper claims vs. reproduced runs", "", *_verdict_markdown(res, profile), "",
           "## How this check was made", "",
           *[f"- {h}" for h in _header(res, runs_path, claims_path, n_runs, datasets, extra)], "",
+          *_hamming_markdown(hamming),
           "## Summary", "", "| status | claims |", "|---|---:|"]
     md += [f"| {s} | {int(counts[s])} |" for s in order]
     md += [f"| **total** | {len(res)} |", ""]
@@ -159,7 +202,7 @@ def render_markdown(res: pd.DataFrame, runs_path: str, claims_path: str, n_runs:
     for grp in dict.fromkeys(_group(r["claim_id"]) for r in recs):
         md += ["", f"## {grp}", "",
                "| " + " | ".join(CLAIM_TABLE) + " |",
-               "|---|---|---:|---:|---|---:|---|---|"]
+               "|---|---|---:|---:|---:|---|---:|---|---|"]
         md += ["| " + " | ".join(_claim_cells(r).values()) + " |" for r in recs if _group(r["claim_id"]) == grp]
     return "\n".join(md) + "\n"
 
@@ -171,6 +214,8 @@ def _status_class(status: str) -> str:
         return "text status-inconsistent"
     if status.startswith(PAPER_INCONSISTENT):
         return "text status-paper"
+    if status.startswith(UNATTAINABLE):
+        return "text status-unattainable"
     return "text status-notchecked"
 
 
@@ -181,7 +226,8 @@ def _inline(text: str) -> str:
 
 
 def render_html(res: pd.DataFrame, runs_path: str, claims_path: str, n_runs: int, datasets: list[str],
-                extra: list[str], stamp: str = "", profile: dict | None = None) -> str:
+                extra: list[str], stamp: str = "", profile: dict | None = None,
+                hamming: pd.DataFrame | None = None) -> str:
     """The claims check as one HTML page: the same verdict, header, summary and per-group tables
     as :func:`render_markdown`; the status cell coloured (consistent green, inconsistent red,
     paper inconsistency yellow, not checked grey)."""
@@ -193,6 +239,12 @@ def render_html(res: pd.DataFrame, runs_path: str, claims_path: str, n_runs: int
     body += [_verdict_html(res, profile), "<h2>How this check was made</h2>"]
     body.append('<ul class="meta">' + "".join(
         f"<li>{_inline(h)}</li>" for h in _header(res, runs_path, claims_path, n_runs, datasets, extra)) + "</ul>")
+    if hamming is not None and not hamming.empty:
+        hdf = pd.DataFrame(_hamming_cells(hamming), columns=list(HAMMING_TABLE))
+        hcls = pd.DataFrame([["text" if c in ("claim", "what") else "" for c in HAMMING_TABLE]] * len(hdf),
+                            columns=list(HAMMING_TABLE))
+        body += [f"<h3>{esc(HAMMING_TITLE)}</h3>", f'<p class="caption">{esc(HAMMING_TEXT)}</p>',
+                 frame_table(hdf, "claims_hamming", hcls)]
     summary = pd.DataFrame({"status": order + ["total"], "claims": [int(counts[s]) for s in order] + [len(res)]})
     cls = pd.DataFrame({"status": [_status_class(s) for s in order] + ["text best"],
                         "claims": [""] * len(order) + ["best"]})
@@ -294,13 +346,16 @@ def verdicts(res: pd.DataFrame, profile: dict | None = None) -> list[tuple[str, 
     recs = res.to_dict("records")
     for grp in dict.fromkeys(_group(r["claim_id"]) for r in recs):
         rs = [r for r in recs if _group(r["claim_id"]) == grp]
-        by = {s: [r for r in rs if r["status"] == s] for s in (CONSISTENT, INCONSISTENT, PAPER_INCONSISTENT)}
+        by = {s: [r for r in rs if r["status"] == s]
+              for s in (CONSISTENT, INCONSISTENT, UNATTAINABLE, PAPER_INCONSISTENT)}
         nc = [r for r in rs if r["status"] not in by]
         counts = [f"{len(by[CONSISTENT])} consistent", f"{len(by[INCONSISTENT])} inconsistent"]
+        if by[UNATTAINABLE]:
+            counts.append(f"{len(by[UNATTAINABLE])} {UNATTAINABLE}")
         if by[PAPER_INCONSISTENT]:
             counts.append(f"{len(by[PAPER_INCONSISTENT])} paper inconsistency")
         counts.append(f"{len(nc)} not checked")
-        checked = len(by[CONSISTENT]) + len(by[INCONSISTENT])
+        checked = len(by[CONSISTENT]) + len(by[INCONSISTENT]) + len(by[UNATTAINABLE])
         head = f"{len(rs)} claim{'' if len(rs) == 1 else 's'}: {', '.join(counts)}."
         if checked:
             head += f" Reproduces: {len(by[CONSISTENT])} of {checked} checked"
@@ -311,6 +366,9 @@ def verdicts(res: pd.DataFrame, profile: dict | None = None) -> list[tuple[str, 
         bad = []
         if by[INCONSISTENT]:
             bad.append(f"Does not reproduce: {len(by[INCONSISTENT])} ({_where(by[INCONSISTENT])}).")
+        if by[UNATTAINABLE]:
+            bad.append(f"Unattainable under E.4: {len(by[UNATTAINABLE])} (the paper's value lies above the most "
+                       f"the metric reaches on the test split; {_where(by[UNATTAINABLE])}).")
         if by[PAPER_INCONSISTENT]:
             bad.append(f"Paper inconsistency: {len(by[PAPER_INCONSISTENT])} (the paper prints different values "
                        f"where they are equal by construction; not a reproduction failure; "

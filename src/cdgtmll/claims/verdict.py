@@ -20,10 +20,18 @@ CONF = 0.95
 CONSISTENT = "consistent"
 INCONSISTENT = "inconsistent"
 PAPER_INCONSISTENT = "paper inconsistency"
+UNATTAINABLE = "unattainable under E.4"
 NC_DATASET = "not checked: dataset not run"
 NC_METHOD = "not checked: method not run"
 NC_FEW = "not checked: too few runs"
-STATUS_ORDER = (CONSISTENT, INCONSISTENT, PAPER_INCONSISTENT, NC_DATASET, NC_METHOD, NC_FEW)
+STATUS_ORDER = (CONSISTENT, INCONSISTENT, UNATTAINABLE, PAPER_INCONSISTENT, NC_DATASET, NC_METHOD, NC_FEW)
+
+
+#: half a unit of the paper's last printed digit (its tables print one decimal, in percent): a
+#: printed value ``v`` may stand for any true value >= ``v - BOUND_TOLERANCE``
+BOUND_TOLERANCE = 0.05
+#: comparators of a claim that states the value is reached (``=``/``≈``) or exceeded (``>``)
+_REACHES = ("=", "", "≈", "~", ">", ">=")
 
 
 def needs(what: str) -> str:
@@ -102,6 +110,24 @@ def welch_from_stats(m1: float, s1: float, n1: int, m2: float, s2: float, n2: in
     res = stats.ttest_ind_from_stats(m1, s1, n1, m2, s2, n2, equal_var=False)
     return {"n": min(n1, n2), "mean": diff, "std": math.nan, "lo": diff - half, "hi": diff + half,
             "t": float(res.statistic), "p": float(res.pvalue)}
+
+
+def above_bound(kind: str, comparator: str, paper_value: float, bound: float,
+                tol: float = BOUND_TOLERANCE) -> bool:
+    """True when a claim states a value no run can reach: a ``value`` claim (``=``, ``≈``) or a
+    ``bound`` claim ``> v`` / ``>= v`` whose printed value, less the rounding ``tol``, lies above
+    ``bound`` (percent; the most the metric can reach, :mod:`cdgtmll.metrics.oracle`). False
+    for other kinds (differences, ``<`` bounds) and when either number is missing."""
+    cmp = "" if comparator is None or (isinstance(comparator, float) and math.isnan(comparator)) else str(comparator)
+    if kind not in ("value", "bound") or cmp.strip() not in _REACHES:
+        return False
+    try:
+        pv, b = float(paper_value), float(bound)
+    except (TypeError, ValueError):
+        return False
+    if not (math.isfinite(pv) and math.isfinite(b)):
+        return False
+    return pv - tol > b
 
 
 def _ci_side(lo: float, hi: float, ok) -> str:

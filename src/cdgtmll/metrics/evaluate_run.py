@@ -46,6 +46,12 @@ paper reports only P@k on XMC, and App. E.2 says label-adaptive thresholds are n
 for P@k). ``mAP``, ``micro_f1``, ``macro_f1``, ``rare_f1`` are ``null`` with
 ``"note": "not computed for top-K predictions"``, in both blocks and the ``method``
 block; ``adaptive_thresholds`` is ``null``.
+
+What the metrics can reach (``oracle`` block, :mod:`cdgtmll.metrics.oracle`): the best
+Micro-F1 (E.2), Macro-F1 (E.5) and Rare-F1 (E.6) any thresholding of the run's test scores
+reaches, thresholds chosen on the test split itself (bounds, not results); mAP (E.8) and P@k
+(E.9) of a perfect ranking of the test labels; and the Hamming accuracy at the global
+threshold (not an E.4 metric). For top-K predictions only the perfect-ranking bounds.
 """
 
 from __future__ import annotations
@@ -62,7 +68,7 @@ from cdgtmll.io import NPZ_ERRORS, CorruptArtifactError, corrupt_artifact, load_
 from cdgtmll.labels import label_counts, tail_labels
 from cdgtmll.lineage import provenance
 from cdgtmll.lineage.code import identity
-from cdgtmll.metrics import definitions, evaluation, thresholds
+from cdgtmll.metrics import definitions, evaluation, oracle, thresholds
 
 # --------------------------------------------------------------------------- top-K format
 TOPK_NOTE = "not computed for top-K predictions"
@@ -118,6 +124,7 @@ def evaluate_run(clean: ProcessedData, pred_path: Path, tail: np.ndarray, thresh
                 raise ValueError(f"{pred_path}: field '{key}' does not match the {split} rows of the clean data")
         result = _evaluate_topk(clean, z, threshold, own)
         result["f1_no_positive_labels"] = {"rule": no_positive_labels, "note": TOPK_NOTE}
+        result["oracle"] = oracle.topk_oracle_block(clean.part("test")[1], TOPK_NOTE)
         return result
     s_val, s_test = z["val"], z["test"]
     own = z["method_thresholds"] if "method_thresholds" in z else None
@@ -135,6 +142,7 @@ def evaluate_run(clean: ProcessedData, pred_path: Path, tail: np.ndarray, thresh
         result["method"] = block
         result["method_thresholds"] = [float(t) for t in own]
         result.update(extra)
+    result["oracle"] = oracle.oracle_block(Y_test, s_test, tail, threshold, no_positive_labels)
     return result
 
 

@@ -21,7 +21,9 @@ Eq.          quantity                                           function (in :mo
 Layout: the metric functions above, the rule for labels without positives and the
 block-wise input handling are in :mod:`cdgtmll.metrics.definitions`; threshold tuning and the
 decision-rule names in :mod:`cdgtmll.metrics.thresholds`; this module assembles the
-metrics blocks (:func:`evaluate`, :func:`evaluate_all`, :func:`per_label_report`).
+metrics blocks (:func:`evaluate`, :func:`evaluate_all`, :func:`per_label_report`); what these
+metrics can reach on a test split (thresholds chosen on the test set, a perfect ranking) in
+:mod:`cdgtmll.metrics.oracle`.
 
 Conventions fixed here (the paper leaves them open):
 

@@ -12,6 +12,12 @@ What a row records beside the metrics, from each run's files:
   (:func:`equal_by_construction`), the method's own note on how it differs from its paper
   (:func:`run_deviation`), labels without training positives, and how an image backbone
   was used (:func:`backbone_use`), from ``provenance.json``;
+* what the metrics can reach on the run's test split (the ``oracle`` block,
+  :mod:`cdgtmll.metrics.oracle`): ``oracle_micro_f1``, ``oracle_macro_f1``, ``oracle_rare_f1``
+  (the best any thresholding of the run's scores reaches, thresholds chosen on the test set),
+  ``oracle_mAP``, ``oracle_p@k`` (a perfect ranking; data only) and ``hamming_accuracy`` at the
+  global threshold (not an E.4 metric), the same in both threshold modes; empty for a run
+  evaluated before the block existed;
 * the path and sha256 of the metrics file (the ``.sources.json`` sidecars and
   ``cdgtmll audit`` follow them).
 
@@ -40,6 +46,8 @@ RANKING_METRICS = ("mAP", "p@1", "p@3", "p@5")
 F1_COLUMNS = ("micro_f1", "macro_f1", "rare_f1")
 #: long-table columns describing how a row's F1 columns were computed
 RULE_COLUMNS = tuple(f"{m}_rule" for m in F1_COLUMNS)
+#: ``all_runs.csv`` column -> key of the ``oracle`` block of metrics.json (threshold-mode free)
+ORACLE_COLUMNS = {**{f"oracle_{m}": m for m in METRICS}, "hamming_accuracy": "hamming_accuracy"}
 EXCLUSION_COLUMNS = ("f1_no_positive_labels", "macro_f1_left_out", "macro_f1_of", "rare_f1_left_out", "rare_f1_of",
                      "labels_without_test_positives", "tail_labels_without_test_positives")
 
@@ -111,6 +119,12 @@ def _f1_record(m: dict, block: dict) -> dict:
     return rec
 
 
+def oracle_record(m: dict) -> dict:
+    """The :data:`ORACLE_COLUMNS` of a run from its ``oracle`` block (None where absent)."""
+    o = m.get("oracle") or {}
+    return {col: o.get(key) for col, key in ORACLE_COLUMNS.items()}
+
+
 BACKBONE_USE = {False: "ResNet-50 fine-tuned end to end",
                 True: "ResNet-50 frozen (ImageNet features extracted once, heads trained on them)"}
 
@@ -157,6 +171,7 @@ def collect(paths: list[Path]) -> pd.DataFrame:
                    "backbone": backbone, "metrics_path": str(mpath), "metrics_sha256": digest}
             row.update({k: block.get(k) for k in METRICS})
             row.update(_f1_record(m, block))
+            row.update(oracle_record(m))
             row["equal_by_construction"] = construction
             row["deviation"] = deviation
             untrained = m.get("labels_without_train_positives") or {}
@@ -164,7 +179,7 @@ def collect(paths: list[Path]) -> pd.DataFrame:
             row.update(code)
             rows.append(row)
     cols = ["dataset", "variant", "setting", "severity", "sampling_seed", "method", "seed", "mode", "own_thresholds", *METRICS,
-            *RULE_COLUMNS, *EXCLUSION_COLUMNS, "equal_by_construction", "deviation", "untrained_labels", "backbone",
+            *RULE_COLUMNS, *EXCLUSION_COLUMNS, *ORACLE_COLUMNS, "equal_by_construction", "deviation", "untrained_labels", "backbone",
             "git_commit", "git_dirty", "code_sha256", "metrics_path", "metrics_sha256"]
     return pd.DataFrame(rows, columns=cols)
 

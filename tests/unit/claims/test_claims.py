@@ -472,7 +472,8 @@ def test_cli_writes_the_same_check_as_one_html_page(tmp_path, r_runs):
     for cid, status in zip(res["claim_id"], res["status"]):
         cid = cid + (" (in LaTeX comment)" if cid not in status_class else "")
         want = {verdict.CONSISTENT: "status-consistent", verdict.INCONSISTENT: "status-inconsistent",
-                verdict.PAPER_INCONSISTENT: "status-paper"}.get(status, "status-notchecked")
+                verdict.PAPER_INCONSISTENT: "status-paper",
+                verdict.UNATTAINABLE: "status-unattainable"}.get(status, "status-notchecked")
         assert want in status_class[cid].split(), (cid, status)
     assert any(c.startswith("T3:") for c in status_class)
     html = first.decode("utf-8")
