@@ -8,7 +8,9 @@ about 3 s; see shared notes), and writes per seed, under ``DIR/seed<k>/``:
 * ``predictions.npz`` – validation and test probabilities (float64) and row indices,
   or, for large label spaces (``L > TOPK_MIN_LABELS``), the top-``TOPK`` labels per row
   (see "Top-K predictions" below),
-* ``provenance.json`` – git state, run-spec hash, input hashes, seed, packages, device,
+* ``provenance.json`` – git state, run-spec hash, input hashes, seed, packages, device, and
+  for a neural method ``epoch_selection``: the rule (``select_epoch``) and the epoch whose
+  weights gave the predictions, with its validation mAP (:func:`cdgtmll.nn.trainer.epoch_selection`),
 * anything the method writes into its work dir (``train_log.csv``, checkpoints, ...).
 
 Files are written atomically; a seed whose ``predictions.npz`` exists and whose
@@ -172,6 +174,7 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
                                    "labels_without_train_positives": no_pos,
                                    "data_sources": data.meta.get("source_files"),
                                    "backbone": backbone_record(data, method),
+                                   "epoch_selection": getattr(method, "epoch_selection", None),
                                    "outputs": provenance.file_hashes({"predictions": pred_path})})
     write_json(prov_path, rec)
     progress.seed_done(seed, fit_seconds, scores)

@@ -5,8 +5,11 @@ Every neural method shares the trainer hyper-parameters (App. E.1/E.2, Yeast val
 as defaults): ``epochs=100``, ``batch_size=256``, ``lr_backbone=2e-3`` (eta_0),
 ``lr_head=None`` (eta_head; ``None`` = eta_0, the paper gives no tabular eta_head),
 ``weight_decay=1e-4`` (AdamW), ``grad_clip=5.0`` (global norm), ``hidden_dim=512``
-(d'). ``RunContext.epochs`` / ``.batch_size`` override ``epochs`` / ``batch_size`` when
-set.
+(d'), ``select_epoch=DEFAULT_SELECT_EPOCH`` (which epoch's weights predict: ``last`` or
+``best_val``, the epoch with the best validation mAP; :func:`cdgtmll.nn.trainer.epoch_selection`,
+docs/methods.md "Epoch selection"). ``RunContext.epochs`` / ``.batch_size`` override
+``epochs`` / ``batch_size`` when set. After ``fit``, ``epoch_selection`` is the record of the
+kept epoch (rule, epoch, its validation mAP; written into each run's provenance).
 
 Backbone: the MLP (:class:`cdgtmll.nn.backbone.MLPBackbone`), or the TF-IDF linear
 backbone (:class:`cdgtmll.nn.sparse.SparseLinearBackbone`, ``d' = hidden_dim``) when the
@@ -44,7 +47,10 @@ from cdgtmll.methods.base import FitData, Method, RunContext, hparam_names, regi
 from cdgtmll.nn.backbone import MLPBackbone
 from cdgtmll.nn.losses.registry import build_loss, loss_class, loss_hparam_space, loss_module
 from cdgtmll.nn.sparse import SparseLinearBackbone, use_sparse_backbone
-from cdgtmll.nn.trainer import TrainConfig, TrainTask, predict_in_chunks, resolve_device, train
+from cdgtmll.nn.trainer import TrainConfig, TrainTask, epoch_selection, predict_in_chunks, resolve_device, train
+
+#: the default of ``select_epoch`` for every neural method (docs/methods.md "Epoch selection")
+DEFAULT_SELECT_EPOCH = "best_val"
 
 
 class NeuralMethod(Method, TrainTask):
@@ -60,7 +66,7 @@ class NeuralMethod(Method, TrainTask):
     #: or ``methods.<name>``); here ``lr_head`` and ``grad_clip`` may also be None
     #: (eta_head = eta_0; no clipping)
     hparam_space = training_hparam_space(
-        ("epochs", "batch_size", "lr_backbone", "lr_head", "weight_decay", "grad_clip", "hidden_dim"),
+        ("epochs", "batch_size", "lr_backbone", "lr_head", "weight_decay", "grad_clip", "hidden_dim", "select_epoch"),
         nullable=("lr_head", "grad_clip"),
     )
 
@@ -73,6 +79,7 @@ class NeuralMethod(Method, TrainTask):
         weight_decay: float = 1e-4,
         grad_clip: float | None = 5.0,
         hidden_dim: int = 512,
+        select_epoch: str = DEFAULT_SELECT_EPOCH,
     ) -> None:
         self.epochs = int(epochs)
         self.batch_size = int(batch_size)
@@ -81,6 +88,9 @@ class NeuralMethod(Method, TrainTask):
         self.weight_decay = float(weight_decay)
         self.grad_clip = None if grad_clip is None else float(grad_clip)
         self.hidden_dim = int(hidden_dim)
+        self.select_epoch = str(select_epoch)
+        TrainConfig(select_epoch=self.select_epoch)  # validates the rule at construction
+        self.epoch_selection: dict[str, Any] | None = None  # set by fit
         self.model: nn.Module | None = None
         self.train_log: list[dict[str, Any]] = []
         self.device = torch.device("cpu")
@@ -101,6 +111,7 @@ class NeuralMethod(Method, TrainTask):
             "weight_decay": self.weight_decay,
             "grad_clip": self.grad_clip,
             "hidden_dim": self.hidden_dim,
+            "select_epoch": self.select_epoch,
         }
 
     def train_config(self, ctx: RunContext) -> TrainConfig:
@@ -111,6 +122,7 @@ class NeuralMethod(Method, TrainTask):
             lr_head=self.lr_head,
             weight_decay=self.weight_decay,
             grad_clip=self.grad_clip,
+            select_epoch=self.select_epoch,
         )
 
     def fingerprint(self) -> dict[str, Any]:
@@ -168,9 +180,9 @@ class NeuralMethod(Method, TrainTask):
                 X_val = self._image_input(data.X_val, train=False)
         self._sparse_input = use_sparse_backbone(X_train, self._backbone_kind)
         self.prepare(data, ctx)
-        self.model, self.train_log = train(
-            self, X_train, data.Y_train, X_val, data.Y_val, self.train_config(ctx), ctx, self.fingerprint()
-        )
+        cfg = self.train_config(ctx)
+        self.model, self.train_log = train(self, X_train, data.Y_train, X_val, data.Y_val, cfg, ctx, self.fingerprint())
+        self.epoch_selection = epoch_selection(self.train_log, cfg.select_epoch)
         return self
 
     def predict_proba(self, X: Any) -> np.ndarray:

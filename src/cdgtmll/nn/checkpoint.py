@@ -71,8 +71,11 @@ def fingerprint_hash(obj: Any) -> str:
 
 
 def training_state(fp: dict[str, Any], fp_hash: str, epoch: int, model: torch.nn.Module, opt: Any, sched: Any,
-                   task: Any, gen: torch.Generator, rows: list[dict[str, Any]], scaler: Any) -> dict[str, Any]:
-    """The checkpoint written after ``epoch``."""
+                   task: Any, gen: torch.Generator, rows: list[dict[str, Any]], scaler: Any,
+                   best: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The checkpoint written after ``epoch``. ``best``: with ``select_epoch: best_val``, the
+    best epoch so far ``{"epoch", "val_mAP", "model": state_dict}`` (None otherwise, or
+    before any epoch with a finite validation mAP); ``model`` is always the last epoch's."""
     return {
         "fingerprint": fp_hash,
         "fingerprint_obj": fp,
@@ -84,6 +87,7 @@ def training_state(fp: dict[str, Any], fp_hash: str, epoch: int, model: torch.nn
         "rng": get_rng_state(gen),
         "rows": rows,
         "grad_scaler": None if scaler is None else scaler.state_dict(),
+        "best": best,
     }
 
 

@@ -75,6 +75,19 @@ because it is row-wise, unless the task names its target columns with
 ``Y_val`` the log gets ``val_p@1/3/5`` too and ``val_mAP`` is NaN above
 ``nn.sparse.DENSE_VAL_MAX_CELLS``. Dense inputs take exactly the previous code path.
 
+Epoch selection (``TrainConfig.select_epoch``; :func:`epoch_selection`): ``last`` returns
+the weights after the last epoch; ``best_val`` returns the weights after the epoch with
+the highest validation mAP (the log's ``val_mAP``, Eq. E.8; ties: the earliest such
+epoch; epochs with a NaN ``val_mAP`` never count). The training itself is the same under
+both rules (same updates, same log): only which weights ``train`` returns differs. With
+``best_val`` the best epoch's weights (a copy of ``model.state_dict()`` taken when the
+epoch's checkpoint is written, i.e. after ``epoch_end``) and its epoch and score are part
+of every checkpoint (``best``), so an interrupted and resumed run returns the same weights
+as an uninterrupted one; the checkpoint's ``model`` stays the last epoch's (that is what
+training resumes from). Without any finite ``val_mAP`` (no validation rows, or an XMC
+label space above ``nn.sparse.DENSE_VAL_MAX_CELLS``) ``best_val`` keeps the last epoch and
+warns; the selection record says so (``fallback``).
+
 ``ctx.extra["_stop_after_epoch"] = k`` (test-only) raises :class:`TrainingInterrupted`
 right after epoch ``k``'s checkpoint and log are written.
 
@@ -117,6 +130,10 @@ from cdgtmll.nn.progress import epoch_reporter
 from cdgtmll.nn.val_metrics import validation_metrics
 
 PREDICT_CHUNK = 8192
+#: the rules of ``TrainConfig.select_epoch`` (module docstring, "Epoch selection")
+SELECT_EPOCH_RULES = ("last", "best_val")
+#: the validation column ``best_val`` maximises
+SELECT_METRIC = "val_mAP"
 
 
 class TrainingInterrupted(RuntimeError):
@@ -137,6 +154,7 @@ class TrainConfig:
     lr_head: float | None = None
     weight_decay: float = 1e-4
     grad_clip: float | None = 5.0
+    select_epoch: str = "last"
 
     @property
     def head_lr(self) -> float:
@@ -145,6 +163,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.epochs < 1 or self.batch_size < 1:
             raise ValueError(f"epochs and batch_size must be >= 1, got {self.epochs}, {self.batch_size}")
+        if self.select_epoch not in SELECT_EPOCH_RULES:
+            raise ValueError(f"select_epoch must be one of {SELECT_EPOCH_RULES}, got {self.select_epoch!r}")
 
 
 class TrainTask:
@@ -259,6 +279,52 @@ def predict_in_chunks(fn: Callable[[torch.Tensor], torch.Tensor], X: Any, device
     return torch.cat(outs).numpy()
 
 
+def epoch_selection(rows: list[dict[str, Any]], rule: str) -> dict[str, Any]:
+    """Which epoch's weights rule ``rule`` keeps, from the log rows (module docstring,
+    "Epoch selection"): ``{"rule", "metric", "epoch", "val_mAP" (of that epoch),
+    "epochs_trained", "last_val_mAP"}``, plus ``"fallback"`` (why) when ``best_val`` had no
+    finite validation mAP and kept the last epoch. The trainer uses it too, so the record
+    and the returned weights agree."""
+    if rule not in SELECT_EPOCH_RULES:
+        raise ValueError(f"select_epoch must be one of {SELECT_EPOCH_RULES}, got {rule!r}")
+    if not rows:
+        return {"rule": rule, "metric": SELECT_METRIC, "epoch": None, SELECT_METRIC: None, "epochs_trained": 0,
+                "last_val_mAP": None}
+
+    def score(r: dict[str, Any]) -> float:
+        try:
+            v = float(r.get(SELECT_METRIC, float("nan")))
+        except (TypeError, ValueError):
+            return float("nan")
+        return v if math.isfinite(v) else float("nan")
+
+    last = rows[-1]
+    pick, fallback = last, None
+    if rule == "best_val":
+        best = None
+        for r in rows:  # strictly better only: ties keep the earliest epoch; NaN never wins
+            if not math.isnan(score(r)) and (best is None or score(r) > score(best)):
+                best = r
+        if best is None:
+            fallback = f"no finite validation {SELECT_METRIC} in any epoch: the last epoch is kept"
+        else:
+            pick = best
+
+    def num(v: float) -> float | None:
+        return None if math.isnan(v) else v
+
+    out = {"rule": rule, "metric": SELECT_METRIC, "epoch": int(pick["epoch"]), SELECT_METRIC: num(score(pick)),
+           "epochs_trained": int(last["epoch"]), "last_val_mAP": num(score(last))}
+    if fallback:
+        out["fallback"] = fallback
+    return out
+
+
+def _state_copy(model: nn.Module) -> dict[str, torch.Tensor]:
+    """A detached copy of ``model.state_dict()`` (same devices), unaffected by later steps."""
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
 # ---------------------------------------------------------------------------- trainer
 
 
@@ -328,9 +394,12 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
     fp_hash = fingerprint_hash(fp)
     ckpt_path, log_path = workdir / CHECKPOINT, workdir / TRAIN_LOG
     start_epoch, rows = 1, []
+    keep_best = cfg.select_epoch == "best_val"
+    best: dict[str, Any] | None = None  # {"epoch", "val_mAP", "model"}: the best_val weights so far
     state = load_checkpoint(ckpt_path, fp_hash)
     if state is not None:
         rows, start_epoch = restore_state(state, model, opt, sched, task, scaler, gen), int(state["epoch"]) + 1
+        best = state.get("best")
 
     X_t = _rows_on(Xtr, device)
     if sp.issparse(Ytr):
@@ -373,8 +442,12 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
             row["epoch_time"] = epoch_time
             row["val_time"] = time.perf_counter() - t1
             rows.append(row)
+            sel = epoch_selection(rows, "best_val") if keep_best else None
+            if sel is not None and sel["epoch"] == epoch and "fallback" not in sel:  # a new best (earliest on ties)
+                best = {"epoch": epoch, SELECT_METRIC: row[SELECT_METRIC], "model": _state_copy(model)}
 
-            save_checkpoint(ckpt_path, training_state(fp, fp_hash, epoch, model, opt, sched, task, gen, rows, scaler))
+            save_checkpoint(ckpt_path, training_state(fp, fp_hash, epoch, model, opt, sched, task, gen, rows, scaler,
+                                                      best=best))
             write_log(log_path, rows)
             if report is not None:  # reads the row only: no RNG, no tensor touched
                 report.epoch_done(row, time.perf_counter() - t0)
@@ -386,6 +459,14 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
         raise
     if start_epoch > cfg.epochs:  # already complete: make sure the log is there
         write_log(log_path, rows)
+    if keep_best:
+        sel = epoch_selection(rows, "best_val")
+        if best is not None:
+            if int(best["epoch"]) != sel["epoch"]:  # cannot happen: both come from epoch_selection
+                raise RuntimeError(f"best_val: kept weights of epoch {best['epoch']}, selection says {sel['epoch']}")
+            model.load_state_dict(best["model"])
+        else:
+            warnings.warn(f"{method_name} seed {ctx.seed}: select_epoch best_val: {sel.get('fallback')}", stacklevel=3)
     model.eval()
     return model, rows
 

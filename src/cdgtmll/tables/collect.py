@@ -18,6 +18,9 @@ What a row records beside the metrics, from each run's files:
   ``oracle_mAP``, ``oracle_p@k`` (a perfect ranking; data only) and ``hamming_accuracy`` at the
   global threshold (not an E.4 metric), the same in both threshold modes; empty for a run
   evaluated before the block existed;
+* which epoch's weights a neural run predicted with (``select_epoch``: the rule, and
+  ``selected_epoch`` of ``epochs_trained``; :func:`epoch_selection`, from ``provenance.json``;
+  empty for methods without training epochs);
 * the path and sha256 of the metrics file (the ``.sources.json`` sidecars and
   ``cdgtmll audit`` follow them).
 
@@ -138,6 +141,19 @@ def backbone_use(seed_dir: Path) -> str:
     return BACKBONE_USE[bool(b.get("frozen"))] if b else ""
 
 
+def epoch_selection(seed_dir: Path) -> dict:
+    """``{select_epoch, selected_epoch, epochs_trained}`` of a run: the rule that chose which
+    epoch's weights predicted and that epoch (its provenance's ``epoch_selection``, written by
+    :func:`cdgtmll.train.run_seed` for neural methods); empty values where not recorded
+    (methods without training epochs)."""
+    prov = seed_dir / "provenance.json"
+    sel = (read_json(prov, remove=True).get("epoch_selection") if prov.is_file() else None) or {}
+    rule = sel.get("rule") or ""
+    if rule and sel.get("fallback"):
+        rule += " (no finite validation mAP: last epoch)"
+    return {"select_epoch": rule, "selected_epoch": sel.get("epoch"), "epochs_trained": sel.get("epochs_trained")}
+
+
 def run_code(seed_dir: Path) -> dict:
     """The git commit, dirty flag and code identity (:mod:`cdgtmll.lineage.code`) a run was
     trained with, from its ``provenance.json`` (None where not recorded)."""
@@ -162,6 +178,7 @@ def collect(paths: list[Path]) -> pd.DataFrame:
         deviation = run_deviation(seed_dir, method)
         digest = sha256_file(mpath)
         code = run_code(seed_dir)
+        selection = epoch_selection(seed_dir)
         for mode in MODES:
             key, block = mode_block(m, mode)
             own = key == "method"
@@ -176,11 +193,13 @@ def collect(paths: list[Path]) -> pd.DataFrame:
             row["deviation"] = deviation
             untrained = m.get("labels_without_train_positives") or {}
             row["untrained_labels"] = ", ".join(untrained.get("names", []))
+            row.update(selection)
             row.update(code)
             rows.append(row)
     cols = ["dataset", "variant", "setting", "severity", "sampling_seed", "method", "seed", "mode", "own_thresholds", *METRICS,
-            *RULE_COLUMNS, *EXCLUSION_COLUMNS, *ORACLE_COLUMNS, "equal_by_construction", "deviation", "untrained_labels", "backbone",
-            "git_commit", "git_dirty", "code_sha256", "metrics_path", "metrics_sha256"]
+            *RULE_COLUMNS, *EXCLUSION_COLUMNS, *ORACLE_COLUMNS, "equal_by_construction", "deviation", "untrained_labels",
+            "backbone", "select_epoch", "selected_epoch", "epochs_trained", "git_commit", "git_dirty", "code_sha256",
+            "metrics_path", "metrics_sha256"]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -226,8 +245,21 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
         out["untrained_labels"] = g["untrained_labels"].agg(lambda s: "; ".join(sorted(set(map(_s, s)) - {""})))
     if "equal_by_construction" in df:
         out["equal_by_construction"] = g["equal_by_construction"].agg(lambda s: "; ".join(sorted(set(map(_s, s)) - {""})))
+    if "select_epoch" in df:
+        out["select_epoch"] = g["select_epoch"].agg(lambda s: "; ".join(sorted(set(map(_s, s)) - {""})))
+        out["selected_epochs"] = g[["selected_epoch", "epochs_trained"]].apply(_epoch_range)
     out["sources"] = g["metrics_path"].agg(list)
     return out.reset_index()
+
+
+def _epoch_range(d: pd.DataFrame) -> str:
+    """``'<min>-<max> of <epochs>'`` (or ``'<e> of <epochs>'``) of a cell's kept epochs, '' if none."""
+    kept = sorted({int(v) for v in d["selected_epoch"] if _s(v)})
+    of = sorted({int(v) for v in d["epochs_trained"] if _s(v)})
+    if not kept:
+        return ""
+    span = str(kept[0]) if len(kept) == 1 else f"{kept[0]}-{kept[-1]}"
+    return f"{span} of {'/'.join(map(str, of))}" if of else span
 
 
 def _s(v) -> str:

@@ -12,6 +12,8 @@
 * the decision rule of rows scored by their own rule (global mode); labels left out of
   Macro-/Rare-F1 for having no test positive; labels without training positives;
   metrics equal to another row's by construction; each method's deviation from its paper;
+* which epoch's weights the neural rows predicted with (``select_epoch``, recorded by each run;
+  :func:`_epoch_notes`);
 * what prepare warned about a dataset (labels constant in the training split, imputed
   features): :func:`cdgtmll.data.processed.dataset_warnings` of the processed file the runs
   were evaluated on.
@@ -77,6 +79,7 @@ def footnotes(table: dict, summary: pd.DataFrame, mode: str, threshold: float,
     notes += _exclusion_notes(table, summary, mode)
     notes += _construction_notes(table, summary, mode)
     notes += _untrained_notes(table, summary, mode)
+    notes += _epoch_notes(table, summary, mode)
     notes += _dataset_notes(table, summary)
     notes += _deviation_notes(table, summary, mode)
     return notes
@@ -206,6 +209,53 @@ def _deviation_notes(table: dict, summary: pd.DataFrame, mode: str) -> list[str]
     return sorted(set(hit["deviation"]))
 
 
+EPOCH_RULES = {
+    "best_val": ("come from the weights of its epoch with the highest validation mAP (Eq. E.8; ties: the "
+                 "earliest; select_epoch: best_val)"),
+    "last": "come from the weights after its last training epoch (select_epoch: last)",
+}
+
+
+def _epoch_notes(table: dict, summary: pd.DataFrame, mode: str) -> list[str]:
+    """Which epoch's weights the rows with cells in this table predicted with, per rule
+    (each run's provenance ``epoch_selection``; docs/methods.md "Epoch selection")."""
+    if summary.empty or "select_epoch" not in summary:
+        return []
+    rows = rows_with_cells(table)
+    datasets = {ds for ds, *_ in table["columns"]}
+    hit = summary[(summary["mode"] == mode) & summary["method"].isin(rows) & summary["dataset"].isin(datasets)]
+    return epoch_rule_notes(hit, rows)
+
+
+def epoch_rule_notes(summary: pd.DataFrame, order: list[str] | None = None) -> list[str]:
+    """One note per epoch-selection rule found in ``summary`` (rows of one threshold mode):
+    the methods that used it, in ``order`` (default: as they come), and for ``best_val``
+    the range of kept epochs per method."""
+    if summary.empty or "select_epoch" not in summary:
+        return []
+    by_rule: dict[str, dict[str, set[str]]] = {}
+    for r in summary[summary["select_epoch"] != ""].itertuples():
+        for rule in str(r.select_epoch).split("; "):
+            kept = by_rule.setdefault(rule, {}).setdefault(r.method, set())
+            if _s(getattr(r, "selected_epochs", "")):
+                kept.add(str(r.selected_epochs))
+    order = list(order) if order is not None else list(dict.fromkeys(summary["method"]))
+    notes = []
+    for rule in sorted(by_rule, key=lambda k: (k not in EPOCH_RULES, k)):
+        methods = [m for m in order if m in by_rule[rule]]
+        if not methods:
+            continue
+        if rule in EPOCH_RULES:
+            what = EPOCH_RULES[rule]
+        else:  # best_val without any finite validation mAP (collect.epoch_selection)
+            what = f"come from the weights after its last training epoch (select_epoch: {rule})"
+        kept = "" if rule != "best_val" else "; kept epochs: " + "; ".join(
+            f"{m} {', '.join(sorted(by_rule[rule][m]))}" for m in methods if by_rule[rule][m])
+        notes.append(f"{', '.join(methods)}: each run's predictions {what}{kept}. Per run: provenance.json "
+                     "epoch_selection, all_runs.csv selected_epoch.")
+    return notes
+
+
 def _untrained_notes(table: dict, summary: pd.DataFrame, mode: str) -> list[str]:
     """Datasets/settings whose runs had labels without a positive in the training split
     (recorded by each run; evaluation rule ``counted``)."""
@@ -302,6 +352,7 @@ def _full_notes(summary: pd.DataFrame) -> list[str]:
                 ref, _, mets = v.partition(":")
                 notes.append(f"{method}: {', '.join(METRIC_LABEL[m] for m in mets.split(','))} equal {ref}'s by "
                              f"construction ({_why(v)}).")
+    notes += epoch_rule_notes(summary[summary["mode"] == "global"])
     if "f1_rules" in summary:
         own = summary[summary["own_thresholds"] & (summary["mode"] == "global")] if "own_thresholds" in summary \
             else summary.iloc[:0]

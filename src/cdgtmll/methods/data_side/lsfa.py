@@ -19,7 +19,7 @@ from torch import nn
 from cdgtmll.methods.base import FitData, RunContext, register
 from cdgtmll.methods.data_side.common import _BACKBONE, _BCEDataSide, _dense_labels, _derived_seed
 from cdgtmll.nn.progress import RunProgress, fmt_seconds
-from cdgtmll.nn.trainer import PREDICT_CHUNK, TrainConfig, TrainTask, as_float32, train
+from cdgtmll.nn.trainer import PREDICT_CHUNK, TrainConfig, TrainTask, as_float32, epoch_selection, train
 
 
 def label_prototypes(H: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -390,10 +390,12 @@ class LSFAMethod(_BCEDataSide):
         cfg = TrainConfig(
             epochs=hp["calib_epochs"] or base.epochs, batch_size=base.batch_size, lr_backbone=base.lr_backbone,
             lr_head=base.lr_head, weight_decay=base.weight_decay, grad_clip=base.grad_clip,
+            select_epoch=base.select_epoch,
         )
         ctx3 = dataclasses.replace(ctx, workdir=Path(ctx.workdir) / "lsfa_stage3")
         fp = {"method": f"{self.name or 'LSFA'}/stage3", "hparams": self.hparams()}
         head_model, self.stage3_log = train(task, H_all, T_all, H_val, Y_val, cfg, ctx3, fp)
+        self._summary["stage3_epoch_selection"] = epoch_selection(self.stage3_log, cfg.select_epoch)
         self.model.head.load_state_dict(head_model.state_dict())
         self.model.eval()
         return self
