@@ -610,7 +610,7 @@ def test_vector_divergence_form_equals_its_definition():
         P = p[:, cols] / p[:, cols].sum(1, keepdim=True)
         Q = q[:, cols] / q[:, cols].sum(1, keepdim=True)
         M = (P + Q) / 2
-        total += float((0.5 * (P * (P / M).log()).sum() + 0.5 * (Q * (Q / M).log()).sum()))
+        total += float(0.5 * (P * (P / M).log()).sum() + 0.5 * (Q * (Q / M).log()).sum())
     assert float(t["C_div"]) == pytest.approx(total / x.shape[0], rel=1e-4)
     per_label = make_model(data, n_players=3)[1].potential_terms(x, model.target_layout(y))["C_div"]
     assert abs(float(per_label) - float(t["C_div"])) > 1e-4  # the two readings differ
