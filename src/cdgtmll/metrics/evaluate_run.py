@@ -225,8 +225,8 @@ def _main(args: argparse.Namespace) -> int:
         d = args.rundir / f"seed{seed}"
         pred = d / "predictions.npz"
         train_prov = read_json(d / "provenance.json", remove=True) if (d / "provenance.json").is_file() else None
-        check_predictions(pred, train_prov)
-        result = evaluate_run(clean, pred, tail, args.threshold, args.f1_no_positive_labels)
+        result = evaluate_run(clean, pred, tail, args.threshold, args.f1_no_positive_labels)  # unreadable: named
+        check_predictions(pred, train_prov)  # readable, but not the bytes training wrote
         result["labels_without_train_positives"] = untrained_record(d / "provenance.json", tail)
         result.update({
             "tail_labels": [int(t) for t in tail],

@@ -236,6 +236,7 @@ def test_snakemake_reruns_prepare_when_a_source_file_changes(tmp_path):
 def _audited_run(tmp_path: Path, data_path: Path, data_sources: list) -> Path:
     """A figure whose lineage is one run trained on ``data_path``; returns the figure."""
     from cdgtmll.io import config_hash, sha256_file, write_json
+    from cdgtmll.lineage.code import identity
 
     run = tmp_path / "runs" / "toy" / "clean" / "M" / "seed0"
     run.mkdir(parents=True)
@@ -244,6 +245,7 @@ def _audited_run(tmp_path: Path, data_path: Path, data_sources: list) -> Path:
     spec = {"dataset": "toy", "variant": "clean", "method": "M"}
     write_json(run / "provenance.json", {
         "config": spec, "config_sha256": config_hash(spec), "seed": 0,
+        "code": identity(["cdgtmll.train"]),  # recorded as a training job records it (cdgtmll.lineage.code)
         "inputs": {"data": {"path": str(data_path), "sha256": sha256_file(data_path)}},
         "data_sources": data_sources,
     })
