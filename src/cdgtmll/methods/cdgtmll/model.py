@@ -486,10 +486,11 @@ class CDGTMLL(NeuralMethod):
         R = ("the uniform logistic utility (w_l = 1), so rarity enters only through alpha C_i" if payoff == "uniform"
              else "the rarity-weighted logistic utility of Theorem 1(3)")
         scale = hparams.get("payoff_scale", "mean")
-        R += "; a mean over labels (Eq. 5)" if scale == "mean" else "; a sum over labels (payoff_scale: sum, alpha reads as alpha/L)"
+        over = ("a mean over labels (Eq. 5)" if scale == "mean"
+                else "a sum over labels (payoff_scale: sum: alpha reads as alpha/L)")
         peers = ("an EMA of their head parameters" if hparams.get("peer_smoothing", "parameters") == "parameters"
                  else "an EMA of their per-label mean prediction")
-        return (f"{cls.name}: payoff R is {R} (payoff_weights: {payoff}); scores are the unclipped fused "
+        return (f"{cls.name}: payoff R is {R} (payoff_weights: {payoff}), {over}; scores are the unclipped fused "
                 f"probabilities; gradients clipped by {hparams.get('clip_scope', 'global')} norm; peers from {peers} "
                 f"(ema_decay {hparams.get('ema_decay', 0.99)}). See docs/methods.md.")
 
