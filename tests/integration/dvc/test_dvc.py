@@ -359,7 +359,7 @@ DEFAULT_SCALE = ("training.default.epochs=1", "experiments.seeds=[0]", "experime
                  "studies.ablation.methods=[No-Curiosity,CD-GTMLL]", "studies.noise.rates=[0.2]",
                  "studies.noise.methods=[CD-GTMLL]", "studies.occlusion.methods=[CD-GTMLL]",
                  "studies.alpha.values=[0.2]", "studies.players.values=[2]",
-                 "studies.readings.readings=['payoff_scale=sum']")
+                 "+studies.readings.readings=['payoff_scale=sum']")
 
 
 @slow
