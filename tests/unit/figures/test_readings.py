@@ -34,6 +34,14 @@ def test_rows_pair_by_seed_and_say_the_papers_direction():
     assert rows["default"]["delta"] == 0 and rows["default"]["paper_direction"].startswith("yes")
 
 
+def test_identical_predictions_and_equal_direction_are_said():
+    v = {(m, s): {"rare_f1": 0.0} for m in ("CD-GTMLL", "CD-GTMLL@clip_scope=block", "BCE") for s in (0, 1)}
+    shas = {("CD-GTMLL", s): f"h{s}" for s in (0, 1)} | {("CD-GTMLL@clip_scope=block", s): f"h{s}" for s in (0, 1)}
+    rows = {r["reading"]: r for r in readings_rows(v, "CD-GTMLL", "BCE", ("rare_f1",), shas)}
+    assert rows["clip_scope=block"]["identical"] is True and rows["default"]["identical"] is False
+    assert rows["clip_scope=block"]["paper_direction"] == "equal"
+
+
 def test_study_methods_are_the_default_each_reading_and_the_reference():
     config = {"studies": {"readings": {"dataset": "yeast", "reference": "BCE"}}}
     assert study_methods(config, "readings") == ["CD-GTMLL", *(f"CD-GTMLL@{r}" for r in DEFAULT_READINGS), "BCE"]

@@ -14,8 +14,11 @@ App. E.4, the global threshold mode):
   t-interval ``delta ± t_{0.975, n-1} s_d / sqrt(n)`` (``s_d`` the sample std of the paired
   differences; no interval with fewer than 2 pairs);
 * ``vs_reference`` = the same paired difference against the reference row, and ``paper_direction``
-  = ``yes`` when it is positive (the direction the paper reports: CD-GTMLL above BCE), ``no``
-  otherwise, with ``(significant)`` when its interval excludes 0.
+  = ``yes`` when it is positive (the direction the paper reports: CD-GTMLL above BCE), ``no`` when
+  negative, ``equal`` when 0, with ``(significant)`` when its interval excludes 0;
+* ``identical``: the reading's predictions are byte-identical to the default's for every seed
+  (sha256 of ``predictions.npz`` recorded in each ``metrics.json``): the reading changes nothing
+  on these runs.
 
 Writes ``<out>.csv`` (one row per reading and metric), ``<out>.md`` (one table per metric) and
 ``<out>.sources.json`` (every metrics.json read, with its sha256, for ``cdgtmll audit``).
@@ -31,7 +34,14 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from cdgtmll.figures.studies.runs import SourceLog, _write_rows, metric_value, parse_runs, read_metrics
+from cdgtmll.figures.studies.runs import (
+    SourceLog,
+    _write_rows,
+    metric_value,
+    parse_runs,
+    predictions_sha256,
+    read_metrics,
+)
 from cdgtmll.io import atomic_write, write_json
 
 METRICS = ("micro_f1", "macro_f1", "rare_f1", "mAP")
@@ -56,13 +66,18 @@ def reading_name(method: str, base: str) -> str:
 
 
 def readings_rows(values: dict[tuple[str, int], dict[str, float]], base: str, reference: str | None,
-                  metrics: Sequence[str] = METRICS) -> list[dict[str, Any]]:
-    """One row per (reading, metric) from ``values[(method, seed)][metric]`` (fractions)."""
+                  metrics: Sequence[str] = METRICS, shas: dict[tuple[str, int], str | None] | None = None,
+                  ) -> list[dict[str, Any]]:
+    """One row per (reading, metric) from ``values[(method, seed)][metric]`` (fractions);
+    ``shas[(method, seed)]``: the predictions' sha256, for ``identical``."""
+    shas = shas or {}
     methods = list(dict.fromkeys(m for m, _ in values))
     readings = [m for m in methods if m == base or m.startswith(f"{base}@")]
     rows = []
     for m in readings:
         seeds = sorted(s for mm, s in values if mm == m)
+        identical = m != base and bool(seeds) and all(
+            shas.get((m, s)) is not None and shas.get((m, s)) == shas.get((base, s)) for s in seeds)
         for k in metrics:
             v = [values[(m, s)][k] for s in seeds]
             base_d = [values[(m, s)][k] - values[(base, s)][k] for s in seeds if (base, s) in values]
@@ -71,7 +86,8 @@ def readings_rows(values: dict[tuple[str, int], dict[str, float]], base: str, re
             d, lo, hi = paired_interval(base_d)
             r, rlo, rhi = paired_interval(ref_d)
             sig = not (math.isnan(rlo) or rlo <= 0 <= rhi)
-            direction = "" if math.isnan(r) else ("yes" if r > 0 else "no") + (" (significant)" if sig else "")
+            direction = "" if math.isnan(r) else ("yes" if r > 0 else "no" if r < 0 else "equal") + (
+                " (significant)" if sig else "")
             arr = np.asarray(v, dtype=np.float64)
             rows.append({
                 "reading": reading_name(m, base), "method": m, "metric": k, "n": len(v),
@@ -79,7 +95,7 @@ def readings_rows(values: dict[tuple[str, int], dict[str, float]], base: str, re
                 "std": 100 * float(arr.std(ddof=1)) if len(v) > 1 else math.nan,
                 "delta": 100 * d, "delta_low": 100 * lo, "delta_high": 100 * hi,
                 "vs_reference": 100 * r, "vs_reference_low": 100 * rlo, "vs_reference_high": 100 * rhi,
-                "paper_direction": direction,
+                "paper_direction": direction, "identical": identical,
             })
     return rows
 
@@ -102,6 +118,7 @@ def readings_markdown(rows: list[dict[str, Any]], dataset: str, variant: str, re
                 "|---|---|---|---|---|"]
         for r in (r for r in rows if r["metric"] == k):
             delta = "0 (the default)" if r["reading"] == "default" else (
+                "0: identical predictions" if r["identical"] else
                 f"{_f(r['delta'])} [{_f(r['delta_low'])}, {_f(r['delta_high'])}]")
             out.append(f"| {r['reading']} | {_f(r['mean'])} ± {_f(r['std'])} | {delta} | "
                        f"{_f(r['vs_reference'])} [{_f(r['vs_reference_low'])}, {_f(r['vs_reference_high'])}] | "
@@ -117,13 +134,14 @@ def readings_table(run_dirs: Sequence[str | Path], out: Path, method: str = "CD-
     if len(settings) != 1:
         raise ValueError(f"the readings study compares runs of one dataset and variant, got {settings}")
     log = SourceLog()
-    values = {}
+    values, shas = {}, {}
     for r in runs:
         m = read_metrics(r, log)
         values[(r.method, r.seed)] = {k: metric_value(m, mode, k, r.path) for k in metrics}
+        shas[(r.method, r.seed)] = predictions_sha256(m)
     if not any(m == method for m, _ in values):
         raise ValueError(f"no run of the default reading '{method}' among the runs")
-    rows = readings_rows(values, method, reference, metrics)
+    rows = readings_rows(values, method, reference, metrics, shas)
     out.parent.mkdir(parents=True, exist_ok=True)
     _write_rows(out.with_suffix(".csv"), rows)
     dataset, variant = runs[0].dataset, runs[0].variant
