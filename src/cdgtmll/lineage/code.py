@@ -26,8 +26,9 @@ job records its identity with the list of modules and their hashes (``provenance
 ``code``; ``metrics.json`` -> ``code``; ``*.sources.json`` -> ``code``), and
 ``cdgtmll audit`` recomputes it from the code on disk (:func:`cdgtmll.lineage.audit`).
 
-Planning cost: parsing the package once (about 120 files) takes ~0.1 s; the results are cached
-per file (path, size, mtime) for the process.
+Planning cost: the first identity in a process parses and hashes what it reaches (71 modules:
+0.27 s CPU, measured 2026-11-27 on this project's 2-core machine); later identities reuse the
+per-file cache (path, size, mtime): about 3 ms each.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ LOCK_FILE = PACKAGE.parents[1] / "requirements.lock"
 LOSS_PACKAGE = f"{ROOT_PACKAGE}.nn.losses"
 #: calls whose first argument, a string literal, names a built-in loss
 LOSS_CALLS = frozenset({"build_loss", "loss_class", "loss_hparam_space"})
+
 
 @functools.lru_cache(maxsize=256)
 def _top_location(top: str) -> tuple[Path | None, bool]:
