@@ -12,18 +12,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.support.paths import SHARED
-
-MIRROR = SHARED / "datasets"
 SEEDS = (0, 1)
 TRAINING = {"backbone": "mlp", "epochs": 3, "batch_size": 256, "hidden_dim": 32}
 METRICS = ("mAP", "micro_f1", "macro_f1", "rare_f1", "p@1", "p@3", "p@5")
 
 
 @pytest.fixture(scope="module")
-def yeast_runs(tmp_path_factory):
-    if not (MIRROR / "yeast" / "yeast-train.arff").is_file():
-        pytest.skip(f"{MIRROR / 'yeast'} missing (the shared dataset mirror)")
+def yeast_runs(tmp_path_factory, mirror):
+    """Real Yeast through the project's mirror fixture (CDGTMLL_DATA_MIRROR, ../shared/datasets, or
+    Yeast rebuilt from its packaged copy)."""
+    MIRROR = mirror
     from cdgtmll import train
     from cdgtmll.data import prepare
     from cdgtmll.data.processed import ProcessedData
