@@ -163,19 +163,20 @@ def load_clean(path: Path) -> ProcessedData:
 UNTRAINED_RULE = "counted"
 
 
-def untrained_record(prov_path: Path, tail: np.ndarray) -> dict | None:
+def untrained_record(prov: dict | None, run: Path, tail: np.ndarray) -> dict | None:
     """The run's labels without training positives (recorded by :mod:`cdgtmll.train` in
     ``provenance.json``), with the rule evaluation applies to them: they are **counted**
     in every metric like any other label (a method that cannot learn a label is scored on
     it; only labels without *test* positives are left out, see the module docstring).
-    Prints a warning to the log when there are any. None for runs that did not record it."""
-    rec = read_json(prov_path, remove=True).get("labels_without_train_positives")
+    Prints a warning to the log when there are any. None for runs that did not record it.
+    ``prov``: the run's ``provenance.json``, read by the caller; ``run``: its folder."""
+    rec = (prov or {}).get("labels_without_train_positives")
     if rec is None:
         return None
     in_tail = sorted(set(rec["labels"]) & {int(t) for t in tail})
     out = {**rec, "in_tail": len(in_tail), "rule": UNTRAINED_RULE}
     if rec["count"]:
-        print(f"[evaluate] WARNING {prov_path.parent}: {rec['count']} label(s) without training positives "
+        print(f"[evaluate] WARNING {run}: {rec['count']} label(s) without training positives "
               f"({', '.join(rec['names'][:20])}; {len(in_tail)} in the tail) are {UNTRAINED_RULE} in every metric",
               flush=True)
     return out
@@ -201,14 +202,17 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def check_predictions(pred: Path, train_prov: dict | None) -> None:
+def check_predictions(pred: Path, train_prov: dict | None) -> str:
     """The predictions are the bytes their training wrote: the sha256 its provenance records
     (``outputs.predictions``) must match, else the file was edited or damaged after training
-    (also one that still loads): it is deleted, so that the next run trains it again."""
+    (also one that still loads): it is deleted, so that the next run trains it again.
+    Returns the file's sha256 (recorded in ``metrics.json``)."""
+    sha = sha256_file(pred)
     rec = ((train_prov or {}).get("outputs") or {}).get("predictions")
-    if rec and pred.is_file() and sha256_file(pred) != rec.get("sha256"):
-        raise corrupt_artifact(pred, f"its sha256 {sha256_file(pred)[:16]}… differs from the {rec['sha256'][:16]}… "
+    if rec and sha != rec.get("sha256"):
+        raise corrupt_artifact(pred, f"its sha256 {sha[:16]}… differs from the {rec['sha256'][:16]}… "
                                      "its training recorded (provenance.json outputs.predictions)", remove=True)
+    return sha
 
 
 def evaluate_code() -> dict:
@@ -221,26 +225,27 @@ def _main(args: argparse.Namespace) -> int:
     Y_train = clean.part("train")[1]
     tail = tail_labels(Y_train, q=args.tail_fraction, tie_seed=args.tie_seed)
     clean_sha = sha256_file(args.clean)
+    code = evaluate_code()
     for seed in args.seeds:
         d = args.rundir / f"seed{seed}"
         pred = d / "predictions.npz"
         train_prov = read_json(d / "provenance.json", remove=True) if (d / "provenance.json").is_file() else None
         result = evaluate_run(clean, pred, tail, args.threshold, args.f1_no_positive_labels)  # unreadable: named
-        check_predictions(pred, train_prov)  # readable, but not the bytes training wrote
-        result["labels_without_train_positives"] = untrained_record(d / "provenance.json", tail)
+        pred_sha = check_predictions(pred, train_prov)  # readable, but not the bytes training wrote
+        result["labels_without_train_positives"] = untrained_record(train_prov, d, tail)
         result.update({
             "tail_labels": [int(t) for t in tail],
             "tail_label_names": [clean.label_names[t] for t in tail],
             "train_counts": [int(c) for c in label_counts(Y_train)],
             "inputs": {
-                "predictions": {"path": str(pred), "sha256": sha256_file(pred)},
+                "predictions": {"path": str(pred), "sha256": pred_sha},
                 "provenance": {"path": str(d / "provenance.json"), "sha256": sha256_file(d / "provenance.json")},
                 "clean_data": {"path": str(args.clean), "sha256": clean_sha},
             },
             "evaluated": provenance.now(),
             "git": provenance.git_state(),
             # the code identity of this evaluation (cdgtmll.lineage.code) and the training code's
-            "code": {"evaluate": evaluate_code(), "train_sha256": (train_prov or {}).get("code_sha256")},
+            "code": {"evaluate": code, "train_sha256": (train_prov or {}).get("code_sha256")},
         })
         write_json(d / "metrics.json", result)
     return 0

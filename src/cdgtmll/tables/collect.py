@@ -19,7 +19,7 @@ What a row records beside the metrics, from each run's files:
   global threshold (not an E.4 metric), the same in both threshold modes; empty for a run
   evaluated before the block existed;
 * which epoch's weights a neural run predicted with (``select_epoch``: the rule, and
-  ``selected_epoch`` of ``epochs_trained``; :func:`epoch_selection`, from ``provenance.json``;
+  ``selected_epoch`` of ``epochs_trained``; :func:`epoch_selection_record`, from ``provenance.json``;
   empty for methods without training epochs);
 * the path and sha256 of the metrics file (the ``.sources.json`` sidecars and
   ``cdgtmll audit`` follow them).
@@ -76,32 +76,36 @@ def equal_by_construction(method: str, hparams: dict | None = None) -> tuple[str
     return None
 
 
-def run_method(seed_dir: Path, method: str) -> tuple[str, dict]:
-    """(registered method, hyper-parameters used) of a run, from its ``provenance.json``
-    (else the directory name and no hyper-parameters)."""
-    registered, hp = method.split("@")[0], {}
+def run_provenance(seed_dir: Path) -> dict:
+    """A run's ``provenance.json`` (read once per run; ``{}`` where there is none). The
+    functions below take it."""
     prov = seed_dir / "provenance.json"
-    if prov.is_file():
-        spec = read_json(prov, remove=True).get("config") or {}
-        registered = spec.get("registered_method", registered)
-        hp = {**(spec.get("resolved_hparams") or {}), **(spec.get("hparams") or {})}
+    return read_json(prov, remove=True) if prov.is_file() else {}
+
+
+def run_method(prov: dict, method: str) -> tuple[str, dict]:
+    """(registered method, hyper-parameters used) of a run, from its provenance (else the
+    directory name and no hyper-parameters)."""
+    spec = prov.get("config") or {}
+    registered = spec.get("registered_method", method.split("@")[0])
+    hp = {**(spec.get("resolved_hparams") or {}), **(spec.get("hparams") or {})}
     return registered, hp
 
 
-def run_construction(seed_dir: Path, method: str) -> str:
+def run_construction(prov: dict, method: str) -> str:
     """``'<reference>:<m1>,<m2>,...'`` for :func:`equal_by_construction` of a run (method
-    and hyper-parameters from its ``provenance.json``, else the directory name), or ''."""
-    eq = equal_by_construction(*run_method(seed_dir, method))
+    and hyper-parameters from its provenance, else the directory name), or ''."""
+    eq = equal_by_construction(*run_method(prov, method))
     return f"{eq[0]}:{','.join(eq[1])}" if eq else ""
 
 
-def run_deviation(seed_dir: Path, method: str) -> str:
+def run_deviation(prov: dict, method: str) -> str:
     """The method's own footnote on how this run differs from its paper
     (:meth:`cdgtmll.methods.base.Method.table_note` of its class, with the run's
     hyper-parameters), or ''."""
     from cdgtmll.methods import base
 
-    registered, hp = run_method(seed_dir, method)
+    registered, hp = run_method(prov, method)
     try:
         cls = base.get(registered)
     except KeyError:
@@ -132,35 +136,29 @@ BACKBONE_USE = {False: "ResNet-50 fine-tuned end to end",
                 True: "ResNet-50 frozen (ImageNet features extracted once, heads trained on them)"}
 
 
-def backbone_use(seed_dir: Path) -> str:
+def backbone_use(prov: dict) -> str:
     """How a run used an image backbone (its provenance's ``backbone`` block), or ''."""
-    prov = seed_dir / "provenance.json"
-    if not prov.is_file():
-        return ""
-    b = read_json(prov, remove=True).get("backbone")
+    b = prov.get("backbone")
     return BACKBONE_USE[bool(b.get("frozen"))] if b else ""
 
 
-def epoch_selection(seed_dir: Path) -> dict:
+def epoch_selection_record(prov: dict) -> dict:
     """``{select_epoch, selected_epoch, epochs_trained}`` of a run: the rule that chose which
     epoch's weights predicted and that epoch (its provenance's ``epoch_selection``, written by
     :func:`cdgtmll.train.run_seed` for neural methods); empty values where not recorded
     (methods without training epochs)."""
-    prov = seed_dir / "provenance.json"
-    sel = (read_json(prov, remove=True).get("epoch_selection") if prov.is_file() else None) or {}
+    sel = prov.get("epoch_selection") or {}
     rule = sel.get("rule") or ""
     if rule and sel.get("fallback"):
         rule += " (no finite validation mAP: last epoch)"
     return {"select_epoch": rule, "selected_epoch": sel.get("epoch"), "epochs_trained": sel.get("epochs_trained")}
 
 
-def run_code(seed_dir: Path) -> dict:
+def run_code(prov: dict) -> dict:
     """The git commit, dirty flag and code identity (:mod:`cdgtmll.lineage.code`) a run was
-    trained with, from its ``provenance.json`` (None where not recorded)."""
-    prov = seed_dir / "provenance.json"
-    rec = read_json(prov, remove=True) if prov.is_file() else {}
-    git = rec.get("git") or {}
-    return {"git_commit": git.get("commit"), "git_dirty": git.get("dirty"), "code_sha256": rec.get("code_sha256")}
+    trained with, from its provenance (None where not recorded)."""
+    git = prov.get("git") or {}
+    return {"git_commit": git.get("commit"), "git_dirty": git.get("dirty"), "code_sha256": prov.get("code_sha256")}
 
 
 def collect(paths: list[Path]) -> pd.DataFrame:
@@ -173,12 +171,13 @@ def collect(paths: list[Path]) -> pd.DataFrame:
         m = read_json(mpath, remove=True)
         parsed = parse_variant(variant)
         sev, sseed = (None, None) if parsed is None else parsed
-        backbone = backbone_use(seed_dir)
-        construction = run_construction(seed_dir, method)
-        deviation = run_deviation(seed_dir, method)
+        prov = run_provenance(seed_dir)
+        backbone = backbone_use(prov)
+        construction = run_construction(prov, method)
+        deviation = run_deviation(prov, method)
         digest = sha256_file(mpath)
-        code = run_code(seed_dir)
-        selection = epoch_selection(seed_dir)
+        code = run_code(prov)
+        selection = epoch_selection_record(prov)
         for mode in MODES:
             key, block = mode_block(m, mode)
             own = key == "method"
