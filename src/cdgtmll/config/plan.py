@@ -145,7 +145,7 @@ SWEEP_PARAMS = {"alpha": "alpha", "players": "n_players"}
 #: the readings of the paper the ``readings`` study measures by default, one change each from
 #: CD-GTMLL's defaults (cdgtmll.methods.cdgtmll.model; docs/methods.md)
 DEFAULT_READINGS = ("payoff_scale=sum", "clip_scope=block", "divergence_form=vector", "peer_smoothing=predictions",
-                    "tail_rule=cumulative", "payoff_weights=rarity")
+                    "tail_rule=cumulative", "payoff_weights=rarity", "player_backbones=separate")
 
 
 def study_methods(config: dict, study: str) -> list[str]:

@@ -101,6 +101,20 @@ AdamW step over all parameter groups (heads at eta_head, backbone and fusion at 
   by O(eta_head) terms and need N forward/backward passes per batch; Alg. 1 does not do
   this (R_B is fixed before the loop).
 
+Separate backbones (``player_backbones``)
+-----------------------------------------
+``'shared'`` (default) reads E.1, "All players share a single backbone encoder theta_0 that
+produces features h(x)", and Alg. 1 line 3, "Shared forward: compute features h(x; theta_0)".
+``'separate'`` reads the Conclusion, "Our implementation still relies on a fixed overlap
+schedule and an extra forward pass per player": player i gets its own backbone
+``h_i(x; theta_0^i)`` (same architecture, its own initialisation, built one after the other
+from the run's generator), and its pair rows read ``h_i``. It is the only reading under
+which N changes the model class (with one backbone, N and rho only re-partition one linear
+layer). Fusion, R, C_i and the peers are unchanged; the EMA peers use each peer's own
+features. The backbones form the parameter group ``backbone`` (eta_0) and, under
+``clip_scope='block'``, one block together with the fusion logits. Cost: N backbone
+forwards and backwards per batch.
+
 Partition (E.1) - :func:`~cdgtmll.methods.cdgtmll.partition.make_partition`
 ------------------------------------------------------------------------
 Labels sorted by training frequency are dealt round-robin to the N players; the rarest
@@ -153,6 +167,7 @@ CLIP_SCOPES = ("global", "block")
 DIVERGENCE_FORMS = ("per_label", "vector")
 PEER_SMOOTHING = ("parameters", "predictions")
 TAIL_RULES = ("bottom_fraction", "cumulative")
+PLAYER_BACKBONES = ("shared", "separate")
 
 
 # ----------------------------------------------------------------------------- model
@@ -171,7 +186,7 @@ class CDGTMLLNet(nn.Module):
 
     def __init__(
         self,
-        backbone: MLPBackbone,
+        backbone: MLPBackbone | list[nn.Module],
         partition: Partition,
         freq: np.ndarray,
         payoff_weights: str = "uniform",
@@ -201,13 +216,26 @@ class CDGTMLLNet(nn.Module):
         self.divergence = divergence
         self.divergence_form = divergence_form
         self.peer_smoothing = peer_smoothing
-        self.backbone = backbone
-        self.heads = nn.Linear(backbone.out_dim, P)  # all players' heads, one row per pair
+        # player_backbones 'separate': one backbone per player (a list, one per player); player i's
+        # pair rows read its own features h_i(x). 'shared' (default): one module, E.1/Alg. 1.
+        self.separate = isinstance(backbone, (list, tuple))
+        if self.separate and len(backbone) != partition.n_players:
+            raise ValueError(f"need one backbone per player: {partition.n_players} players, {len(backbone)} backbones")
+        self.backbone = nn.ModuleList(backbone) if self.separate else backbone
+        out_dim = backbone[0].out_dim if self.separate else backbone.out_dim
+        self.heads = nn.Linear(out_dim, P)  # all players' heads, one row per pair
         self.fusion_logits = nn.Parameter(torch.zeros(P - len(single)))  # overlap pairs only
         long = lambda a: torch.as_tensor(np.asarray(a, dtype=np.int64))  # noqa: E731
         flt = lambda a: torch.as_tensor(np.asarray(a, dtype=np.float32))  # noqa: E731
         self.register_buffer("pair_label", long(pair_label))
         self.register_buffer("pair_player", long(pair_player))
+        # separate backbones: the pair rows of each player (for the per-player matmuls) and the
+        # inverse permutation that puts the players' column blocks back in pair order
+        order = np.argsort(np.asarray(pair_player, dtype=np.int64), kind="stable") if self.separate else np.zeros(0)
+        self._row_blocks = (np.bincount(np.asarray(pair_player, dtype=np.int64), minlength=partition.n_players).tolist()
+                            if self.separate else [])
+        self.register_buffer("rows_by_player", long(order))
+        self.register_buffer("rows_inverse", long(np.argsort(order, kind="stable") if self.separate else []))
         self.register_buffer("single_labels", long(single))
         self.register_buffer("ov_labels", long(ov_labels))
         self.register_buffer("ov_group", long(ov_group))
@@ -267,7 +295,7 @@ class CDGTMLLNet(nn.Module):
         hi = -self.logit_lo
         with torch.no_grad():
             if self.ema_weight is not None:
-                z_ov = F.linear(h, self.ema_weight, self.ema_bias)
+                z_ov = self.linear_rows(h, self.ema_weight, self.ema_bias, self.n_single)
             if self.pairs_of_two:  # the only peer is the partner pair
                 zq = z_ov.index_select(1, self.ov_partner).clamp_(-hi, hi)
                 return torch.sigmoid(zq), zq
@@ -302,9 +330,34 @@ class CDGTMLLNet(nn.Module):
         self.ema_steps += 1
 
     # -- forward -----------------------------------------------------------------------
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """h(x) [B, d'] from the shared backbone, or [N, B, d'] (player i's h_i(x)) when each
+        player has its own (``player_backbones='separate'``)."""
+        if self.separate:
+            return torch.stack([b(x) for b in self.backbone])
+        return self.backbone(x)
+
+    def linear_rows(self, h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, first: int = 0) -> torch.Tensor:
+        """Logits ``h_{player(r)} . weight_r + bias_r`` for the pair rows ``first..P-1`` that
+        ``weight``/``bias`` hold. Shared backbone: one matmul. Separate backbones: one matmul per
+        player over its rows, put back in pair order."""
+        if not self.separate:
+            return F.linear(h, weight, bias)
+        players = self.pair_player[first:]
+        out = h.new_empty(h.shape[1], players.numel())
+        for i in range(self.n_players):
+            rows = (players == i).nonzero().squeeze(1)
+            if rows.numel():
+                out[:, rows] = F.linear(h[i], weight[rows], bias[rows])
+        return out
+
     def pair_logits(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        h = self.backbone(x)
-        return h, self.heads(h)
+        h = self.features(x)
+        if not self.separate:
+            return h, self.heads(h)
+        rows, w, b = self.rows_by_player, self.heads.weight, self.heads.bias
+        blocks = [F.linear(h[i], w[r], b[r]) for i, r in enumerate(rows.split(self._row_blocks))]
+        return h, torch.cat(blocks, dim=1).index_select(1, self.rows_inverse)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Fused probabilities p_hat [B, L] for prediction, **not** clipped.
@@ -401,8 +454,12 @@ class CDGTMLL(NeuralMethod):
     ``alpha=0.4``, ``beta_max=0.3``, ``beta_warmup=0.1`` (fraction of training steps),
     ``ema_decay=0.99`` (0 disables), ``divergence='jsd'`` ('kl'), ``payoff_weights=
     'uniform'`` ('rarity'), ``eps=1e-6``, ``tail_fraction=None`` (None: FitData.tail),
-    ``partition_seed=None`` (None: the run seed), ``clip_scope='block'`` ('global'),
-    plus the trainer's (see :mod:`cdgtmll.methods.neural`).
+    ``partition_seed=None`` (None: the run seed), plus the trainer's (see
+    :mod:`cdgtmll.methods.neural`). The readings the paper leaves open, first value the
+    default (module docstring, docs/methods.md): ``payoff_scale='mean'`` ('sum'),
+    ``clip_scope='global'`` ('block'), ``divergence_form='per_label'`` ('vector'),
+    ``peer_smoothing='parameters'`` ('predictions'), ``tail_rule='bottom_fraction'``
+    ('cumulative', with ``head_mass=0.1``), ``player_backbones='shared'`` ('separate').
     Ablations: ``alpha=0`` No-Curiosity, ``n_players=1`` Single-Predictor, ``rho=0``
     No-Overlap, ``beta_max=0`` no disagreement.
     """
@@ -427,6 +484,7 @@ class CDGTMLL(NeuralMethod):
         "peer_smoothing": {"enum": list(PEER_SMOOTHING)},
         "tail_rule": {"enum": list(TAIL_RULES)},
         "head_mass": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},  # tail_rule cumulative
+        "player_backbones": {"enum": list(PLAYER_BACKBONES)},
     }
 
     def __init__(
@@ -448,6 +506,7 @@ class CDGTMLL(NeuralMethod):
         peer_smoothing: str = "parameters",
         tail_rule: str = "bottom_fraction",
         head_mass: float = 0.1,
+        player_backbones: str = "shared",
         **trainer: Any,
     ) -> None:
         super().__init__(**trainer)
@@ -457,7 +516,8 @@ class CDGTMLL(NeuralMethod):
             raise ValueError(f"payoff_weights must be one of {PAYOFF_WEIGHTS}, got '{payoff_weights}'")
         for name, value, allowed in (("clip_scope", clip_scope, CLIP_SCOPES), ("payoff_scale", payoff_scale, PAYOFF_SCALES),
                                      ("divergence_form", divergence_form, DIVERGENCE_FORMS),
-                                     ("peer_smoothing", peer_smoothing, PEER_SMOOTHING), ("tail_rule", tail_rule, TAIL_RULES)):
+                                     ("peer_smoothing", peer_smoothing, PEER_SMOOTHING), ("tail_rule", tail_rule, TAIL_RULES),
+                                     ("player_backbones", player_backbones, PLAYER_BACKBONES)):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got '{value}'")
         if not 0 < head_mass < 1:
@@ -474,6 +534,7 @@ class CDGTMLL(NeuralMethod):
         self.eps, self.clip_scope = float(eps), clip_scope
         self.payoff_scale, self.divergence_form, self.peer_smoothing = payoff_scale, divergence_form, peer_smoothing
         self.tail_rule, self.head_mass = tail_rule, float(head_mass)
+        self.player_backbones = player_backbones
         self.tail_fraction = None if tail_fraction is None else float(tail_fraction)
         self.partition_seed = None if partition_seed is None else int(partition_seed)
         self.partition: Partition | None = None
@@ -490,7 +551,9 @@ class CDGTMLL(NeuralMethod):
                 else "a sum over labels (payoff_scale: sum: alpha reads as alpha/L)")
         peers = ("an EMA of their head parameters" if hparams.get("peer_smoothing", "parameters") == "parameters"
                  else "an EMA of their per-label mean prediction")
-        return (f"{cls.name}: payoff R is {R} (payoff_weights: {payoff}), {over}; scores are the unclipped fused "
+        bb = ("; one backbone per player (player_backbones: separate)"
+              if hparams.get("player_backbones", "shared") == "separate" else "")
+        return (f"{cls.name}: payoff R is {R} (payoff_weights: {payoff}), {over}{bb}; scores are the unclipped fused "
                 f"probabilities; gradients clipped by {hparams.get('clip_scope', 'global')} norm; peers from {peers} "
                 f"(ema_decay {hparams.get('ema_decay', 0.99)}). See docs/methods.md.")
 
@@ -502,7 +565,7 @@ class CDGTMLL(NeuralMethod):
                 for k in (
                     "n_players", "rho", "alpha", "beta_max", "beta_warmup", "ema_decay", "divergence",
                     "payoff_weights", "eps", "tail_fraction", "partition_seed", "clip_scope", "payoff_scale",
-                    "divergence_form", "peer_smoothing", "tail_rule", "head_mass",
+                    "divergence_form", "peer_smoothing", "tail_rule", "head_mass", "player_backbones",
                 )
             },
         }  # fmt: skip
@@ -528,8 +591,12 @@ class CDGTMLL(NeuralMethod):
         self._player_acc = []
 
     def build_model(self, X_train: np.ndarray, Y_train: np.ndarray) -> CDGTMLLNet:
+        """``player_backbones='separate'``: N backbones, built one after the other from the run's
+        generator (player 0's is the one the shared reading would build)."""
+        n = self.partition.n_players
+        backbone = [self.backbone(X_train) for _ in range(n)] if self.player_backbones == "separate" else None
         return CDGTMLLNet(
-            self.backbone(X_train), self.partition, self._freq, self.payoff_weights, self.eps, self.ema_decay,
+            backbone or self.backbone(X_train), self.partition, self._freq, self.payoff_weights, self.eps, self.ema_decay,
             self.divergence, self.payoff_scale, self.divergence_form, self.peer_smoothing,
         )  # fmt: skip
 
