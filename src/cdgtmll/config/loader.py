@@ -31,7 +31,7 @@ from pathlib import Path
 import yaml
 
 from cdgtmll.config import yaml12
-from cdgtmll.config.plan import method_hparams, resolve_method, run_spec, split_method, study_methods
+from cdgtmll.config.plan import method_hparams, resolve_method, run_spec, split_method, study_datasets, study_methods
 from cdgtmll.config.plugins import import_plugins
 from cdgtmll.config.schema import ConfigError, validate_schema
 
@@ -142,10 +142,13 @@ def _semantic_checks(config: dict, source: str) -> None:
         for m in per_method:
             check_method(m, f"dataset_overrides.{d}.{m}", d)
     for study, spec in config.get("studies", {}).items():
-        if "dataset" in spec:
-            check_dataset(spec["dataset"], f"studies.{study}.dataset")
-        for i, m in enumerate(study_methods(config, study)):
-            check_method(m, f"studies.{study}.methods[{i}]", spec.get("dataset"))
+        datasets = study_datasets(spec) if "dataset" in spec else [None]
+        for j, d in enumerate(datasets):
+            where = f"studies.{study}.dataset" + ("" if isinstance(spec.get("dataset"), str) else f"[{j}]")
+            if d is not None:
+                check_dataset(d, where)
+            for i, m in enumerate(study_methods(config, study)):
+                check_method(m, f"studies.{study}.methods[{i}]", d)
     pr = config.get("figures", {}).get("pr_curve")
     if pr and "dataset" in pr:
         check_dataset(pr["dataset"], "figures.pr_curve.dataset")

@@ -163,21 +163,31 @@ def study_methods(config: dict, study: str) -> list[str]:
     return list(spec.get("methods", []))
 
 
+def study_datasets(spec: dict) -> list[str]:
+    """The datasets a study runs on: its ``dataset``, one name or a list of names."""
+    d = spec["dataset"]
+    return [d] if isinstance(d, str) else list(d)
+
+
 def study_jobs(config: dict) -> dict[str, list[tuple[str, str, str]]]:
-    """(dataset, variant, method) jobs of each configured study."""
+    """(dataset, variant, method) jobs of each configured study, dataset by dataset."""
     out: dict[str, list[tuple[str, str, str]]] = {}
     for study, spec in config.get("studies", {}).items():
-        d = spec["dataset"]
-        ms = study_methods(config, study)
-        if study == "noise":
-            vs = [CLEAN] + [noise_id(r, s) for r in spec["rates"] for s in spec.get("sampling_seeds", [0])]
-        elif study == "occlusion":
-            # occluded training images exist only for image datasets; on tabular data only
-            # the clean runs are made and the figure states that occlusion does not apply
-            vs = [CLEAN]
-            if is_image_dataset(config, d):
-                vs += [occlusion_id(g, s) for g in spec["levels"] for s in spec.get("sampling_seeds", [0])]
-        else:
-            vs = [spec.get("variant", CLEAN)]
-        out[study] = [(d, v, m) for v in vs for m in ms]
+        out[study] = [job for d in study_datasets(spec) for job in _study_jobs_on(config, study, spec, d)]
     return out
+
+
+def _study_jobs_on(config: dict, study: str, spec: dict, d: str) -> list[tuple[str, str, str]]:
+    """(dataset, variant, method) jobs of one study on one dataset."""
+    ms = study_methods(config, study)
+    if study == "noise":
+        vs = [CLEAN] + [noise_id(r, s) for r in spec["rates"] for s in spec.get("sampling_seeds", [0])]
+    elif study == "occlusion":
+        # occluded training images exist only for image datasets; on tabular data only
+        # the clean runs are made and the figure states that occlusion does not apply
+        vs = [CLEAN]
+        if is_image_dataset(config, d):
+            vs += [occlusion_id(g, s) for g in spec["levels"] for s in spec.get("sampling_seeds", [0])]
+    else:
+        vs = [spec.get("variant", CLEAN)]
+    return [(d, v, m) for v in vs for m in ms]

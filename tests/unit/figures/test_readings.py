@@ -60,3 +60,36 @@ def test_table_from_run_dirs(tmp_path):
     assert "| clip_scope=block | 45.50 ± 0.71 | -5.00 [" in md and "## Rare-F1" in md
     sources = json.loads((tmp_path / "readings.sources.json").read_text())
     assert len(sources["runs"]["yeast/clean/BCE"]) == 2 and len(paths) == 3
+
+
+def test_table_with_two_datasets_has_one_section_each(tmp_path):
+    """A study may name several datasets (config/mulan.yaml: Enron and Bibtex): the table pairs
+    runs within a dataset only, and has one section per dataset."""
+    for ds, shift in (("enron", 0.0), ("bibtex", 0.2)):
+        for method, base in (("CD-GTMLL", 0.5), ("CD-GTMLL@payoff_scale=sum", 0.45), ("BCE", 0.4)):
+            for s in (0, 1):
+                d = tmp_path / "runs" / ds / "clean" / method / f"seed{s}"
+                d.mkdir(parents=True)
+                block = {k: base + shift + 0.01 * s for k in ("micro_f1", "macro_f1", "rare_f1", "mAP")}
+                (d / "metrics.json").write_text(json.dumps({"global@0.5": block}))
+    runs = sorted(str(p) for p in (tmp_path / "runs").glob("*/*/*/seed*"))
+    readings_table(runs, tmp_path / "readings")
+    md = (tmp_path / "readings.md").read_text()
+    assert "## CD-GTMLL under each reading of the paper (enron, clean)" in md
+    assert "## CD-GTMLL under each reading of the paper (bibtex, clean)" in md
+    # deltas are paired within a dataset: -5 points on both, never the 20-point dataset gap
+    assert md.count("| payoff_scale=sum | 45.50 ± 0.71 | -5.00 [") == 4  # enron, 4 metrics
+    assert md.count("| payoff_scale=sum | 65.50 ± 0.71 | -5.00 [") == 4  # bibtex
+    import csv
+
+    rows = list(csv.DictReader((tmp_path / "readings.csv").open()))
+    assert {r["dataset"] for r in rows} == {"enron", "bibtex"} and all(r["variant"] == "clean" for r in rows)
+
+
+def test_study_on_a_list_of_datasets_plans_each():
+    from cdgtmll.config.plan import study_jobs
+
+    config = {"studies": {"ablation": {"dataset": ["enron", "bibtex"], "methods": ["No-Curiosity", "CD-GTMLL"]}},
+              "data": {"custom": {}}}
+    assert study_jobs(config)["ablation"] == [("enron", "clean", "No-Curiosity"), ("enron", "clean", "CD-GTMLL"),
+                                              ("bibtex", "clean", "No-Curiosity"), ("bibtex", "clean", "CD-GTMLL")]

@@ -105,15 +105,15 @@ def _f(x: float, digits: int = 2) -> str:
 
 
 def readings_markdown(rows: list[dict[str, Any]], dataset: str, variant: str, reference: str | None,
-                      mode: str) -> str:
+                      mode: str, heading: str = "#") -> str:
     seeds = max((r["n"] for r in rows), default=0)
-    out = [f"# CD-GTMLL under each reading of the paper ({dataset}, {variant})", "",
+    out = [f"{heading} CD-GTMLL under each reading of the paper ({dataset}, {variant})", "",
            f"{seeds} training seeds; {mode} threshold mode; values in percent. Δ: reading − default, paired "
            "by seed, with the 95 % t-interval. "
            + (f"vs {reference}: reading − {reference}, paired by seed; 'paper direction' says whether it is "
               f"positive, as the paper reports CD-GTMLL above {reference}." if reference else ""), ""]
     for k in dict.fromkeys(r["metric"] for r in rows):
-        out += [f"## {TITLES.get(k, k)}", "",
+        out += [f"{heading}# {TITLES.get(k, k)}", "",
                 "| reading | mean ± std | Δ vs default [95% CI] | vs " + (reference or "–") + " [95% CI] | paper direction |",
                 "|---|---|---|---|---|"]
         for r in (r for r in rows if r["metric"] == k):
@@ -129,22 +129,29 @@ def readings_markdown(rows: list[dict[str, Any]], dataset: str, variant: str, re
 
 def readings_table(run_dirs: Sequence[str | Path], out: Path, method: str = "CD-GTMLL", reference: str | None = "BCE",
                    mode: str = "global", metrics: Sequence[str] = METRICS) -> list[Path]:
+    """One table per (dataset, variant) among the runs (a study may name several datasets):
+    rows of every setting in one CSV (columns ``dataset``, ``variant`` first), one section per
+    setting in the markdown."""
     runs = parse_runs(run_dirs)
-    settings = sorted({r.setting for r in runs})
-    if len(settings) != 1:
-        raise ValueError(f"the readings study compares runs of one dataset and variant, got {settings}")
+    settings = sorted({(r.dataset, r.variant) for r in runs})
     log = SourceLog()
-    values, shas = {}, {}
-    for r in runs:
-        m = read_metrics(r, log)
-        values[(r.method, r.seed)] = {k: metric_value(m, mode, k, r.path) for k in metrics}
-        shas[(r.method, r.seed)] = predictions_sha256(m)
-    if not any(m == method for m, _ in values):
-        raise ValueError(f"no run of the default reading '{method}' among the runs")
-    rows = readings_rows(values, method, reference, metrics, shas)
+    rows: list[dict[str, Any]] = []
+    sections = []
+    for dataset, variant in settings:
+        values, shas = {}, {}
+        for r in (r for r in runs if (r.dataset, r.variant) == (dataset, variant)):
+            m = read_metrics(r, log)
+            values[(r.method, r.seed)] = {k: metric_value(m, mode, k, r.path) for k in metrics}
+            shas[(r.method, r.seed)] = predictions_sha256(m)
+        if not any(m == method for m, _ in values):
+            raise ValueError(f"no run of the default reading '{method}' among the runs of {dataset}/{variant}")
+        part = readings_rows(values, method, reference, metrics, shas)
+        rows += [{"dataset": dataset, "variant": variant, **r} for r in part]
+        sections.append(readings_markdown(part, dataset, variant, reference, mode,
+                                          heading="#" if len(settings) == 1 else "##"))
     out.parent.mkdir(parents=True, exist_ok=True)
     _write_rows(out.with_suffix(".csv"), rows)
-    dataset, variant = runs[0].dataset, runs[0].variant
-    atomic_write(out.with_suffix(".md"), readings_markdown(rows, dataset, variant, reference, mode) + "\n")
+    md = sections[0] if len(sections) == 1 else "\n".join(["# CD-GTMLL under each reading of the paper", "", *sections])
+    atomic_write(out.with_suffix(".md"), md + "\n")
     write_json(out.with_suffix(".sources.json"), log.to_json(out.name, method=method, reference=reference, mode=mode))
     return [out.with_suffix(s) for s in (".csv", ".md", ".sources.json")]
