@@ -502,10 +502,10 @@ def test_sweep_y_axis_spans_the_minimum_and_says_when_flat(tmp_path: Path, saved
     assert -0.5 < lo <= 0 and hi - lo >= 5.0
 
 
-def test_ablation_and_robustness_axes_span_the_minimum(tmp_path: Path, saved):
-    """Bars of near-equal or all-zero scores are not drawn on a sliver of an axis: the ablation
-    (Rare-F1 0 for every variant: was 0 to 1e-9) and robustness (drops of a few hundredths of a
-    point) axes span at least 5 pp."""
+def test_ablation_robustness_and_specialization_axes_span_the_minimum(tmp_path: Path, saved):
+    """Near-equal or all-zero values are not drawn on a sliver of an axis: the ablation (Rare-F1
+    0 for every variant: was 0 to 1e-9), robustness (drops of a few hundredths of a point) and
+    specialisation (shares flat at 33.3%) axes span at least 5 pp."""
     root = tmp_path / "runs"
     abl, rob = [], []
     for m in ("No-Curiosity", "CD-GTMLL"):
@@ -517,6 +517,16 @@ def test_ablation_and_robustness_axes_span_the_minimum(tmp_path: Path, saved):
                 rob.append(write_metrics(run(root, "yeast", var, m, k), {"rare_f1": v}))
     comparison.ablation_figure(abl, tmp_path / "abl")
     comparison.robustness_figure(rob, tmp_path / "rob", kind="noise")
-    for fig in list(dict.fromkeys(f for f, _, _ in saved)):
+    # specialisation shares flat at 1/3 (every player equally accurate on every label)
+    spec = []
+    for k in (0, 1):
+        d = run(root, "yeast", "R0.50-s0", "CD-GTMLL", k)
+        write_player_acc(d, TOY_PLAYER, TOY_LABEL, np.full((4, len(TOY_ACC)), 0.5))
+        write_metrics(d, {})
+        spec.append(d)
+    players.specialization_figure(spec, tmp_path / "spec")
+    figs = list(dict.fromkeys(f for f, _, _ in saved))
+    assert len(figs) == 3
+    for fig in figs:
         lo, hi = fig.axes[0].get_ylim()
         assert hi - lo >= 5.0, (lo, hi)
