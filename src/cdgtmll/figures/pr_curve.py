@@ -118,7 +118,7 @@ def _title_and_subtitle(names: dict[str, set[str]], ds_name: str, style: FigureS
     setting = "; ".join(style.settings_list(ds, sorted(vs)) for ds, vs in sorted(names.items())) or ds_name
     parsed = [_R_VARIANT.match(v) for vs in names.values() for v in vs]
     tail = f"tail: {n_tail} rarest labels (bottom {100 * q:g}%)"
-    band = f"mean\u00a0±\u00a0std (band) of {runs} runs"  # no break inside "mean ± std"
+    band = f"mean\u00a0±\u00a0std (band) of {runs} run{'' if n_runs == [1] else 's'}"  # no break in "mean ± std"
     if len(names) == 1 and parsed and all(parsed) and len({float(m[1]) for m in parsed}) == 1:
         pct = f"{100 * float(parsed[0][1]):g}%"
         seeds = sorted({int(m[2]) for m in parsed})
@@ -189,7 +189,9 @@ def pr_figure(runs: dict[str, list[Path]], clean: ProcessedData, q: float, tie_s
     coloured = [m for m in drawn if m not in context]
     many = len(coloured) > 8
     pw = 4.3 if many else ONE_COLUMN
-    note = wrap(_no_curve_text(no_curve), chars_per_line(pw - 0.8, NOTE_PT)) if no_curve else ""
+    # the footnote is as wide as the axes: the panel less its y axis (one column), or the
+    # two-column figure less its y axis and the legend on the right
+    note = wrap(_no_curve_text(no_curve), chars_per_line(4.0 if many else pw - 0.8, NOTE_PT)) if no_curve else ""
     with figure_style():
         # the footnote's lines (about 0.14 in each at NOTE_PT) come on top of the panel's height
         fig, axes = _grid(1, w=TWO_COLUMNS if many else ONE_COLUMN,
@@ -226,7 +228,7 @@ def pr_figure(runs: dict[str, list[Path]], clean: ProcessedData, q: float, tie_s
         default_title, subtitle, setting = _title_and_subtitle(names, ds_name, style, len(tail), q,
                                                                sorted(set(ns.values())) or [0])
         titles(fig, [ax], [title or default_title], subtitle, panel_width=pw)
-        if note:  # as wide as the axes: the panel less the y axis
+        if note:
             footnote(ax, note)
         out.parent.mkdir(parents=True, exist_ok=True)
         for ext in ("pdf", "png"):
