@@ -237,7 +237,8 @@ def pr_figure(runs: dict[str, list[Path]], clean: ProcessedData, q: float, tie_s
         _plt().close(fig)
     atomic_write(out.with_suffix(".csv"), pd.DataFrame(rows).to_csv(index=False))
     write_json(out.with_suffix(".sources.json"), {
-        "figure": out.name, "title": title or default_title, "subtitle": subtitle, "setting": setting,
+        "figure": out.name, "title": title or default_title, "subtitle": subtitle.replace("\u00a0", " "),
+        "setting": setting,
         "tail_labels": [clean.label_names[t] for t in tail], "runs": sources,
         "no_curve": [{"method": m, "reason": why} for m, why in no_curve.items()]})
 
