@@ -441,7 +441,7 @@ def sweep_figure(run_dirs: Sequence[str | Path], out: Path, param: str, metrics:
             r["all_values_identical"] = any(f["setting"] == r["setting"] and f["metric"] == r["metric"] for f in flat)
         swept = f"{', '.join(bases)}, varying the {plabel}"
         note = (f"mean ± std over {_seeds_text(rows)} at each {symbol} (dots: runs); {_mode_text(mode, runs[0], log)}"
-                f"; y axis spans at least {MIN_SPAN_PP:g} pp"
+                f"; y axes span\u00a0≥\u00a0{MIN_SPAN_PP:g}\u00a0pp"  # kept on one line
                 f"{_identical_text(same, lambda g: f'{symbol} = ' + ', '.join(f'{v:g}' for v in g))}")
         if len(settings) == 1:  # one title for the row of metric panels
             titles(fig, axes, [f"{panel_titles[0]} — {swept}"], note, title, pw)
