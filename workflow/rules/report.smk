@@ -117,7 +117,7 @@ rule figure_pr:
         ),
         # configured methods that cannot run on the figure's dataset: named under the legend
         no_runs=lambda wc: " ".join(
-            "--no-runs " + shlex.quote(f"{m}={r}")
+            f"--no-runs {shlex.quote(f'{m}={r}')}"
             for (d, m), r in NOT_RUN.items()
             if d == config["figures"]["pr_curve"]["dataset"]
         ),
