@@ -115,6 +115,12 @@ rule figure_pr:
         highlight=lambda wc: (
             "" if (h := pr_highlight(config)) is None else "--highlight " + " ".join(map(shlex.quote, h))
         ),
+        # configured methods that cannot run on the figure's dataset: named under the legend
+        no_runs=lambda wc: " ".join(
+            f"--no-runs {shlex.quote(f'{m}={r}')}"
+            for (d, m), r in NOT_RUN.items()
+            if d == config["figures"]["pr_curve"]["dataset"]
+        ),
         out=lambda wc, output: str(Path(output.pdf).with_suffix("")),
     conda:
         ENV
@@ -127,7 +133,8 @@ rule figure_pr:
         runtime=10,
     shell:
         "python -m cdgtmll.figures.pr_curve pr --predictions {input.predictions} --clean {input.clean} "
-        "--q {params.q} --tie-seed {params.tie_seed} --out {params.out} {params.style} {params.highlight} > {log} 2>&1"
+        "--q {params.q} --tie-seed {params.tie_seed} --out {params.out} {params.style} {params.highlight} {params.no_runs} "
+        "> {log} 2>&1"
 
 
 rule claims_check:

@@ -240,10 +240,13 @@ class FigureInput:
 
 
 def load_pr(path: str | Path, dataset: str | None = None) -> FigureInput:
-    """``figures/pr_tail.csv`` (method, recall, precision_mean, precision_std, n_runs); the
-    dataset/setting come from ``--pr-dataset`` or the ``.sources.json`` sidecar's run paths."""
+    """``figures/pr_tail.csv`` (method, recall, precision_mean, precision_std, n_runs[,
+    no_curve]); the dataset/setting come from ``--pr-dataset`` or the ``.sources.json``
+    sidecar's run paths. A method's ``n_runs`` 0 row records why it has no curve: it is no
+    curve, so the method is not in the figure data (a claim on it is not checked)."""
     path = Path(path)
     df = pd.read_csv(path)
+    df = df[df["n_runs"] > 0].reset_index(drop=True)
     df["method"] = df["method"].map(canonical_method)
     datasets, settings = set(), set()
     side = path.with_suffix(".sources.json")

@@ -69,6 +69,9 @@ RC: dict[str, Any] = {
 }  # fmt: skip
 #: figure widths (inches): one column and two columns of a two-column paper
 ONE_COLUMN, TWO_COLUMNS = 3.4, 7.0
+#: the least a y axis of percentages spans (points): a zoom onto a narrower range makes
+#: differences of a few tenths (or flat lines) look like a trend (:func:`honest_ylim`)
+MIN_SPAN_PP = 5.0
 
 PARAM_LABELS = {"alpha": "curiosity weight α", "n_players": "number of players N"}
 
@@ -233,6 +236,16 @@ def titles(fig: Any, axes: Sequence[Any], panel_titles: Sequence[str], note: str
         fig.suptitle(wrap(note, chars_per_line(fig.get_figwidth(), NOTE_PT)), fontsize=NOTE_PT, color="0.25")
 
 
+def footnote(ax: Any, text: str) -> Any:
+    """A note (:data:`NOTE_PT`, already wrapped: at most as wide as the axes, or the
+    constrained layout narrows the axes to make room) centred under the x-axis label of
+    ``ax``. It belongs to the axes, so the layout keeps it clear of a legend below the panels
+    and the saved tight box takes it in. Returns the text artist."""
+    return ax.annotate(text, xy=(0.5, 0.0), xycoords=("axes fraction", ax.xaxis.label), xytext=(0, -2),
+                       textcoords="offset points", ha="center", va="top", fontsize=NOTE_PT, color="0.25",
+                       annotation_clip=False)
+
+
 @contextmanager
 def figure_style() -> Iterator[None]:
     """seaborn ``whitegrid`` + ``paper`` context with :data:`RC` for the drawing and saving
@@ -258,6 +271,25 @@ def bands_below_lines(ax: Any) -> None:
     for ln in ax.lines:
         if ln.get_zorder() <= 1.5:
             ln.set_zorder(2.0)
+
+
+def honest_ylim(ax: Any, min_span: float = MIN_SPAN_PP, floor: float = 0.0, ceil: float = 100.0) -> tuple[float, float]:
+    """Widen the y axis of ``ax`` (drawn, autoscaled to everything on it) to at least
+    ``min_span``, around its centre, shifted to stay within [``floor``, ``ceil``] (plus a
+    margin of 4% of ``min_span``; percentages: 0-100; a signed difference: -100-100). An axis that already spans
+    ``min_span`` is left as drawn. Returns the limits."""
+    lo, hi = ax.get_ylim()
+    if hi - lo >= min_span:
+        return lo, hi
+    mid = (lo + hi) / 2
+    lo, hi = mid - min_span / 2, mid + min_span / 2
+    margin = 0.04 * min_span  # a mark at the floor (0%) is drawn whole, not cut by the axis
+    if lo < floor - margin:
+        lo, hi = floor - margin, floor - margin + min_span
+    elif hi > ceil + margin:
+        lo, hi = ceil + margin - min_span, ceil + margin
+    ax.set_ylim(lo, hi)
+    return lo, hi
 
 
 def save_kw() -> dict[str, Any]:

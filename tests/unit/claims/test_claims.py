@@ -298,6 +298,16 @@ def test_pr_figure_claims(tmp_path):
     assert d["status"] == verdict.CONSISTENT
     nd = _check({**base, "kind": "beats", "metric": "pr_precision@all_recalls", "other_method": "*"}, runs, pr=pr)
     assert nd["status"] == verdict.CONSISTENT
+    # a method without a curve (the figure's n_runs 0 row, reason in no_curve) is no comparator:
+    # the claim against it is not checked, never passed against an empty curve
+    rows = [{**r, "no_curve": ""} for r in rows if r["method"] != "MLC-NC"]
+    rows.append({"method": "MLC-NC", "recall": None, "precision_mean": None, "precision_std": None, "n_runs": 0,
+                 "no_curve": "all tail-label scores tied: no ranking in 9 of 9 runs"})
+    pd.DataFrame(rows).to_csv(path, index=False)
+    pr = compare.load_pr(path)
+    assert "MLC-NC" not in set(pr.data["method"])
+    nc = _check({**base, "kind": "beats", "metric": "pr_precision@all_recalls", "other_method": "MLC-NC"}, runs, pr=pr)
+    assert nc["status"] == verdict.NC_METHOD
     assert _check({**base, "dataset": "coco2014", "paper_value": 70.0}, runs, pr=pr)["status"] == verdict.NC_DATASET
 
 

@@ -249,7 +249,8 @@ def test_pr_figure_title_style_and_interpolation(mirror, tmp_path: Path, saved):
     pr_figure(runs, clean, 0.2, 0, tmp_path / "pr")
     fig = saved[0][0]
     check_print_rules(fig, ("yeast/", "R0.40-s0", "@40%"))
-    assert title(fig).startswith("Yeast-R, 40% tail positives removed (sampling seeds 0, 1)")
+    assert title(fig) == "Yeast-R, 40% tail positives removed: tail PR"
+    assert "sampling seeds 0, 1" in fig.axes[0].get_title().replace("\n", " ")
     ax = fig.axes[0]
     st = ps.FigureStyle()
     colors = {to_rgb(ln.get_color()) for ln in ax.lines}
@@ -291,7 +292,6 @@ def test_pr_figure_highlight_greys_the_other_methods(mirror, tmp_path: Path, sav
     assert max(ln.get_zorder() for ln in grey) < min(ln.get_zorder() for ln in ax.lines if ln not in grey)
     assert len([c for c in ax.collections if isinstance(c, PolyCollection)]) == 2  # bands: highlighted only
     assert "3 other methods" in [t.get_text() for t in legend_texts(fig)]
-    assert "grey: 3 other methods" in " ".join(t.get_text() for t in texts(fig))
     assert len(pd.read_csv(tmp_path / "pr.csv")) == 5 * len(RECALL_GRID)  # every method
 
     base = loader.load(ROOT / "config/config.yaml")
@@ -341,3 +341,192 @@ def test_sweep_and_ablation_name_runs_with_byte_identical_predictions(tmp_path: 
     df = pd.read_csv(tmp_path / "abl.csv", keep_default_na=False)
     assert set(df[df.method == "No-Disagreement"].same_predictions_as) == {"CD-GTMLL"}
     assert set(df[df.method == "No-Curiosity"].same_predictions_as) == {""}
+
+
+# ------------------------------------------------ what a reviewer circled (issue 23, deliverable 6)
+
+
+def _pr_runs(root: Path, methods, n_rows: int, n_labels: int, seeds=(0, 1), tied=()) -> dict[str, list[Path]]:
+    """Prediction files in the pipeline's layout (R0.50-s0), random scores; ``tied`` methods
+    score every row and label 0.5 (a model that ranks nothing, as MLC-NC's saturated heads)."""
+    rng = np.random.default_rng(3)
+    runs = {}
+    for m in methods:
+        for k in seeds:
+            d = run(root, "yeast", "R0.50-s0", m, k)
+            d.mkdir(parents=True)
+            S = np.full((n_rows, n_labels), 0.5, np.float32) if m in tied else rng.random((n_rows, n_labels),
+                                                                                             dtype=np.float32)
+            np.savez(d / "predictions.npz", test=S)
+            runs.setdefault(m, []).append(d / "predictions.npz")
+    return runs
+
+
+def _yeast_clean(mirror: Path):
+    from cdgtmll.data.mulan import read_mulan_arff
+    from cdgtmll.data.processed import ProcessedData
+
+    X, Y, _ = read_mulan_arff(mirror / "yeast" / "yeast-train.arff", 14)
+    n = 400
+    return ProcessedData("yeast", X[:n], Y[:n].astype(np.uint8), [f"Class{i}" for i in range(1, 15)],
+                         {"train": np.arange(0, 250), "val": np.arange(250, 300), "test": np.arange(300, n)},
+                         meta={"display_name": "Yeast"})
+
+
+def _layout(fig: Figure) -> tuple[float, int, int]:
+    """(axes height / saved height, title lines, subtitle lines) of a saved one-panel figure,
+    measured in the saved figure's tight box (what the PNG shows)."""
+    r = fig.canvas.get_renderer()
+    box = fig.get_tightbbox(r)  # inches
+    ax = fig.axes[0]
+    return (ax.get_window_extent(r).height / fig.dpi / box.height, fig.get_suptitle().count("\n") + 1,
+            ax.get_title().count("\n") + 1)
+
+
+@pytest.mark.parametrize("n_methods,highlight", [(3, None), (20, None), (20, "paper")])
+def test_pr_figure_axes_get_most_of_the_height(mirror, tmp_path: Path, monkeypatch, n_methods, highlight):
+    """The title is one line, the subtitle at most two, and the axes take at least 55% of the
+    saved figure's height, at 3 methods and at the default profile's count (20 run on Yeast),
+    all in colour or with the paper's highlight. (The old title block -- a two-line title and
+    a three-line note -- left the axes 44% of the height at 3 methods.)"""
+    from cdgtmll.config.plan import PR_HIGHLIGHT_PAPER
+    from cdgtmll.figures.pr_curve import pr_figure
+
+    measured = []
+    orig = Figure.savefig
+
+    def spy(self, fname, *a, **kw):
+        res = orig(self, fname, *a, **kw)
+        measured.append(_layout(self))  # after the save: the layout the file has
+        return res
+
+    monkeypatch.setattr(Figure, "savefig", spy)
+    methods = [m for m in ps.BUILTIN_ORDER if m not in ("XR-Transformer", "MatchXML", "XR-Linear")][:n_methods]
+    runs = _pr_runs(tmp_path / "runs", methods, 100, 14)
+    pr_figure(runs, _yeast_clean(mirror), 0.2, 0, tmp_path / "pr",
+              highlight=None if highlight is None else list(PR_HIGHLIGHT_PAPER))
+    frac, title_lines, subtitle_lines = measured[-1]
+    assert frac >= 0.55, f"axes take {frac:.2f} of the figure's height"
+    assert title_lines == 1 and subtitle_lines <= 2, (title_lines, subtitle_lines)
+    src = json.loads((tmp_path / "pr.sources.json").read_text())
+    assert src["setting"] == "Yeast-R, 50% tail positives removed (sampling seed 0)"  # the details, in full
+
+
+def test_pr_figure_names_every_method_without_a_curve(mirror, tmp_path: Path, saved):
+    """A method with no curve -- every run's tail scores tied (no ranking), or no runs at all
+    (a configured method that cannot run here) -- is named with its reason under the legend,
+    in the CSV (n_runs 0) and in sources.json; before, it dropped out silently (or was drawn
+    as a flat line at the tail prevalence that ranks nothing)."""
+    from cdgtmll.figures.pr_curve import RECALL_GRID, pr_figure
+
+    runs = _pr_runs(tmp_path / "runs", ["CD-GTMLL", "MLC-NC", "BCE"], 100, 14, tied={"MLC-NC"})
+    clean = _yeast_clean(mirror)
+    pr_figure(runs, clean, 0.2, 0, tmp_path / "tied")
+    text = " ".join(t.get_text().replace("\n", " ") for t in texts(saved[-1][0]))
+    assert "no curve: MLC-NC \u2014 all tail-label scores tied: no ranking in 2 of 2 runs" in text
+    pr_figure(runs, clean, 0.2, 0, tmp_path / "pr",
+              no_runs={"XR-Linear": "environment .venv/xmc/pecos not built: run `make xmc-envs`"})
+    fig = saved[-1][0]
+    check_print_rules(fig)
+    text = " ".join(t.get_text().replace("\n", " ") for t in texts(fig))
+    assert "no curve: MLC-NC \u2014 all tail-label scores tied: no ranking in 2 of 2 runs" in text
+    assert "XR-Linear \u2014 not run: environment .venv/xmc/pecos not built" in text
+    st = ps.FigureStyle()
+    assert {to_rgb(ln.get_color()) for ln in fig.axes[0].lines} == {st.method("CD-GTMLL").color,
+                                                                    st.method("BCE").color}
+    assert [t.get_text() for t in legend_texts(fig)] == ["CD-GTMLL", "BCE"]
+    df = pd.read_csv(tmp_path / "pr.csv", keep_default_na=False)
+    assert len(df[df.method == "CD-GTMLL"]) == len(RECALL_GRID) and set(df[df.method == "CD-GTMLL"].no_curve) == {""}
+    for m, why in (("MLC-NC", "all tail-label scores tied: no ranking in 2 of 2 runs"),
+                   ("XR-Linear", "not run: environment .venv/xmc/pecos not built: run `make xmc-envs`")):
+        row = df[df.method == m]
+        assert len(row) == 1 and row.iloc[0].n_runs == 0 and row.iloc[0].no_curve == why
+    src = json.loads((tmp_path / "pr.sources.json").read_text())
+    assert [e["method"] for e in src["no_curve"]] == ["MLC-NC", "XR-Linear"]
+    assert len(src["runs"]["MLC-NC"]) == 2  # the files read, curve or not
+
+
+def _sweep_dirs(root: Path, param: str, values: dict, metric: str = "rare_f1") -> list[Path]:
+    dirs = []
+    for v, ys in values.items():
+        for k, y in enumerate(ys):
+            d = write_metrics(run(root, "yeast", "clean", f"CD-GTMLL@{param}={v}", k), {metric: y})
+            write_json(d / "method_outputs.json", {"hparams": {param: float(v)}})
+            dirs.append(d)
+    return dirs
+
+
+def test_sweep_titles_name_the_swept_parameter(tmp_path: Path, saved):
+    """The α sweep's title names α (the curiosity weight), the N sweep's N (the number of
+    players), with one setting and with several (then the note says it)."""
+    comparison.sweep_figure(_sweep_dirs(tmp_path / "a", "alpha", {"0.0": [0.3, 0.32], "0.4": [0.35, 0.31]}),
+                            tmp_path / "alpha", "alpha")
+    comparison.sweep_figure(_sweep_dirs(tmp_path / "n", "n_players", {"1": [0.3, 0.32], "3": [0.35, 0.31]}),
+                            tmp_path / "players", "n_players")
+    assert title(saved[0][0]).startswith("Yeast — CD-GTMLL, varying the curiosity weight α")
+    assert title(saved[-1][0]).startswith("Yeast — CD-GTMLL, varying the number of players N")
+    dirs = _sweep_dirs(tmp_path / "b", "alpha", {"0.0": [0.3], "0.4": [0.35]})
+    for v in ("0.0", "0.4"):
+        d = write_metrics(run(tmp_path / "b", "yeast", "R0.50-s0", f"CD-GTMLL@alpha={v}", 0), {"rare_f1": 0.2})
+        write_json(d / "method_outputs.json", {"hparams": {"alpha": float(v)}})
+        dirs.append(d)
+    comparison.sweep_figure(dirs, tmp_path / "two", "alpha")
+    assert title(saved[-1][0]).startswith("CD-GTMLL, varying the curiosity weight α:")
+
+
+def test_sweep_y_axis_spans_the_minimum_and_says_when_flat(tmp_path: Path, saved):
+    """A flat N sweep (47.9% at every N, as Yeast's Micro-F1) is drawn on a y axis of at least
+    5 pp and says "identical at every N" (it was zoomed to 47.5-48.3, a flat line read as a
+    trend); a sweep that varies by a few tenths is not zoomed either; the CSV marks the flat panel."""
+    flat = {str(n): [0.4792, 0.4792] for n in (1, 2, 4, 8)}
+    comparison.sweep_figure(_sweep_dirs(tmp_path / "f", "n_players", flat, "micro_f1"), tmp_path / "flat",
+                            "n_players", metrics=["micro_f1"])
+    ax = saved[-1][0].axes[0]
+    lo, hi = ax.get_ylim()
+    assert hi - lo >= 5.0 and lo <= 47.92 <= hi
+    assert "identical at every N: 47.92%" in [t.get_text() for t in ax.texts]
+    df = pd.read_csv(tmp_path / "flat.csv")
+    assert set(df.all_values_identical) == {True}
+    src = json.loads((tmp_path / "flat.sources.json").read_text())
+    assert src["all_values_identical"] == [{"setting": "yeast/clean", "metric": "micro_f1", "value": pytest.approx(47.92)}]
+
+    near = {"1": [0.476, 0.478], "2": [0.481, 0.483], "3": [0.479, 0.480]}
+    comparison.sweep_figure(_sweep_dirs(tmp_path / "g", "n_players", near, "micro_f1"), tmp_path / "near",
+                            "n_players", metrics=["micro_f1"])
+    ax = saved[-1][0].axes[0]
+    lo, hi = ax.get_ylim()
+    assert hi - lo >= 5.0 and not ax.texts
+    zero = {"0.0": [0.0, 0.0], "1.0": [0.0, 0.0]}  # Rare-F1 0 everywhere: from 0, never below
+    comparison.sweep_figure(_sweep_dirs(tmp_path / "z", "alpha", zero), tmp_path / "zero", "alpha")
+    lo, hi = saved[-1][0].axes[0].get_ylim()
+    assert -0.5 < lo <= 0 and hi - lo >= 5.0
+
+
+def test_ablation_robustness_and_specialization_axes_span_the_minimum(tmp_path: Path, saved):
+    """Near-equal or all-zero values are not drawn on a sliver of an axis: the ablation (Rare-F1
+    0 for every variant: was 0 to 1e-9), robustness (drops of a few hundredths of a point) and
+    specialisation (shares flat at 33.3%) axes span at least 5 pp."""
+    root = tmp_path / "runs"
+    abl, rob = [], []
+    for m in ("No-Curiosity", "CD-GTMLL"):
+        for k in (0, 1):
+            abl.append(write_metrics(run(root, "yeast", "clean", m, k), {"rare_f1": 0.0, "mAP": 0.0, "micro_f1": 0.0}))
+    for m in ("BCE", "CD-GTMLL"):
+        for var, v in (("clean", 0.3), ("N0.10-s0", 0.2999)):
+            for k in (0, 1):
+                rob.append(write_metrics(run(root, "yeast", var, m, k), {"rare_f1": v}))
+    comparison.ablation_figure(abl, tmp_path / "abl")
+    comparison.robustness_figure(rob, tmp_path / "rob", kind="noise")
+    # specialisation shares flat at 1/3 (every player equally accurate on every label)
+    spec = []
+    for k in (0, 1):
+        d = run(root, "yeast", "R0.50-s0", "CD-GTMLL", k)
+        write_player_acc(d, TOY_PLAYER, TOY_LABEL, np.full((4, len(TOY_ACC)), 0.5))
+        write_metrics(d, {})
+        spec.append(d)
+    players.specialization_figure(spec, tmp_path / "spec")
+    figs = list(dict.fromkeys(f for f, _, _ in saved))
+    assert len(figs) == 3
+    for fig in figs:
+        lo, hi = fig.axes[0].get_ylim()
+        assert hi - lo >= 5.0, (lo, hi)

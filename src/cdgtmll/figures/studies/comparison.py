@@ -29,12 +29,14 @@ from cdgtmll.figures.studies.runs import (
     save_figure,
 )
 from cdgtmll.figures.style import (
+    MIN_SPAN_PP,
     NOTE_PT,
     ONE_COLUMN,
     PARAM_LABELS,
     FigureStyle,
     chars_per_line,
     figure_style,
+    honest_ylim,
     legend_below,
     method_handles,
     n_labels,
@@ -235,7 +237,7 @@ def ablation_figure(run_dirs: Sequence[str | Path], out: Path, full: str = "CD-G
                 h_pt = ax.get_window_extent().height * 72 / fig.dpi
                 need = 5 * NOTE_PT
                 top = (hi * h_pt - need * lo) / (h_pt - need) if h_pt > 2 * need else hi * 1.3
-                ax.set_ylim(lo, max(top, hi * 1.05, lo + 1e-9))
+                ax.set_ylim(lo, max(top, hi * 1.05, lo + MIN_SPAN_PP))  # never a zoom onto a sliver
             ax.grid(axis="x", visible=False)
         all_methods = list(dict.fromkeys(r["method"] for r in rows))  # --order, then by name
         ns = {m: min(r["n_seeds"] for r in rows if r["method"] == m) for m in all_methods}
@@ -350,6 +352,7 @@ def robustness_figure(run_dirs: Sequence[str | Path], out: Path, kind: str, clea
                     for p in pairs if p["dataset"] == ds]
             seed_bars(ax, long, "level", xlab, methods, style)
             ax.axhline(0, color="0.15", linewidth=0.7, zorder=2.5)
+            honest_ylim(ax, floor=-100.0)
             ax.set(xlabel={"noise": "noise rate ρ (training positives flipped to 0)",
                            "occlusion": "occluded share γ of each training image"}[kind],
                    ylabel=f"{mlabel} drop (pp)")
@@ -411,16 +414,20 @@ def sweep_figure(run_dirs: Sequence[str | Path], out: Path, param: str, metrics:
     style.add_methods(v["base"] for v in values)
     settings = sorted({r["setting"] for r in rows})
     plabel = PARAM_LABELS.get(param, param)
+    symbol = plabel.split()[-1]  # "α", "N"; an unnamed parameter: its name
     with figure_style():
         pw = ONE_COLUMN
         fig, axes = _grid(len(settings) * len(metrics), w=pw, h=2.4, rows=len(settings))
-        panel_titles = []
+        panel_titles, flat = [], []
         for i, setting in enumerate(settings):
             ds, variant = setting.split("/", 1)
             for j, met in enumerate(metrics):
                 ax = axes[i * len(metrics) + j]
                 bases = sorted({v["base"] for v in values if v["setting"] == setting}, key=style.index)
-                sweep_panel(ax, [v for v in values if v["setting"] == setting], met, bases, style)
+                same_value = sweep_panel(ax, [v for v in values if v["setting"] == setting], met, bases, style,
+                                         symbol)
+                if same_value is not None:
+                    flat.append({"setting": setting, "metric": met, "value": same_value})
                 xs = sorted({v["value"] for v in values if v["setting"] == setting})
                 ax.set_xticks(xs, [f"{x:g}" for x in xs])
                 ax.set(xlabel=plabel, ylabel=f"{METRIC_LABELS.get(met, met)} (%)")
@@ -430,13 +437,18 @@ def sweep_figure(run_dirs: Sequence[str | Path], out: Path, param: str, metrics:
             legend_below(fig, *method_handles(bases, style, kind="line"), ncol=min(4, len(bases)))
         same = identical_predictions(values, "value", ("setting", "base"))
         _mark_identical(rows, same, "value", ("setting", "base_method"))
-        note = (f"mean ± std over {_seeds_text(rows)} at each value (dots: runs); {_mode_text(mode, runs[0], log)}"
-                f"{_identical_text(same, lambda g: f'{plabel.split()[-1]} = ' + ', '.join(f'{v:g}' for v in g))}")
+        for r in rows:
+            r["all_values_identical"] = any(f["setting"] == r["setting"] and f["metric"] == r["metric"] for f in flat)
+        swept = f"{', '.join(bases)}, varying the {plabel}"
+        note = (f"mean ± std over {_seeds_text(rows)} at each {symbol} (dots: runs); {_mode_text(mode, runs[0], log)}"
+                f"; y axes span\u00a0≥\u00a0{MIN_SPAN_PP:g}\u00a0pp"  # kept on one line
+                f"{_identical_text(same, lambda g: f'{symbol} = ' + ', '.join(f'{v:g}' for v in g))}")
         if len(settings) == 1:  # one title for the row of metric panels
-            titles(fig, axes, [f"{panel_titles[0]} — {', '.join(bases)}"], note, title, pw)
-        else:
-            titles(fig, axes, panel_titles, note, title, pw)
-        save_figure(fig, out, rows, log, mode=mode, param=param, identical_predictions=_identical_json(same))
+            titles(fig, axes, [f"{panel_titles[0]} — {swept}"], note, title, pw)
+        else:  # a title per panel (its setting); what is swept leads the note
+            titles(fig, axes, panel_titles, f"{swept}: {note}", title, pw)
+        save_figure(fig, out, rows, log, mode=mode, param=param, identical_predictions=_identical_json(same),
+                    all_values_identical=flat)
     return rows
 
 
@@ -462,9 +474,14 @@ def _identical_json(same: dict[tuple, list[list[Any]]]) -> list[dict[str, Any]]:
     return [{"within": list(k), "identical": g} for k, gs in same.items() for g in gs]
 
 
-def sweep_panel(ax: Any, values: list[dict[str, Any]], metric: str, bases: Sequence[str], style: FigureStyle) -> None:
+def sweep_panel(ax: Any, values: list[dict[str, Any]], metric: str, bases: Sequence[str], style: FigureStyle,
+                symbol: str = "value") -> float | None:
     """Mean ± std error bars (seaborn ``lineplot``, ``err_style="bars"``) at the swept
-    values only, joined by a thin line, with each run as a dot."""
+    values only, joined by a thin line, with each run as a dot. The y axis spans at least
+    :data:`~cdgtmll.figures.style.MIN_SPAN_PP` points (:func:`~cdgtmll.figures.style.honest_ylim`:
+    no zoom that makes a flat line look like a trend); when every run has the same value, the
+    panel says so ("identical at every <symbol>: v%") and the value is returned (else None)."""
+    import numpy as np
     import pandas as pd
     import seaborn as sns
 
@@ -479,3 +496,10 @@ def sweep_panel(ax: Any, values: list[dict[str, Any]], metric: str, bases: Seque
                      color=st.color, marker=st.marker, linestyle=st.linestyle, linewidth=1.0, markersize=5.5,
                      err_kws={"capsize": 3, "linewidth": 1.0}, ax=ax, label=base, legend=False, zorder=st.zorder)
         ax.scatter(d["value"], d["y"], s=7, color="0.15", alpha=0.6, linewidths=0, zorder=st.zorder + 0.5)
+    honest_ylim(ax)
+    ys = df["y"].to_numpy(dtype=float)
+    if ys.size and np.isfinite(ys).all() and np.ptp(ys) == 0:
+        ax.text(0.5, 0.96, f"identical at every {symbol}: {ys[0]:.2f}%", transform=ax.transAxes, ha="center",
+                va="top", fontsize=NOTE_PT, color="0.25")
+        return float(ys[0])
+    return None

@@ -40,6 +40,7 @@ from cdgtmll.figures.style import (
     chars_per_line,
     figure_style,
     group_bars,
+    honest_ylim,
     legend_below,
     titles,
     wrap,
@@ -319,6 +320,7 @@ def specialization_figure(run_dirs: Sequence[str | Path], out: Path, labels: str
             handles = [Line2D([], [], color=c, dashes=d, linewidth=1.4) for c, d in sts]
             ax.set(xlabel="epoch", ylabel="specialization share (%)")
             ax.set_xlim(df["epoch"].min(), df["epoch"].max())
+            honest_ylim(ax)  # shares flat at 33% are not zoomed into a trend
         legend_below(fig, handles, names, ncol=min(4, len(handles)))
         titles(fig, axes, [_group_title(g, style) for g in by_group],
                f"share of {'contested ' if labels == 'contested' else ''}labels on which the player is the most "
