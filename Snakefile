@@ -36,6 +36,10 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/figures.smk"
 
 
+onstart:
+    check_gpu_request()
+
+
 rule all:
     input:
         ALL_TARGETS,

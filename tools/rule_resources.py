@@ -4,7 +4,7 @@
     python tools/rule_resources.py --write    # rewrite the block in docs/cluster.md
 
 Reads ``workflow/rules/*.smk`` as text: for every ``rule``, its ``threads:`` and the entries of
-its ``resources:`` block, written as in the rule (an expression such as ``GPU_JOBS`` stays an
+its ``resources:`` block, written as in the rule (an expression such as ``train_gpu`` stays an
 expression and is explained below the table). Rules without resources (the target rules) are
 left out. ``tests/unit/test_docs.py`` checks that docs/cluster.md holds the table this prints.
 """
@@ -23,7 +23,10 @@ BEGIN = "<!-- resources:begin (tools/rule_resources.py writes this block) -->"
 END = "<!-- resources:end -->"
 #: what the expressions in the rules mean (workflow/rules/common.smk, data.smk)
 EXPLAIN = {
-    "GPU_JOBS": "1 when `experiments.device: cuda`, else 0",
+    "train_gpu": "1 for a neural method when `experiments.device` is `cuda`, or `auto` with `cluster: true` "
+                 "(profiles/slurm), else 0 (classical methods: always 0)",
+    "FEATURE_GPUS": "1 when `experiments.device` is `cuda`, or `auto` with `cluster: true`, else 0",
+    "train_time": "240 min; image fine-tuning: computed from its size, epochs and seeds (below)",
     "train_cpus": "1 + `image_backbone.workers` for an image dataset fine-tuned end to end, else 1",
     '1 + IMG["workers"]': "1 + `image_backbone.workers`",
 }
@@ -76,7 +79,8 @@ def render(records: list[dict]) -> str:
             return f"`{v}`" if v in EXPLAIN else v
         extra = sorted(set(res) - {"mem_mb", "runtime", "gpu", "cpus_per_task"})
         name = f"`{r['rule']}` ({r['file']})" + (f"; also {', '.join(extra)}" if extra else "")
-        rows.append(f"| {name} | {res.get('mem_mb', '-')} | {minutes(res.get('runtime', '-'))} | {cell('threads')} | "
+        runtime = cell("runtime") if res.get("runtime") in EXPLAIN else minutes(res.get("runtime", "-"))
+        rows.append(f"| {name} | {res.get('mem_mb', '-')} | {runtime} | {cell('threads')} | "
                     f"{cell('gpu')} | {cell('cpus_per_task')} |")
     notes = [f"- `{k}`: {EXPLAIN[k]}." for k in EXPLAIN if k in used]
     return "\n".join([BEGIN, *rows, "", *notes, END])

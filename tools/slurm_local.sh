@@ -13,11 +13,16 @@
 # Needs root (slurmd runs jobs as their submitter) and `apt-get install slurm-wlm munge`.
 # The cluster: partition `main` (default), one node with this machine's CPUs, no
 # accounting database (so run the Slurm executor with `--slurm-status-command squeue
-# --slurm-no-account`), MinJobAge 3600 s (squeue shows finished jobs for an hour).
+# --slurm-no-account`), MinJobAge 3600 s (squeue shows finished jobs for an hour), and
+# one GPU per CPU declared without a device (SLURM_LOCAL_GPUS): jobs that ask for GPUs, as
+# profiles/slurm's neural training jobs do, are scheduled as on a GPU cluster and run on CPUs.
 # It never touches a slurm.conf it did not write (the first line carries a marker).
 set -euo pipefail
 
 CONF=${SLURM_CONF:-/etc/slurm/slurm.conf}
+GRES=$(dirname "$CONF")/gres.conf
+GPUS=${SLURM_LOCAL_GPUS:-$(nproc)}  # declared GPUs, none real (write_conf)
+FAKE_GPUS=/run/cdgtmll-slurm-gpus
 MARK="# written by cdgtmll tools/slurm_local.sh"
 CTLD_PID=/run/slurmctld.pid
 SLURMD_PID=/run/slurmd.pid
@@ -61,8 +66,18 @@ MinJobAge=3600
 KillWait=5
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
-NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=$mem State=UNKNOWN
+GresTypes=gpu
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=$mem Gres=gpu:$GPUS State=UNKNOWN
 PartitionName=main Nodes=$host Default=YES MaxTime=INFINITE State=UP
+CONF
+  # GPUs the node declares with empty files for devices: `sbatch --gpus=1` is accepted and
+  # scheduled as on a GPU cluster, and the job trains on the CPU (torch finds no CUDA)
+  mkdir -p "$FAKE_GPUS"
+  for i in $(seq 0 $((GPUS - 1))); do : > "$FAKE_GPUS/gpu$i"; done
+  cat > "$GRES" <<CONF
+$MARK
+AutoDetect=off
+NodeName=$host Name=gpu File=$FAKE_GPUS/gpu[0-$((GPUS - 1))]
 CONF
 }
 

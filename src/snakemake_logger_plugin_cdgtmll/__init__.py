@@ -25,7 +25,9 @@ class LogHandler(LogHandlerBase):
         elif event == LogEvent.JOB_INFO:
             self.eta.job_info(int(record.jobid), str(record.rule_name))
         elif event == LogEvent.JOB_STARTED:
-            self.eta.job_started([int(j) for j in getattr(record, "jobs", [])])
+            # a group job (one sbatch job of several rules' jobs) starts under its uuid, not a
+            # job number; its jobs then finish under their own numbers, timed from history only
+            self.eta.job_started([int(j) for j in getattr(record, "jobs", []) if str(j).isdigit()])
         elif event == LogEvent.JOB_FINISHED:
             self.eta.job_finished(int(record.job_id))
         elif event == LogEvent.PROGRESS and not self.common_settings.dryrun:

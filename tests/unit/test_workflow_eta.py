@@ -73,6 +73,8 @@ def test_the_logger_plugin_is_found_and_prints_the_line(capsys):
     emit(LogEvent.RUN_INFO, stats={"train": 2, "all": 1, "total": 3})
     emit(LogEvent.JOB_INFO, jobid=1, rule_name="train")
     emit(LogEvent.JOB_STARTED, jobs=[1])
+    # a group job (profiles/slurm: a run's train + evaluate) starts under its uuid
+    emit(LogEvent.JOB_STARTED, jobs=["5f83b2c8-043e-562a-91da-9ae77245ff4d"])
     emit(LogEvent.JOB_FINISHED, job_id=1)
     emit(LogEvent.PROGRESS, done=1, total=3)
     err = capsys.readouterr().err

@@ -4,14 +4,19 @@ import json
 import shlex
 from pathlib import Path
 
+from snakemake.exceptions import WorkflowError
+
 from cdgtmll.config.plan import (
     finetunes_images,
+    gpus_wanted,
     is_image_dataset,
     not_runnable,
     pr_curve_enabled,
     pr_highlight,
     run_spec,
     study_jobs,
+    train_gpus,
+    train_runtime,
     variants,
 )
 from cdgtmll.lineage.code import identity, train_roots
@@ -28,11 +33,48 @@ os.environ.update(CDGTMLL_ROOT=workflow.basedir)
 # A job that dies in native code (signal) prints the Python stack of every thread to its log.
 os.environ.setdefault("PYTHONFAULTHANDLER", "1")
 ENV = "../../environment.yml"
-# Cluster requests of a train job (the Slurm executor maps gpu -> sbatch --gpus and
-# cpus_per_task -> --cpus-per-task; a local run ignores both). GPUs: one when the config asks
-# for cuda, else 0 (declared all the same: with a gpu_model in the profile, Slurm's plugin
-# reads a missing gpu as 1).
-GPU_JOBS = 1 if config["experiments"].get("device") == "cuda" else 0
+# Cluster requests of a train job (the Slurm executor maps gpu -> sbatch --gpus, runtime ->
+# --time and cpus_per_task -> --cpus-per-task; a local run ignores gpu and cpus_per_task).
+# GPUs: one for a neural method when experiments.device is cuda, or auto on a cluster
+# (config key cluster, set by profiles/slurm); else 0, declared all the same: with a gpu_model
+# in the profile, Slurm's plugin reads a missing gpu as 1 (cdgtmll.config.plan.train_gpus).
+# Feature extraction (a ResNet-50 forward pass) asks for one under the same condition.
+FEATURE_GPUS = 1 if gpus_wanted(config) else 0
+
+
+def train_gpu(wildcards):
+    return train_gpus(config, wildcards.dataset, wildcards.method)
+
+
+def train_time(wildcards):
+    """Minutes (cdgtmll.config.plan.train_runtime: image fine-tuning from its size, epochs
+    and seeds; 4 h otherwise)."""
+    spec = dataset_spec(wildcards.dataset)
+    return train_runtime(config, wildcards.dataset, wildcards.method, spec.n_train, spec.n_test)
+
+
+def check_gpu_request():
+    """Before the first job of a run whose jobs run elsewhere (a non-local executor: Slurm):
+    with experiments.device auto, the config must say cluster: true, or neural training jobs
+    would land on nodes without a GPU and train on their CPUs. profiles/slurm sets it in its
+    `config:` list, which a --config on the command line replaces. Dry runs and local runs
+    are not checked (the dry run's executor is not the one of the real run)."""
+    plugin = workflow.executor_plugin
+    if plugin is None or plugin.common_settings.local_exec:
+        return
+    if config["experiments"].get("device", "auto") == "auto" and not config.get("cluster", False):
+        raise WorkflowError(
+            f"experiments.device is auto and the jobs run on '{plugin.name}' nodes, but the config does not "
+            "say cluster: true, so no training job would ask for a GPU. Add cluster=True to --config "
+            "(profiles/slurm has it in its config: list; a --config on the command line replaces that "
+            "list), or set experiments.device to cuda (GPUs for neural methods) or cpu (none)."
+        )
+
+
+def dataset_spec(dataset):
+    from cdgtmll.data.registry import get_spec
+
+    return get_spec(dataset, config["data"]["custom"])
 
 
 def train_cpus(wildcards, threads):

@@ -4,6 +4,8 @@
 rule prepare_dataset:
     input:
         sources=prepare_sources,
+    group:
+        "data_{dataset}"
     output:
         "results/data/{dataset}/processed.npz",
     params:
@@ -56,6 +58,8 @@ FEATURE_ARGS = (
 
 rule extract_features:
     # Frozen ResNet-50 features of an image dataset (image_backbone.mode frozen), once per dataset.
+    group:
+        "data_{dataset}"
     input:
         "results/data/{dataset}/processed.npz",
     output:
@@ -73,7 +77,7 @@ rule extract_features:
     resources:
         mem_mb=16000,
         runtime=600,
-        gpu=GPU_JOBS,
+        gpu=FEATURE_GPUS,
         cpus_per_task=1 + IMG["workers"],  # the DataLoader workers get their own cores on a cluster
     shell:
         "python -m cdgtmll.images.features --in {input} --out {output} {params.args} > {log} 2>&1"
@@ -83,6 +87,8 @@ rule extract_features_occluded:
     # Frozen features of an occlusion variant: training images occluded, the rest clean.
     wildcard_constraints:
         variant=r"O[0-9.]+-s[0-9]+",
+    group:
+        "data_{dataset}"
     input:
         "results/data/{dataset}/variants/{variant}.npz",
     output:
@@ -100,7 +106,7 @@ rule extract_features_occluded:
     resources:
         mem_mb=16000,
         runtime=600,
-        gpu=GPU_JOBS,
+        gpu=FEATURE_GPUS,
         cpus_per_task=1 + IMG["workers"],  # the DataLoader workers get their own cores on a cluster
     shell:
         "python -m cdgtmll.images.features --in {input} --out {output} {params.args} > {log} 2>&1"

@@ -2,6 +2,8 @@
 
 
 rule evaluate:
+    group:
+        "run_{dataset}_{variant}_{method}"
     input:
         clean=lambda wc: base_data(wc.dataset),
         predictions=expand("results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/predictions.npz", seed=SEEDS),

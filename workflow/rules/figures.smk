@@ -7,6 +7,17 @@ from cdgtmll.figures.style import style_cli_args
 # config's aliases get the same colour in every figure, custom datasets their display name.
 FIGURE_STYLE = style_cli_args(config)
 
+
+# Seconds each, from files already made: on a cluster they run in Snakemake's own process (the
+# login node) instead of queueing as sbatch jobs (tables, figure_pr, claims_check: report.smk).
+localrules:
+    figure_ablation,
+    figure_robustness,
+    figure_sensitivity,
+    figure_diagnostics,
+    study_readings,
+
+
 STUDIES = config.get("studies", {})
 STUDY_FIGURES = {
     "ablation": ["figures/ablation"],

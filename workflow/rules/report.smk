@@ -8,6 +8,14 @@ import shlex
 include: "report_common.smk"
 
 
+# Seconds each, from the runs' metrics: on a cluster they run in Snakemake's own process (the
+# login node) instead of queueing as sbatch jobs (the figures: figures.smk).
+localrules:
+    tables,
+    figure_pr,
+    claims_check,
+
+
 FIGURES = ["figures/pr_tail.pdf", "figures/pr_tail.png", "figures/pr_tail.csv"] if pr_curve_enabled(config) else []
 # `dvc metrics show`: one small file per (dataset, setting, method) with the headline metrics
 METRIC_ROWS = sorted(

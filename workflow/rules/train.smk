@@ -8,6 +8,8 @@
 
 
 rule train:
+    group:
+        "run_{dataset}_{variant}_{method}"
     input:
         data=variant_data,
         clean=lambda wc: base_data(wc.dataset),
@@ -27,8 +29,8 @@ rule train:
     threads: 1
     resources:
         mem_mb=8000,
-        runtime=240,
-        gpu=GPU_JOBS,
+        runtime=train_time,
+        gpu=train_gpu,
         cpus_per_task=train_cpus,
     shell:
         "CDGTMLL_THREADS={threads} python -m cdgtmll.train --data {input.data} --clean {input.clean} "

@@ -5,6 +5,8 @@ from cdgtmll.variants.naming import parse_noise, parse_occlusion, parse_variant
 rule r_variant:
     wildcard_constraints:
         variant=r"R[0-9.]+-s[0-9]+",
+    group:
+        "data_{dataset}"
     input:
         lambda wc: base_data(wc.dataset),
     output:
@@ -35,6 +37,8 @@ rule noise_variant:
     # Label noise (Sec. 5.3 "Noise-rho"): each training positive flipped to 0 with prob. rho.
     wildcard_constraints:
         variant=r"N[0-9.]+-s[0-9]+",
+    group:
+        "data_{dataset}"
     input:
         lambda wc: base_data(wc.dataset),
     output:
@@ -63,6 +67,8 @@ rule occlusion_variant:
     # image, pasted when the image is decoded; labels, validation and test images unchanged.
     wildcard_constraints:
         variant=r"O[0-9.]+-s[0-9]+",
+    group:
+        "data_{dataset}"
     input:
         lambda wc: processed(wc.dataset),
     output:

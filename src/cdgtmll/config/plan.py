@@ -8,6 +8,7 @@ rerun trigger watches, so that a config change re-runs only the affected jobs.""
 from __future__ import annotations
 
 import json
+import math
 
 from cdgtmll.config import yaml12
 from cdgtmll.config.schema import ConfigError
@@ -108,6 +109,61 @@ def not_runnable(config: dict, dataset: str, method: str) -> str | None:
 
     registered, _ = resolve_method(config, method)
     return catalog.not_runnable(registered, method_hparams(config, dataset, method), finetunes_images(config, dataset))
+
+
+def gpus_wanted(config: dict) -> bool:
+    """Whether a job that trains on ``experiments.device`` asks the scheduler for a GPU:
+    ``cuda``, or ``auto`` on a cluster (top-level ``cluster: true``, set by profiles/slurm),
+    where the node the job lands on has a GPU only when the job asks for one. ``cpu``, and
+    ``auto`` on this machine, ask for none (a local run uses a GPU it has without asking)."""
+    device = config["experiments"].get("device", "auto")
+    return device == "cuda" or (device == "auto" and bool(config.get("cluster", False)))
+
+
+def train_gpus(config: dict, dataset: str, method: str) -> int:
+    """GPUs of the training job of ``method`` on ``dataset``: one for a method that trains a
+    torch model (:func:`cdgtmll.methods.catalog.is_neural`) when :func:`gpus_wanted`, else 0
+    (linear models and external libraries never use one)."""
+    from cdgtmll.methods import catalog
+
+    if not gpus_wanted(config):
+        return 0
+    registered, _ = resolve_method(config, method)
+    return 1 if catalog.is_neural(registered) else 0
+
+
+#: Image fine-tuning throughput the training runtime is sized from: ResNet-50 at 448 px, bf16,
+#: one NVIDIA H200, VOC-sized epochs (docs/benchmarks.md, "Image fine-tuning on a GPU").
+FINETUNE_IMAGES_PER_S = 952.0
+#: Headroom of the estimate: a GPU this many times slower than the H200 (V100 class), or a
+#: method this much slower per image than BCE, still finishes inside the limit.
+RUNTIME_MARGIN = 3.0
+#: Minutes of a training job besides the epochs (Snakemake start-up, loading the images' index,
+#: building the model), and the floor of every training job's time limit.
+TRAIN_STARTUP_MIN = 15
+TRAIN_RUNTIME_MIN = 240
+
+
+def train_runtime(config: dict, dataset: str, method: str, n_train: int | None, n_test: int | None) -> int:
+    """Minutes a training job asks the scheduler for (Snakemake's ``runtime``, sbatch
+    ``--time``). A job on a dataset fine-tuned end to end on images (:func:`finetunes_images`)
+    gets
+
+        startup + margin * seeds * (epochs * n_train + n_test) * (image_size / 448)^2 / (952 img/s)
+
+    (``n_train``: the training and validation rows, each seen once per epoch; ``n_test``: the
+    test rows predicted once per seed; ``epochs``: the method's, else the protocol's), and at
+    least :data:`TRAIN_RUNTIME_MIN`; every other job gets :data:`TRAIN_RUNTIME_MIN`. A dataset
+    whose sizes are unknown (a custom one without ``n_train``) gets the floor as well."""
+    if not finetunes_images(config, dataset) or not n_train:
+        return TRAIN_RUNTIME_MIN
+    proto = training_protocol(config, dataset)
+    epochs = int(method_hparams(config, dataset, method).get("epochs", proto.get("epochs", 1)))
+    size = int(config.get("image_backbone", {}).get("image_size", 448))
+    seeds = len(config["experiments"]["seeds"])
+    images = seeds * (epochs * n_train + (n_test or 0))
+    seconds = RUNTIME_MARGIN * images * (size / 448) ** 2 / FINETUNE_IMAGES_PER_S
+    return max(TRAIN_RUNTIME_MIN, TRAIN_STARTUP_MIN + math.ceil(seconds / 60))
 
 
 def _resolved_hparams(config: dict, dataset: str, method: str) -> dict:

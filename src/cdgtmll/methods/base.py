@@ -99,6 +99,11 @@ class Method(ABC):
     #: Subclasses inherit their parents' (:func:`hparam_space_of` merges them along the
     #: ``**trainer`` chain); every hyper-parameter of a registered method has one.
     hparam_space: ClassVar[dict[str, dict]] = {}
+    #: whether ``fit`` trains on ``RunContext.device`` (a torch model: a GPU speeds it up).
+    #: A cluster run asks a GPU for exactly these methods' training jobs
+    #: (:func:`cdgtmll.config.plan.train_gpus`); the others (linear models, external
+    #: libraries) run on CPUs.
+    neural: ClassVar[bool] = False
 
     @classmethod
     def open_hparam_space(cls) -> dict[str, dict]:

@@ -61,6 +61,8 @@ class NeuralMethod(Method, TrainTask):
     state from the training data before the model is built.
     """
 
+    neural = True
+
     #: the trainer's hyper-parameters have exactly the ranges of the config schema's
     #: ``training`` block (one source of truth, whether set under ``training.<dataset>``
     #: or ``methods.<name>``); here ``lr_head`` and ``grad_clip`` may also be None

@@ -43,7 +43,9 @@ CONFIGS = ["--configfile", "config/quick.yaml", "config/scale.yaml"]
 # this workflow takes 15-25 s here (two Snakemake start-ups in each)
 ACCOUNTING_FREE = ["--slurm-status-command", "squeue", "--slurm-no-account",
                    "--slurm-init-seconds-before-status-checks", "8"]
-SUBMITTED = re.compile(r"Job \d+ has been submitted with SLURM jobid (\d+) \(log: (\S+)\)")
+SUBMITTED = re.compile(r"Job \S+ has been submitted with SLURM jobid (\d+) \(log: (\S+)\)")  # a group's id is a uuid
+# the sbatch job of one run: its training and evaluation (group run_{dataset}_{variant}_{method})
+RUN_GROUP = "run_yeast_clean_{}_evaluate_train"
 
 
 # ------------------------------------------------------------------ the profile (fast)
@@ -56,7 +58,7 @@ def _profile(edited: bool) -> dict:
         lines = []
         for line in text.splitlines():
             marked = re.search(r"#\s*(EDIT \d|needs MinJobAge|no account)", line)
-            if marked or line.strip() in ("# set-resources:", "#   train:"):
+            if marked or line.strip() in ("# set-resources:", "#   train:", "#   evaluate:"):
                 line = re.sub(r"^(\s*)# ?", r"\1", line, count=1)
             lines.append(line)
         text = "\n".join(lines)
@@ -78,6 +80,8 @@ def test_profile_keys_are_current_snakemake_and_plugin_options():
     assert {"slurm-status-command", "slurm-no-account"} <= set(edited) - set(shipped)
     assert edited["default-resources"].keys() >= {"slurm_partition", "slurm_account"}
     assert edited["set-resources"]["train"].keys() == {"slurm_partition", "gpu_model"}
+    # a training job and its evaluation are one group job: one partition for both
+    assert edited["set-resources"]["evaluate"] == {"slurm_partition": edited["set-resources"]["train"]["slurm_partition"]}
     plugin_flags = {"slurm-" + f.replace("_", "-") for f in ExecutorSettings.__dataclass_fields__}
     for key in edited:
         assert key in plugin_flags or f"--{key}" in helptext, f"profile key {key!r} is no snakemake option"
@@ -111,6 +115,26 @@ class _Resources(dict):
     __getattr__ = dict.__getitem__
 
 
+# a dry run prints each job as "rule <name>:" and its fields; the jobs of a group job (one sbatch
+# job) follow a "Group job <name> (jobs in lexicogr. order):" line, indented by 4 more spaces
+JOB = re.compile(r"^( *)rule (\w+):\n((?: +\w+: .*\n)+)", flags=re.M)
+GROUP = re.compile(r"^\[[^]]*\] Group job (\S+) \(jobs in lexicogr\. order\):$", flags=re.M)
+# what runs in Snakemake's own process on the login node (localrules; `all` runs no command)
+LOCAL = {"tables", "figure_pr", "claims_check", "figure_ablation", "figure_robustness", "figure_sensitivity",
+         "figure_diagnostics", "study_readings", "all"}
+
+
+def _jobs(out: str) -> list[dict]:
+    """Every job of a dry run: rule, grouped (inside a group job), wildcards, resources."""
+    jobs = []
+    for m in JOB.finditer(out):
+        fields = dict(re.findall(r"^ +(\w+): (.*)$", m.group(3), flags=re.M))
+        res = dict(kv.split("=", 1) for kv in fields.get("resources", "").split(", ") if "=" in kv)
+        wc = dict(kv.split("=", 1) for kv in fields.get("wildcards", "").split(", ") if "=" in kv)
+        jobs.append({"rule": m.group(2), "grouped": len(m.group(1)) > 0, "wildcards": wc, "resources": res})
+    return jobs
+
+
 @pytest.mark.slow
 def test_train_jobs_request_gpu_and_loader_cpus(tmp_path):
     """With experiments.device cuda a train job asks Slurm for one GPU (of the profile's
@@ -130,10 +154,7 @@ def test_train_jobs_request_gpu_and_loader_cpus(tmp_path):
     (repo / "config/gpu.yaml").write_text(yaml.safe_dump(gpu))
     res = _snakemake(repo, _env(), "-n", "all", "--configfile", "config/quick.yaml", "config/gpu.yaml", timeout=300)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    found = {}
-    for block in re.findall(r"^rule train:\n(?:    .*\n)+", res.stdout + res.stderr, flags=re.M):
-        ds = re.search(r"dataset=(\w+)", block).group(1)
-        found[ds] = dict(kv.split("=", 1) for kv in re.search(r"resources: (.*)", block).group(1).split(", "))
+    found = {j["wildcards"]["dataset"]: j["resources"] for j in _jobs(res.stdout + res.stderr) if j["rule"] == "train"}
     assert found["voc2007"]["gpu"] == "1" and found["voc2007"]["cpus_per_task"] == "4"
     assert found["yeast"]["gpu"] == "1" and found["yeast"]["cpus_per_task"] == "1"  # tabular: no loader
 
@@ -144,8 +165,8 @@ def test_train_jobs_request_gpu_and_loader_cpus(tmp_path):
               "account": "", "partition": f" -p {train['slurm_partition']}", "workdir": "/w"}
     call = get_submit_command(job, params) + set_gres_string(job)
     assert "--cpus-per-task=4" in call and f"--gpus={train['gpu_model']}:1" in call and "-p gpu" in call
-    # the profile with its marked lines filled in parses, and sends train jobs (only) to the
-    # GPU partition with the GPU type
+    # the profile with its marked lines filled in parses, and sends train jobs to the GPU
+    # partition with the GPU type (and their evaluation, which runs in the same sbatch job)
     edited = tmp_path / "edited"
     edited.mkdir()
     (edited / "config.yaml").write_text(yaml.safe_dump(_profile(True)))
@@ -153,19 +174,69 @@ def test_train_jobs_request_gpu_and_loader_cpus(tmp_path):
                      "config/gpu.yaml", timeout=300)
     out = res.stdout + res.stderr
     assert res.returncode == 0, out[-3000:]
-    train = [b for b in re.findall(r"^rule train:\n(?:    .*\n)+", out, flags=re.M)]
-    other = [b for b in re.findall(r"^rule (?!train:)\w+:\n(?:    .*\n)+", out, flags=re.M)]
-    assert train and all("slurm_partition=gpu" in b and "gpu_model=a100" in b for b in train), train
-    assert other and all("slurm_partition=cpu" in b and "gpu_model" not in b for b in other), other
-    # on a CPU config (device auto/cpu) a train job asks for no GPU, also with the profile's
-    # GPU type set (gpu=0: sbatch --gpus=<type>:0)
+    jobs = _jobs(out)
+    train = [j["resources"] for j in jobs if j["rule"] == "train"]
+    other = [j["resources"] for j in jobs if j["rule"] not in ("train", "evaluate")]
+    assert train and all(r["slurm_partition"] == "gpu" and r["gpu_model"] == "a100" for r in train), train
+    assert all(j["resources"]["slurm_partition"] == "gpu" and "gpu_model" not in j["resources"]
+               for j in jobs if j["rule"] == "evaluate")
+    assert other and all(r["slurm_partition"] == "cpu" and "gpu_model" not in r for r in other), other
+    # a local run of a shipped config (device auto, no cluster: true) asks for no GPU; with the
+    # profile's GPU type set, gpu=0 gives sbatch --gpus=<type>:0
     res = _snakemake(repo, _env(), "-n", "all", *CONFIGS, timeout=300)
     out = res.stdout + res.stderr
-    blocks = re.findall(r"^rule train:\n(?:    .*\n)+", out, flags=re.M)
-    assert res.returncode == 0 and blocks and all("gpu=0" in b for b in blocks), out[-3000:]
+    train = [j["resources"] for j in _jobs(out) if j["rule"] == "train"]
+    assert res.returncode == 0 and train and all(r["gpu"] == "0" for r in train), out[-3000:]
     job.resources["gpu"], job.resources["cpus_per_task"] = 0, 1
     call = get_submit_command(job, params) + set_gres_string(job)
     assert "--cpus-per-task=1" in call and re.search(r"--gpus=\S*:0\b", call) and ":1" not in call, call
+
+
+@pytest.mark.slow
+def test_paper_profile_under_slurm_asks_gpus_for_neural_training_and_submits_few_jobs(tmp_path):
+    """`snakemake --profile profiles/slurm -n all --configfile config/paper.yaml` (the shipped
+    paper config, experiments.device auto): every training job of a neural method asks for one
+    GPU, every classical one (BR-LogReg, ...) and every other job for none; each training job
+    and its evaluation are one sbatch job, a dataset's preparation and variants one more, the
+    tables and figures none (localrules); COCO's fine-tuning jobs get more than 4 h."""
+    from cdgtmll.config import loader, plan
+    from cdgtmll.methods import catalog
+
+    repo = _copy_repo(tmp_path / "repo")
+    res = _snakemake(repo, _env(), "--profile", "profiles/slurm", "-n", "all", "--configfile", "config/paper.yaml",
+                     timeout=900)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-3000:]
+    cfg = loader.load(repo / "config/paper.yaml")
+    jobs = _jobs(out)
+    gpus: dict[str, dict[str, int]] = {}
+    for j in jobs:
+        if j["rule"] == "train":
+            registered = plan.resolve_method(cfg, j["wildcards"]["method"])[0]
+            kind = "neural train" if catalog.is_neural(registered) else "classical train"
+        else:
+            kind = j["rule"]
+        n = j["resources"].get("gpu", "0")
+        gpus.setdefault(kind, {}).setdefault(n, 0)
+        gpus[kind][n] += 1
+    print("\n[paper dry run] GPUs per job kind {kind: {gpus: jobs}}:", gpus)
+    assert set(gpus["neural train"]) == {"1"} and set(gpus["classical train"]) == {"0"}, gpus
+    assert all(set(v) == {"0"} for k, v in gpus.items() if not k.endswith(" train")), gpus
+    for kind in ("evaluate", "tables", "claims_check", "figure_pr", "figure_ablation", "prepare_dataset", "r_variant"):
+        assert kind in gpus, kind
+
+    # sbatch jobs: the group jobs; every job outside a group runs on the login node
+    groups = GROUP.findall(out)
+    assert {j["rule"] for j in jobs if not j["grouped"]} <= LOCAL
+    train = [j for j in jobs if j["rule"] == "train"]
+    datasets = {j["wildcards"]["dataset"] for j in jobs if j["rule"] == "prepare_dataset"}
+    assert len(groups) == len(set(groups)) == len(train) + len(datasets), (len(groups), len(train), len(datasets))
+    assert sum(j["rule"] == "evaluate" for j in jobs) == len(train)
+    print(f"[paper dry run] {len(jobs)} jobs, {len(groups)} sbatch jobs ({len(train)} training + evaluation, "
+          f"{len(datasets)} data), {len(jobs) - sum(j['grouped'] for j in jobs)} on the login node")
+    coco = {int(j["resources"]["runtime"]) for j in train if j["wildcards"]["dataset"] == "coco2014"}
+    others = {int(j["resources"]["runtime"]) for j in train if j["wildcards"]["dataset"] != "coco2014"}
+    assert coco and min(coco) > 240 and others == {240}, (coco, others)
 
 
 # ------------------------------------------------------------------ a real cluster (slow)
@@ -316,6 +387,17 @@ def _finish(proc: subprocess.Popen, log: Path, timeout: int = 900) -> tuple[int,
 
 
 @pytest.mark.slow
+def test_device_auto_without_cluster_key_stops_before_the_first_sbatch(mirror, slurm_copy, tmp_path):
+    """A --config on the command line replaces profiles/slurm's `config: [cluster=True]`; with
+    experiments.device auto the run would then ask no GPU for any job: it stops before its
+    first submission, naming the fix."""
+    proc = _slurm(slurm_copy, _env(mirror), "all", "--config", "cluster=False", log=tmp_path / "run.log")
+    rc, out = _finish(proc, tmp_path / "run.log", timeout=600)
+    assert rc != 0 and "does not say cluster: true" in out and "Add cluster=True to --config" in out, out[-3000:]
+    assert not SUBMITTED.search(out) and not _squeue(slurm_copy), out[-3000:]
+
+
+@pytest.mark.slow
 def test_quick_profile_on_slurm_matches_local_and_resumes_after_scancel(mirror, slurm_copy, tmp_path):
     """config/quick.yaml (one seed, 30 epochs, clean split) through `snakemake --profile
     profiles/slurm`, on a real Slurm cluster, with a scheduler failure on the way:
@@ -324,13 +406,23 @@ def test_quick_profile_on_slurm_matches_local_and_resumes_after_scancel(mirror, 
       scancel; Snakemake reports that job failed and the run exits non-zero;
     * the rerun finishes the workflow, and the cancelled job resumes from its checkpoint (the
       epochs before the cancel keep their logged timings);
-    * every training job ran as its own sbatch job (Slurm job ids in the log, COMPLETED in
+    * every training job ran with its evaluation as one sbatch job, the dataset's preparation as
+      another, the tables and the claims check on the login node (Slurm job ids in the log, COMPLETED in
       squeue, with the rule's memory/time/CPU request);
     * the predictions, results/metrics.json and the tables are byte-identical to an
       uncancelled local run of the same config (each run's metrics.json identical but for
       its timestamps)."""
     env = _env(mirror)
     local, slurm = _copy_repo(tmp_path / "local"), slurm_copy
+
+    # config/quick.yaml as shipped (R variants, 3 seeds) is 24 sbatch jobs without the groups and
+    # localrules; with them, one per run (its training and evaluation) and one for the dataset
+    res = _snakemake(slurm, env, "--profile", "profiles/slurm", "-n", "all", "--configfile", "config/quick.yaml")
+    jobs, groups = _jobs(res.stdout + res.stderr), GROUP.findall(res.stdout + res.stderr)
+    assert res.returncode == 0 and {j["rule"] for j in jobs if not j["grouped"]} <= LOCAL, res.stdout[-3000:]
+    n_runs = sum(j["rule"] == "train" for j in jobs)
+    assert len(groups) == n_runs + 1 < 24, (len(groups), n_runs)
+    print(f"\n[slurm] config/quick.yaml as shipped: {len(jobs)} jobs, {len(groups)} sbatch jobs")
 
     t0 = time.monotonic()
     res = _snakemake(local, env, "--profile", "profiles/local", "all", *CONFIGS)
@@ -350,7 +442,7 @@ def test_quick_profile_on_slurm_matches_local_and_resumes_after_scancel(mirror, 
             assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint before the run ended"
             time.sleep(0.1)
         running = [jid for jid, state, comment in _squeue(slurm)
-                   if comment == "rule_train_wildcards_yeast_clean_CD-GTMLL" and state == "RUNNING"]
+                   if comment == "rule_" + RUN_GROUP.format("CD-GTMLL") and state == "RUNNING"]
         assert len(running) == 1, _squeue(slurm)
         subprocess.run(["scancel", running[0]], check=True, timeout=60)
     except BaseException:
@@ -359,9 +451,9 @@ def test_quick_profile_on_slurm_matches_local_and_resumes_after_scancel(mirror, 
         raise
     rc, out1 = _finish(proc, tmp_path / "run1.log")
     assert rc != 0, out1[-3000:]
-    # squeue reports a scancel'led job as CANCELLED, or as FAILED when it ended before the next poll
-    assert re.search(rf"SLURM-job '{running[0]}' failed, SLURM status is: '(CANCELLED|FAILED)'", out1), out1[-3000:]
-    assert "Error in rule train" in out1, out1[-3000:]
+    # the plugin's "SLURM-job '<id>' failed, SLURM status is: ..." is not printed for a group job
+    # (Snakemake 9.27's GroupJob.log_error drops the message); squeue says CANCELLED below
+    assert "Error in group run_yeast_clean_CD-GTMLL" in out1, out1[-3000:]
     rows_at_cancel = _log_rows(log_csv)
     assert 1 <= len(rows_at_cancel) < 30 and ckpt.is_file() and not (run_dir / "seed0/predictions.npz").exists()
     t_run1 = time.monotonic() - t0
@@ -375,7 +467,13 @@ def test_quick_profile_on_slurm_matches_local_and_resumes_after_scancel(mirror, 
     assert len(rows) == 30 and rows[:len(rows_at_cancel)] == rows_at_cancel  # resumed, not retrained
 
     submitted = SUBMITTED.findall(out1) + SUBMITTED.findall(out2)
-    train = [(jid, log) for jid, log in submitted if "/rule_train/" in log]
+    train = [(jid, log) for jid, log in submitted if "/group_run_yeast_clean_" in log]
+    # every sbatch job is a group job: the 3 runs (training + evaluation; one of them twice) and the
+    # dataset's preparation; the tables, the PR figure and the claims check ran on the login node
+    assert len(submitted) == N_TRAIN + 2 and all("/group_" in log for _, log in submitted), submitted
+    assert len([log for _, log in submitted if "/group_data_yeast_prepare_dataset/" in log]) == 1, submitted
+    for rule in ("tables", "claims_check"):
+        assert f"localrule {rule}:" in out2, out2[-3000:]
     run_dirs = sorted(p for p in slurm.glob("results/runs/*/*/*") if p.is_dir())
     assert len(run_dirs) == N_TRAIN and len({Path(log).parent for _, log in train}) == N_TRAIN, submitted
     assert len(train) == N_TRAIN + 1 and len({jid for jid, _ in train}) == N_TRAIN + 1  # + the resubmission
@@ -383,17 +481,24 @@ def test_quick_profile_on_slurm_matches_local_and_resumes_after_scancel(mirror, 
     # output holds the cancelled job's Slurm log, where the job's inner Snakemake says "localrule train"),
     # and each run's provenance names the Slurm job that wrote it: the last one submitted for its folder
     assert "localrule train" not in out2, out2[-3000:]
-    last_job = {Path(log).parent.name: jid for jid, log in train}
+    last_job = {Path(log).parent.name: jid for jid, log in train}  # group_run_yeast_clean_<method>_evaluate_train
     for d in run_dirs:
         sched = json.loads((d / "seed0/provenance.json").read_text())["scheduler"]
-        assert sched["kind"] == "slurm" and sched["slurm_job_id"] == last_job["_".join(d.parts[-3:])], (d, sched, last_job)
+        assert sched["kind"] == "slurm" and sched["slurm_job_id"] == last_job["group_" + RUN_GROUP.format(d.name)], \
+            (d, sched, last_job)
     states = {jid: (state, comment) for jid, state, comment in _squeue(slurm, "-j", ",".join(j for j, _ in train))}
     for jid, log in train:
         want = "CANCELLED" if jid == running[0] else "COMPLETED"
-        assert states[jid][0] == want and states[jid][1].startswith("rule_train_wildcards_yeast_clean_"), states
+        assert states[jid][0] == want and states[jid][1].startswith("rule_run_yeast_clean_"), states
         assert Path(log).is_file() and "rule train:" in Path(log).read_text(), log
         job = subprocess.run(["scontrol", "show", "job", "-o", jid], capture_output=True, text=True).stdout
-        assert "MinMemoryNode=8000M" in job and "TimeLimit=04:00:00" in job and "NumCPUs=1 " in job, job
+        # the group's request: the larger memory, the two rules' times added (240 + 10 min), 1 CPU
+        assert "MinMemoryNode=8000M" in job and "TimeLimit=04:10:00" in job and "NumCPUs=1 " in job, job
+        # one GPU for a neural method, none for BR-LogReg (tools/slurm_local.sh's node declares
+        # GPUs without devices: the job is scheduled as on a GPU cluster and trains on the CPU)
+        gpu = "TresPerJob=gres:gpu:1" in job
+        assert gpu is (not states[jid][1].startswith("rule_" + RUN_GROUP.format("BR-LogReg"))) and \
+            ("gres:gpu" in job) is gpu, job
     assert _results(slurm) == reference
     print(f"\n[slurm] local run {t_local:.0f} s; Slurm run 1 (cancelled after epoch {len(rows_at_cancel)}) "
-          f"{t_run1:.0f} s + run 2 {t_run2:.0f} s; {len(submitted)} sbatch jobs ({len(train)} training)")
+          f"{t_run1:.0f} s + run 2 {t_run2:.0f} s; {len(submitted)} sbatch jobs ({len(train)} training + evaluation)")
