@@ -22,6 +22,7 @@ rule r_variant:
         "logs/variants/{dataset}/{variant}.log",
     benchmark:
         "logs/benchmarks/variants/{dataset}/{variant}.tsv"
+    priority: PRIORITY["data"]
     resources:
         mem_mb=4000,
         runtime=10,
@@ -50,6 +51,7 @@ rule noise_variant:
         "logs/variants/{dataset}/{variant}.log",
     benchmark:
         "logs/benchmarks/variants/{dataset}/{variant}.tsv"
+    priority: PRIORITY["data"]
     resources:
         mem_mb=4000,
         runtime=10,
@@ -78,6 +80,7 @@ rule occlusion_variant:
         "logs/variants/{dataset}/{variant}.log",
     benchmark:
         "logs/benchmarks/variants/{dataset}/{variant}.tsv"
+    priority: PRIORITY["data"]
     resources:
         mem_mb=4000,
         runtime=10,
