@@ -2,8 +2,9 @@
 single thread, one process, as a training job runs a seed (:func:`cdgtmll.train.run_seed`: fit,
 predictions, outputs), with the default profile's protocol at ``--epochs``.
 
-C-Tran runs twice per repeat, interleaved: with its :class:`PackedSelfAttention` (the code) and
-with torch's ``nn.MultiheadAttention`` in its place (the code before; the same arithmetic,
+C-Tran, ML-Decoder and MLC-NC run twice per repeat, interleaved: with
+:class:`~cdgtmll.methods.architectures.common.PackedAttention` (the code) and with torch's
+``nn.MultiheadAttention`` in its place (the code before; the same arithmetic,
 tests/unit/methods/test_methods_architectures.py), so the two are measured side by side.
 
     python benchmarks/bench_expensive_methods.py --data results/data/yeast/processed.npz --epochs 20
@@ -25,10 +26,11 @@ from torch import nn
 from cdgtmll.config import loader, plan
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.labels import tail_labels
-from cdgtmll.methods.architectures import attention
+from cdgtmll.methods.architectures import common
 from cdgtmll.train import run_seed
 
 METHODS = ("BCE", "C-Tran", "LSFA", "ML-Decoder", "MLC-NC")
+ATTENTION = ("C-Tran", "ML-Decoder", "MLC-NC")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,21 +47,21 @@ def main(argv: list[str] | None = None) -> int:
     data = ProcessedData.load(a.data)
     tail = tail_labels(data.part("train")[1], q=cfg["r_variants"]["tail_fraction"], tie_seed=cfg["r_variants"]["tie_seed"])
     inputs = {"data": a.data, "clean": a.data}
-    runs = [(m, "packed") if m == "C-Tran" else (m, "") for m in a.methods]
-    if "C-Tran" in a.methods:
-        runs.insert(runs.index(("C-Tran", "packed")), ("C-Tran", "torch"))
+    runs = []
+    for m in a.methods:
+        runs += [(m, "torch"), (m, "packed")] if m in ATTENTION else [(m, "")]
     cpu: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(a.repeats):
             for method, variant in runs:
                 spec = plan.run_spec(cfg, "yeast", "clean", method)
-                attention.PackedSelfAttention.forward = (nn.MultiheadAttention.forward if variant == "torch"
+                common.PackedAttention.forward = (nn.MultiheadAttention.forward if variant == "torch"
                                                          else PACKED_FORWARD)
                 out = Path(tmp) / f"{method}-{variant}-{r}" / "seed0"
                 t0 = time.process_time()
                 run_seed(data, tail, spec, 0, out, inputs, False)
                 cpu.setdefault(f"{method}{' (' + variant + ')' if variant else ''}", []).append(time.process_time() - t0)
-    attention.PackedSelfAttention.forward = PACKED_FORWARD
+    common.PackedAttention.forward = PACKED_FORWARD
     print(f"Yeast, {a.epochs} epochs, 1 thread, CPU seconds per seed (median of {a.repeats}); load {os.getloadavg()[0]:.2f}")
     for k, v in cpu.items():
         print(f"  {k:22s} {statistics.median(v):7.2f}   runs {', '.join(f'{x:.2f}' for x in v)}")
@@ -67,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-PACKED_FORWARD = attention.PackedSelfAttention.forward
+PACKED_FORWARD = common.PackedAttention.forward
 
 if __name__ == "__main__":
     raise SystemExit(main())

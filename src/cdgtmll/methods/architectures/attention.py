@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cdgtmll.methods.architectures.common import FeatureTokens, _ArchitectureMethod
+from cdgtmll.methods.architectures.common import FeatureTokens, _ArchitectureMethod, packed
 from cdgtmll.methods.base import register
 from cdgtmll.nn.backbone import MLPBackbone
 
@@ -64,47 +64,12 @@ def _ctran_weights_init(module: nn.Module) -> None:
         module.weight.data.fill_(1.0)
 
 
-class PackedSelfAttention(nn.MultiheadAttention):
-    """:class:`torch.nn.MultiheadAttention` with the same parameters, initialisation and
-    arithmetic, whose training-mode self-attention (``query is key is value``, batch first,
-    no masks, no weights returned: how :class:`torch.nn.TransformerEncoderLayer` calls it)
-    splits the packed q/k/v projection with ``unbind`` where torch's
-    ``F._in_projection_packed`` selects ``proj[0..2]`` of a contiguous copy. The values are
-    the same elements; the backward then stacks the three gradients into one buffer instead
-    of adding three zero-filled buffers of the packed size, which was ~8% of a C-Tran step on
-    Yeast (the same float values: each element of the packed gradient is one of the three,
-    plus zeros). Every other call goes to :class:`torch.nn.MultiheadAttention` (evaluation
-    takes torch's fast path). The replica follows ``F.multi_head_attention_forward``:
-    tests/unit/methods/test_methods_architectures.py checks bitwise-equal training against it."""
-
-    def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
-                average_attn_weights=True, is_causal=False):
-        if not (self.training and query is key and key is value and query.dim() == 3 and self.batch_first
-                and key_padding_mask is None and attn_mask is None and not need_weights and not is_causal
-                and self._qkv_same_embed_dim and self.in_proj_bias is not None and self.bias_k is None
-                and self.bias_v is None and not self.add_zero_attn):
-            return super().forward(query, key, value, key_padding_mask=key_padding_mask, need_weights=need_weights,
-                                   attn_mask=attn_mask, average_attn_weights=average_attn_weights, is_causal=is_causal)
-        x = query.transpose(1, 0)  # [T, B, E], as torch's batch_first path
-        T, B, E = x.shape
-        H = self.num_heads
-        hd = E // H
-        q, k, v = F.linear(x, self.in_proj_weight, self.in_proj_bias).unflatten(-1, (3, E)).unbind(-2)
-        # torch: proj[i].view(T, B * H, hd).transpose(0, 1) then .view(B, H, T, hd) (same strides)
-        q, k, v = (t.reshape(T, B * H, hd).transpose(0, 1).view(B, H, T, hd) for t in (q, k, v))
-        out = F.scaled_dot_product_attention(q, k, v, None, self.dropout, False)
-        out = out.permute(2, 0, 1, 3).reshape(B * T, E)
-        out = F.linear(out, self.out_proj.weight, self.out_proj.bias).view(T, B, E)
-        return out.transpose(1, 0), None
-
-
 def _encoder_layer(d_model: int, n_heads: int, dropout: float) -> nn.TransformerEncoderLayer:
-    """C-Tran's post-norm encoder layer, its self-attention a :class:`PackedSelfAttention`
-    (built, and so initialised, exactly as torch builds it, then given the subclass)."""
+    """C-Tran's post-norm encoder layer, its self-attention a
+    :class:`~cdgtmll.methods.architectures.common.PackedAttention`."""
     layer = nn.TransformerEncoderLayer(d_model, n_heads, dim_feedforward=d_model, dropout=dropout,
                                        activation="relu", batch_first=True)
-    layer.self_attn.__class__ = PackedSelfAttention
-    return layer
+    return packed(layer)
 
 
 class CTranNet(nn.Module):
@@ -287,7 +252,7 @@ class MLDecoderLayer(nn.Module):
         self.dropout1 = nn.Dropout(dropout)
         self.dropout2 = nn.Dropout(dropout)
         self.dropout3 = nn.Dropout(dropout)
-        self.cross_attn = nn.MultiheadAttention(d_model, n_heads, dropout=dropout, batch_first=True)
+        self.cross_attn = packed(nn.MultiheadAttention(d_model, n_heads, dropout=dropout, batch_first=True))
         self.linear1 = nn.Linear(d_model, dim_feedforward)
         self.linear2 = nn.Linear(dim_feedforward, d_model)
 
