@@ -7,6 +7,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from cdgtmll.config.plan import (
+    aliases,
     finetunes_images,
     gpus_wanted,
     is_image_dataset,
@@ -14,6 +15,7 @@ from cdgtmll.config.plan import (
     pr_curve_enabled,
     pr_highlight,
     run_spec,
+    shared_runs,
     study_jobs,
     train_gpus,
     train_runtime,
@@ -134,8 +136,45 @@ ALL_DATASETS = list(dict.fromkeys(d for d, _, _ in ALL_JOBS))
 NOT_RUN = {(d, m): r for d, m in dict.fromkeys((d, m) for d, _, m in ALL_JOBS) if (r := not_runnable(config, d, m))}
 
 
+@functools.cache
+def job_spec(dataset, variant, method):
+    return run_spec(config, dataset, variant, method)
+
+
+# Each distinct run spec is trained once (cdgtmll.config.plan.shared_runs): a study setting
+# whose spec equals an earlier job's (CD-GTMLL@alpha=0.4 is CD-GTMLL; CD-GTMLL@alpha=0.0 is
+# No-Curiosity) reads that job's run folder, and the figures and tables still name the setting
+# (--alias <setting's folder> <run folder>). The tables' rows (MAIN_JOBS) have folders of their own.
+RUN_OF = shared_runs([j for j in ALL_JOBS if (j[0], j[2]) not in NOT_RUN], job_spec, own=MAIN_JOBS)
+ALIASES = aliases(RUN_OF)
+
+
+# Scheduling order (Snakemake `priority`: among the jobs ready to run, the highest first): the
+# data first (cheap; Table 2's rows need the R-variants), every evaluation as soon as its training
+# ends, and the tables' rows (MAIN_JOBS) trained before the studies' settings, so that a run stopped
+# early has the tables' runs evaluated rather than half of every sweep.
+PRIORITY = {"data": 50, "evaluate_table": 40, "evaluate_study": 30, "train_table": 20, "train_study": 10}
+TABLE_JOBS = frozenset(MAIN_JOBS)
+
+
+def job_priority(step):
+    """The priority function of a train or evaluate job (step: 'train' | 'evaluate')."""
+
+    def priority(wc):
+        table = (wc.dataset, wc.variant, wc.method) in TABLE_JOBS
+        return PRIORITY[f"{step}_{'table' if table else 'study'}"]
+
+    return priority
+
+
+def run_dir(job):
+    return "results/runs/{}/{}/{}".format(*job)
+
+
 def run_dirs(jobs=None):
-    return [f"results/runs/{d}/{v}/{m}" for d, v, m in (ALL_JOBS if jobs is None else jobs) if (d, m) not in NOT_RUN]
+    """The run folders that hold the jobs' results (shared ones once)."""
+    js = ALL_JOBS if jobs is None else jobs
+    return list(dict.fromkeys(run_dir(RUN_OF[j]) for j in js if (j[0], j[2]) not in NOT_RUN))
 
 
 def all_metrics(jobs=None):
@@ -143,12 +182,24 @@ def all_metrics(jobs=None):
 
 
 def study_seed_dirs(study):
-    return [f"{r}/seed{s}" for r in run_dirs(STUDY_JOBS.get(study, [])) for s in SEEDS]
+    """The seed folders of a study's settings, named as the settings are (a shared one's
+    files are read from its run folder: alias_args)."""
+    jobs = [j for j in STUDY_JOBS.get(study, []) if (j[0], j[2]) not in NOT_RUN]
+    return [f"{run_dir(j)}/seed{s}" for j in jobs for s in SEEDS]
 
 
-@functools.cache
-def job_spec(dataset, variant, method):
-    return run_spec(config, dataset, variant, method)
+def alias_args(jobs=None):
+    """``--alias <setting's folder> <run folder>`` for each of the jobs that shares another's run."""
+    js = ALL_JOBS if jobs is None else jobs
+    return " ".join(
+        f"--alias {shlex.quote(run_dir(j))} {shlex.quote(run_dir(ALIASES[j]))}"
+        for j in dict.fromkeys(js)
+        if j in ALIASES
+    )
+
+
+def study_alias_args(study):
+    return alias_args(STUDY_JOBS.get(study, []))
 
 
 def spec_json(wc):
@@ -180,7 +231,8 @@ def pr_inputs(wc):
 
 
 def study_metrics(study):
-    return [f"{d}/metrics.json" for d in study_seed_dirs(study)]
+    """The metrics files a study's figure reads (shared runs once)."""
+    return all_metrics(STUDY_JOBS.get(study, []))
 
 
 def prepare_sources(wc):

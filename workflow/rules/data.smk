@@ -34,6 +34,7 @@ rule prepare_dataset:
         "logs/prepare/{dataset}.log",
     benchmark:
         "logs/benchmarks/prepare/{dataset}.tsv"
+    priority: PRIORITY["data"]
     resources:
         mem_mb=4000,
         runtime=30,
@@ -74,6 +75,7 @@ rule extract_features:
     benchmark:
         "logs/benchmarks/prepare/{dataset}.features.tsv"
     threads: 2
+    priority: PRIORITY["data"]
     resources:
         mem_mb=16000,
         runtime=600,
@@ -103,6 +105,7 @@ rule extract_features_occluded:
     benchmark:
         "logs/benchmarks/variants/{dataset}/{variant}.features.tsv"
     threads: 2
+    priority: PRIORITY["data"]
     resources:
         mem_mb=16000,
         runtime=600,

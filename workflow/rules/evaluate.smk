@@ -23,6 +23,7 @@ rule evaluate:
         "logs/evaluate/{dataset}/{variant}/{method}.log",
     benchmark:
         "logs/benchmarks/evaluate/{dataset}/{variant}/{method}.tsv"
+    priority: job_priority("evaluate")
     resources:
         mem_mb=4000,
         runtime=10,

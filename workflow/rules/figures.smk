@@ -50,6 +50,7 @@ rule figure_ablation:
     params:
         code=code_of("cdgtmll.figures.studies.build"),
         runs=lambda wc: " ".join(f"'{d}'" for d in study_seed_dirs("ablation")),
+        aliases=lambda wc: study_alias_args("ablation"),
         full=STUDIES.get("ablation", {}).get("full", "CD-GTMLL"),
         order=" ".join(f"'{m}'" for m in STUDIES.get("ablation", {}).get("methods", [])),
         style=FIGURE_STYLE,
@@ -63,7 +64,7 @@ rule figure_ablation:
         mem_mb=2000,
         runtime=10,
     shell:
-        "python -m cdgtmll.figures.studies.build ablation --runs {params.runs} --full {params.full:q} "
+        "python -m cdgtmll.figures.studies.build ablation --runs {params.runs} {params.aliases} --full {params.full:q} "
         "--order {params.order} --out figures/ablation {params.style} > {log} 2>&1"
 
 
@@ -80,6 +81,7 @@ rule figure_robustness:
     params:
         code=code_of("cdgtmll.figures.studies.build"),
         runs=lambda wc: " ".join(f"'{d}'" for d in study_seed_dirs(wc.kind)),
+        aliases=lambda wc: study_alias_args(wc.kind),
         style=FIGURE_STYLE,
     conda:
         ENV
@@ -91,7 +93,7 @@ rule figure_robustness:
         mem_mb=2000,
         runtime=10,
     shell:
-        "python -m cdgtmll.figures.studies.build robustness --kind {wildcards.kind} --runs {params.runs} "
+        "python -m cdgtmll.figures.studies.build robustness --kind {wildcards.kind} --runs {params.runs} {params.aliases} "
         "--out figures/robustness_{wildcards.kind} {params.style} > {log} 2>&1"
 
 
@@ -108,6 +110,7 @@ rule figure_sensitivity:
     params:
         code=code_of("cdgtmll.figures.studies.build"),
         runs=lambda wc: " ".join(f"'{d}'" for d in study_seed_dirs(wc.study)),
+        aliases=lambda wc: study_alias_args(wc.study),
         param=lambda wc: {"alpha": "alpha", "players": "n_players"}[wc.study],
         metrics=lambda wc: "rare_f1" if wc.study == "alpha" else "mAP rare_f1",
         style=FIGURE_STYLE,
@@ -122,7 +125,7 @@ rule figure_sensitivity:
         runtime=10,
     shell:
         "python -m cdgtmll.figures.studies.build sweep --param {params.param} --metrics {params.metrics} "
-        "--runs {params.runs} --out figures/sensitivity_{wildcards.study} {params.style} > {log} 2>&1"
+        "--runs {params.runs} {params.aliases} --out figures/sensitivity_{wildcards.study} {params.style} > {log} 2>&1"
 
 
 rule figure_diagnostics:
@@ -148,6 +151,7 @@ rule figure_diagnostics:
     params:
         code=code_of("cdgtmll.figures.studies.build"),
         runs=lambda wc: " ".join(f"'{d}'" for d in study_seed_dirs("diagnostics")),
+        aliases=lambda wc: study_alias_args("diagnostics"),
         q=config["r_variants"]["tail_fraction"],
         tie_seed=config["r_variants"]["tie_seed"],
         style=FIGURE_STYLE,
@@ -161,11 +165,11 @@ rule figure_diagnostics:
         mem_mb=2000,
         runtime=10,
     shell:
-        "(python -m cdgtmll.figures.studies.build specialization --runs {params.runs} --out figures/specialization "
+        "(python -m cdgtmll.figures.studies.build specialization --runs {params.runs} {params.aliases} --out figures/specialization "
         "{params.style} && "
-        "python -m cdgtmll.figures.studies.build ranks --runs {params.runs} --tail-fraction {params.q} "
+        "python -m cdgtmll.figures.studies.build ranks --runs {params.runs} {params.aliases} --tail-fraction {params.q} "
         "--tie-seed {params.tie_seed} --out figures/player_ranks {params.style} && "
-        "python -m cdgtmll.figures.studies.build potential --runs {params.runs} --out figures/potential "
+        "python -m cdgtmll.figures.studies.build potential --runs {params.runs} {params.aliases} --out figures/potential "
         "{params.style}) > {log} 2>&1"
 
 
@@ -180,6 +184,7 @@ rule study_readings:
     params:
         code=code_of("cdgtmll.figures.studies.build"),
         runs=lambda wc: " ".join(shlex.quote(d) for d in study_seed_dirs("readings")),
+        aliases=lambda wc: study_alias_args("readings"),
         method=STUDIES.get("readings", {}).get("method", "CD-GTMLL"),
         reference=STUDIES.get("readings", {}).get("reference", "BCE") or "",
     conda:
@@ -192,5 +197,5 @@ rule study_readings:
         mem_mb=2000,
         runtime=10,
     shell:
-        "python -m cdgtmll.figures.studies.build readings --runs {params.runs} --method {params.method:q} "
+        "python -m cdgtmll.figures.studies.build readings --runs {params.runs} {params.aliases} --method {params.method:q} "
         "--reference {params.reference:q} --out figures/readings > {log} 2>&1"

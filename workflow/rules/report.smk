@@ -64,6 +64,8 @@ rule tables:
     params:
         code=code_of("cdgtmll.tables.build"),
         methods=" ".join(f"'{m}'" for m in METHODS),
+        # the settings that share another's run (common.smk RUN_OF): rows of their own in all_runs.csv
+        aliases=alias_args(),
         not_run=" ".join(f"--not-run {shlex.quote(f'{d}|{m}|{r}')}" for (d, m), r in NOT_RUN.items()),
         threshold=config["thresholds"]["global"],
         # the columns of table{1,2,3}_configured: every configured dataset with its title, and
@@ -97,7 +99,7 @@ rule tables:
         mem_mb=2000,
         runtime=10,
     shell:
-        "python -m cdgtmll.tables.build --metrics {input.metrics} --methods {params.methods} "
+        "python -m cdgtmll.tables.build --metrics {input.metrics} {params.aliases} --methods {params.methods} "
         "--threshold {params.threshold} {params.not_run} --datasets {params.datasets} {params.severities} "
         "--profile {params.profile} --profile-file {params.profile_file} "
         "--out results/tables --summary-json {output.summary} --summary-dir results/metrics > {log} 2>&1"

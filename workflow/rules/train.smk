@@ -27,6 +27,7 @@ rule train:
     benchmark:
         "logs/benchmarks/train/{dataset}/{variant}/{method}.tsv"
     threads: 1
+    priority: job_priority("train")
     resources:
         mem_mb=8000,
         runtime=train_time,

@@ -24,6 +24,7 @@ rule r_variant:
         "logs/variants/{dataset}/{variant}.log",
     benchmark:
         "logs/benchmarks/variants/{dataset}/{variant}.tsv"
+    priority: PRIORITY["data"]
     resources:
         mem_mb=4000,
         runtime=10,
@@ -54,6 +55,7 @@ rule noise_variant:
         "logs/variants/{dataset}/{variant}.log",
     benchmark:
         "logs/benchmarks/variants/{dataset}/{variant}.tsv"
+    priority: PRIORITY["data"]
     resources:
         mem_mb=4000,
         runtime=10,
@@ -84,6 +86,7 @@ rule occlusion_variant:
         "logs/variants/{dataset}/{variant}.log",
     benchmark:
         "logs/benchmarks/variants/{dataset}/{variant}.tsv"
+    priority: PRIORITY["data"]
     resources:
         mem_mb=4000,
         runtime=10,

@@ -247,3 +247,38 @@ def _study_jobs_on(config: dict, study: str, spec: dict, d: str) -> list[tuple[s
     else:
         vs = [spec.get("variant", CLEAN)]
     return [(d, v, m) for v in vs for m in ms]
+
+
+#: run-spec fields that name a job without determining its result: the name a setting has in
+#: a table or figure (``CD-GTMLL@alpha=0.4``, ``No-Curiosity``). Everything else of the spec
+#: (registered method, configured and resolved hyper-parameters, data, protocol, seeds) decides it.
+NAME_FIELDS = ("method",)
+
+
+def result_key(spec: dict) -> str:
+    """What determines a job's result: its run spec without :data:`NAME_FIELDS`, as canonical
+    JSON. Two jobs with the same key train the same models and write byte-identical predictions."""
+    return canonical_json({k: v for k, v in spec.items() if k not in NAME_FIELDS})
+
+
+def shared_runs(jobs, spec_of, own=()) -> dict[tuple[str, str, str], tuple[str, str, str]]:
+    """Each (dataset, variant, method) job -> the job whose run folder holds its result: the
+    first job in ``jobs`` with the same :func:`result_key` (itself when it is the first).
+    ``spec_of(dataset, variant, method)`` gives a job's run spec. A sweep point or an ablation
+    that is another job's setting (``CD-GTMLL@alpha=0.4`` with CD-GTMLL's default alpha 0.4;
+    ``CD-GTMLL@alpha=0.0`` and ``No-Curiosity``) is trained once, under the first name.
+    Jobs in ``own`` (the tables' rows) keep a run folder of their own, named as they are,
+    and later jobs may share it."""
+    own = set(own)
+    first: dict[str, tuple[str, str, str]] = {}
+    out = {}
+    for job in jobs:
+        key = result_key(spec_of(*job))
+        out[job] = job if job in own else first.get(key, job)
+        first.setdefault(key, job)
+    return out
+
+
+def aliases(run_of: dict) -> dict[tuple[str, str, str], tuple[str, str, str]]:
+    """The jobs of :func:`shared_runs` that name another job's run: {setting: run}."""
+    return {job: run for job, run in run_of.items() if job != run}

@@ -510,8 +510,11 @@ def audit(artifact: str | Path, cell: tuple[str, str] | None = None, allow_stale
                 audit_run_metrics(rep, Path(r["path"]), r["sha256"], 2)
     else:  # a figure
         audit_dvc_artifact(rep, artifact, sources_path)
+        shared = sources.get("aliases") or {}
         for method, runs in sources.get("runs", {}).items():
-            rep.say(f"method   {method}: {len(runs)} run(s)", 1)
+            rep.say(f"method   {method}: {len(runs)} run(s)"
+                    + (f", read from the run of {shared[method]} (the same run spec, trained once)"
+                       if method in shared else ""), 1)
             for r in runs:
                 pred = Path(r["path"])
                 if rep.verify(pred, r["sha256"], "predictions", 2):

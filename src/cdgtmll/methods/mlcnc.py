@@ -149,7 +149,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cdgtmll.methods.architectures.common import FeatureTokens
+from cdgtmll.methods.architectures.common import FeatureTokens, packed
 from cdgtmll.methods.base import FitData, RunContext, register
 from cdgtmll.methods.neural import NeuralMethod
 from cdgtmll.nn.backbone import MLPBackbone
@@ -311,7 +311,7 @@ class MLCNCNet(nn.Module):
         self.n_labels, self.d_model, self.proj_dim = K, d, p
         self.tokens = FeatureTokens(backbone.out_dim, n_tokens, d)
         self.register_buffer("prototypes", etf_queries.T.contiguous().float())  # [K, d], rows m_k
-        self.attn = nn.MultiheadAttention(d, n_heads, dropout=dropout, batch_first=True)
+        self.attn = packed(nn.MultiheadAttention(d, n_heads, dropout=dropout, batch_first=True))
         self.proj_weight = nn.Parameter(torch.empty(K, d, p))
         nn.init.xavier_normal_(self.proj_weight)
         self.proj_bias = nn.Parameter(torch.zeros(K, p))

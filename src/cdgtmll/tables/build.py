@@ -156,8 +156,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile-file", nargs="*", default=[], help="the profile's config file(s)")
     ap.add_argument("--profiles-dir", type=Path, default=None,
                     help="the shipped profiles (*.yaml) named in the n.r. footnotes (default: the checkout's config/)")
+    ap.add_argument("--alias", nargs=2, action="append", default=[], metavar=("SETTING_DIR", "RUN_DIR"),
+                    help="a setting whose run spec is another's (e.g. .../CD-GTMLL@alpha=0.4 and .../CD-GTMLL): "
+                         "its rows are read from RUN_DIR's metrics, under the setting's name (column alias_of)")
     args = ap.parse_args(argv)
-    df = collect(args.metrics)
+    try:
+        df = collect(args.metrics, dict(args.alias))
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
     not_run = {}
     for item in args.not_run:
         ds, method, reason = item.split("|", 2)
@@ -167,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     with staged_dir(args.out, last=(".sources.json",)) as out:
         atomic_write(out / "all_runs.csv", df.to_csv(index=False))
         summary = summarise(df)
-        n_runs = int(len(df) // len(MODES))
+        n_runs = int(df["metrics_path"].nunique())  # a setting read from another's run (alias_of) is not a run
         datasets = _datasets(args.datasets, summary)
         stamp = (f"Profile {args.profile}" + (f" ({', '.join(args.profile_file)})" if args.profile_file else "") + "; "
                  if args.profile else "") + f"{n_runs} runs (metrics.json files); written by python -m cdgtmll.tables.build."

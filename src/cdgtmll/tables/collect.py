@@ -161,13 +161,29 @@ def run_code(prov: dict) -> dict:
     return {"git_commit": git.get("commit"), "git_dirty": git.get("dirty"), "code_sha256": prov.get("code_sha256")}
 
 
-def collect(paths: list[Path]) -> pd.DataFrame:
-    """Long table of the given ``.../<dataset>/<variant>/<method>/seed<k>/metrics.json`` files."""
-    rows = []
+def collect(paths: list[Path], aliases: dict[str, str] | None = None) -> pd.DataFrame:
+    """Long table of the given ``.../<dataset>/<variant>/<method>/seed<k>/metrics.json`` files.
+
+    ``aliases`` maps a setting's run folder (``.../<dataset>/<variant>/<setting>``) to the run
+    folder among ``paths`` that holds its result (the same run spec, trained once): the setting
+    gets rows of its own, read from that folder, with ``alias_of`` naming it
+    (``<dataset>/<variant>/<method>``; empty for a run read under its own name)."""
+    by_folder: dict[str, list[Path]] = {}
     for mpath in sorted(Path(p) for p in paths):
+        by_folder.setdefault(str(mpath.parent.parent), []).append(mpath)
+    entries = [(mpath, mpath.parent.parent.name, "") for mpath in sorted(Path(p) for p in paths)]
+    for setting_dir, run_dir in (aliases or {}).items():
+        sd, rd = Path(setting_dir), Path(run_dir)
+        if sd.parent != rd.parent:
+            raise ValueError(f"--alias {setting_dir} {run_dir}: expected run folders of the same dataset and variant")
+        if str(rd) not in by_folder:
+            raise ValueError(f"--alias {setting_dir} {run_dir}: no --metrics file under {run_dir}")
+        entries += [(mpath, sd.name, "/".join(rd.parts[-3:])) for mpath in by_folder[str(rd)]]
+    rows = []
+    for mpath, method, alias_of in entries:
         seed_dir = mpath.parent
         method_dir = seed_dir.parent
-        dataset, variant, method = method_dir.parent.parent.name, method_dir.parent.name, method_dir.name
+        dataset, variant = method_dir.parent.parent.name, method_dir.parent.name
         m = read_json(mpath, remove=True)
         parsed = parse_variant(variant)
         sev, sseed = (None, None) if parsed is None else parsed
@@ -194,11 +210,12 @@ def collect(paths: list[Path]) -> pd.DataFrame:
             row["untrained_labels"] = ", ".join(untrained.get("names", []))
             row.update(selection)
             row.update(code)
+            row["alias_of"] = alias_of
             rows.append(row)
     cols = ["dataset", "variant", "setting", "severity", "sampling_seed", "method", "seed", "mode", "own_thresholds", *METRICS,
             *RULE_COLUMNS, *EXCLUSION_COLUMNS, *ORACLE_COLUMNS, "equal_by_construction", "deviation", "untrained_labels",
             "backbone", "select_epoch", "selected_epoch", "epochs_trained", "git_commit", "git_dirty", "code_sha256",
-            "metrics_path", "metrics_sha256"]
+            "alias_of", "metrics_path", "metrics_sha256"]
     return pd.DataFrame(rows, columns=cols)
 
 

@@ -433,3 +433,27 @@ def test_trains_on_yeast_and_is_reproducible(name, yeast, yeast_test, tmp_path):
     if name == "BalanceMix":
         last = a.extra_outputs()["balancemix"]["last_refresh"]
         assert last["epoch"] == 1 and abs(last["bm_clean"] + last["bm_relabeled"] + last["bm_ambiguous"] - 1) < 1e-9
+
+
+def test_lsfa_generator_multi_tensor_adam_is_bit_identical(yeast):
+    """The generator's Adam runs its multi-tensor implementation (foreach=True, the code) with the
+    same arithmetic as torch's CPU default, the per-tensor loop: on real Yeast pairs (features of
+    the positives of the frequent labels, their label's prototype) the two train to bit-identical
+    weights, history and synthetic features."""
+    torch.set_num_threads(1)
+    H = np.maximum(np.asarray(yeast.X_train, np.float32), 0.0)  # non-negative, as backbone features
+    Y = (np.asarray(yeast.Y_train) > 0.5).astype(np.uint8)
+    P, counts = label_prototypes(H, Y)
+    head = np.flatnonzero(counts >= 50)
+    rows, labs = np.nonzero(Y[:, head])
+    assert rows.size > 500
+    out = {}
+    for foreach in (True, False):
+        model, info = train_feature_generator(H[rows], P[head[labs]], seed=0, epochs=8, batch_size=128,
+                                              hidden_dim=128, patience=100, foreach=foreach)
+        feats = model.generate(torch.as_tensor(P[head[0]], dtype=torch.float32), 16, torch.Generator().manual_seed(1))
+        out[foreach] = (model.state_dict(), info["history"], feats)
+    (sd_a, hist_a, f_a), (sd_b, hist_b, f_b) = out[True], out[False]
+    assert len(hist_a) == 8 and hist_a == hist_b
+    assert sd_a.keys() == sd_b.keys() and all(torch.equal(sd_a[k], sd_b[k]) for k in sd_a)
+    assert torch.equal(f_a, f_b)

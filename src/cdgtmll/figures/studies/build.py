@@ -7,7 +7,9 @@ Every subcommand takes explicit run directories ``.../<dataset>/<variant>/<metho
 * ``<out>.csv`` -- the numbers drawn,
 * ``<out>.sources.json`` -- ``{"figure": <out name>, "runs": {"<dataset>/<variant>/<method>":
   [{"path", "sha256"}, ...]}, ...}`` listing **every** file read (hashed from the very
-  bytes that were parsed), so ``cdgtmll audit <out>.pdf`` can trace and re-verify it.
+  bytes that were parsed), so ``cdgtmll audit <out>.pdf`` can trace and re-verify it;
+  ``"aliases": {"<dataset>/<variant>/<setting>": "<dataset>/<variant>/<method>"}`` when a
+  setting was read from another setting's run (``--alias``: the same run spec, trained once).
 
 The suffixes are appended to the stem (``<out>`` + ``.pdf``), never substituted, so a stem
 containing a dot (``figs/alpha_0.4``) keeps its full name. Numbers in CSVs are fractions
@@ -97,9 +99,17 @@ from pathlib import Path
 from cdgtmll.figures.studies.comparison import KIND_PREFIX, ablation_figure, robustness_figure, sweep_figure
 from cdgtmll.figures.studies.players import potential_figure, ranks_figures, specialization_figure
 from cdgtmll.figures.studies.readings import readings_table
+from cdgtmll.figures.studies.runs import parse_runs
 from cdgtmll.figures.style import add_style_args, style_from_args
 
 # ------------------------------------------------------------------------------ CLI
+
+
+def alias_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--alias", nargs=2, action="append", default=[], metavar=("SETTING_DIR", "RUN_DIR"),
+                   help="a setting whose run spec is another's (e.g. .../CD-GTMLL@alpha=0.4 and .../CD-GTMLL): "
+                        "its --runs seed folders are read from RUN_DIR, under the setting's name; "
+                        "the .sources.json records it under 'aliases'")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -111,6 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.add_argument("--runs", nargs="+", required=True, help=".../<dataset>/<variant>/<method>/seed<k> dirs")
         p.add_argument("--out", required=True, type=Path, help="output stem (no extension)")
         p.add_argument("--title", default="", help="replaces the panel titles (default: dataset display names)")
+        alias_arg(p)
         add_style_args(p)
 
     p = sub.add_parser("ablation", help="bars of metrics per ablated method, gap to the full model")
@@ -153,8 +164,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--method", default="CD-GTMLL", help="the default reading; the others are <method>@<key>=<value>")
     p.add_argument("--reference", default="BCE", help="the row whose comparison gives the paper's direction")
     p.add_argument("--mode", default="global")
+    alias_arg(p)
 
     a = ap.parse_args(argv)
+    try:
+        a.runs = parse_runs(a.runs, dict(a.alias))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if a.fig == "readings":
         try:
             readings_table(a.runs, a.out, a.method, a.reference or None, a.mode)

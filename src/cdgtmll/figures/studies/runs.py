@@ -35,13 +35,17 @@ _SEED_RE = re.compile(r"^seed(\d+)$")
 
 @dataclass(frozen=True)
 class RunDir:
-    """One run directory ``<root>/<dataset>/<variant>/<method>/seed<k>``."""
+    """One run directory ``<root>/<dataset>/<variant>/<method>/seed<k>``. ``path`` is where its
+    files are; for a setting that shares another setting's run (``--alias``), the shared run's
+    seed folder, and ``alias_of`` names that run (``<dataset>/<variant>/<method>``), while
+    dataset, variant and method are the setting's own."""
 
     path: Path
     dataset: str
     variant: str
     method: str
     seed: int
+    alias_of: str = ""
 
     @property
     def setting(self) -> str:
@@ -52,19 +56,32 @@ class RunDir:
         return f"{self.dataset}/{self.variant}/{self.method}"
 
 
-def parse_run_dir(path: str | Path) -> RunDir:
+def parse_run_dir(path: str | Path | RunDir, aliases: dict[str, str] | None = None) -> RunDir:
+    """The :class:`RunDir` of a seed folder. ``aliases`` maps a setting's run folder
+    (``.../<dataset>/<variant>/<setting>``) to the run folder that holds its result (the
+    same dataset and variant): the seed folder is read from there, under the setting's name."""
+    if isinstance(path, RunDir):
+        return path
     p = Path(path)
     m = _SEED_RE.match(p.name)
     parts = p.parts
     if not m or len(parts) < 4:
         raise ValueError(f"{path}: not a run directory '.../<dataset>/<variant>/<method>/seed<k>'")
-    return RunDir(p, parts[-4], parts[-3], parts[-2], int(m.group(1)))
+    run = RunDir(p, parts[-4], parts[-3], parts[-2], int(m.group(1)))
+    target = {str(Path(k)): v for k, v in (aliases or {}).items()}.get(str(p.parent))
+    if target is None:
+        return run
+    t = Path(target)
+    if len(t.parts) < 3 or t.parts[-3:-1] != parts[-4:-2]:
+        raise ValueError(f"--alias {p.parent} {target}: expected a run folder "
+                         f"'.../{run.dataset}/{run.variant}/<method>' (the same dataset and variant)")
+    return RunDir(t / p.name, run.dataset, run.variant, run.method, run.seed, alias_of="/".join(t.parts[-3:]))
 
 
-def parse_runs(paths: Iterable[str | Path]) -> list[RunDir]:
+def parse_runs(paths: Iterable[str | Path | RunDir], aliases: dict[str, str] | None = None) -> list[RunDir]:
     runs, seen = [], {}
     for p in paths:
-        r = parse_run_dir(p)
+        r = parse_run_dir(p, aliases)
         key = (r.group, r.seed)
         if key in seen:
             if Path(seen[key]).resolve() == r.path.resolve():
@@ -79,9 +96,11 @@ def parse_runs(paths: Iterable[str | Path]) -> list[RunDir]:
 
 @dataclass
 class SourceLog:
-    """Every file a figure reads, with the sha256 of the bytes parsed."""
+    """Every file a figure reads, with the sha256 of the bytes parsed, under the name of the
+    setting it was read for; ``aliases``: the settings read from another setting's run."""
 
     runs: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    aliases: dict[str, str] = field(default_factory=dict)
 
     def read(self, run: RunDir, name: str) -> bytes:
         path = run.path / name
@@ -92,10 +111,12 @@ class SourceLog:
         lst = self.runs.setdefault(run.group, [])
         if entry not in lst:
             lst.append(entry)
+        if run.alias_of:
+            self.aliases[run.group] = run.alias_of
         return data
 
     def to_json(self, figure: str, **extra: Any) -> dict[str, Any]:
-        return {"figure": figure, "runs": self.runs, **extra}
+        return {"figure": figure, "runs": self.runs, **({"aliases": self.aliases} if self.aliases else {}), **extra}
 
 
 def read_metrics(run: RunDir, log: SourceLog) -> dict[str, Any]:

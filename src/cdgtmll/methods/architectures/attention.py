@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cdgtmll.methods.architectures.common import FeatureTokens, _ArchitectureMethod
+from cdgtmll.methods.architectures.common import FeatureTokens, _ArchitectureMethod, packed
 from cdgtmll.methods.base import register
 from cdgtmll.nn.backbone import MLPBackbone
 
@@ -64,6 +64,14 @@ def _ctran_weights_init(module: nn.Module) -> None:
         module.weight.data.fill_(1.0)
 
 
+def _encoder_layer(d_model: int, n_heads: int, dropout: float) -> nn.TransformerEncoderLayer:
+    """C-Tran's post-norm encoder layer, its self-attention a
+    :class:`~cdgtmll.methods.architectures.common.PackedAttention`."""
+    layer = nn.TransformerEncoderLayer(d_model, n_heads, dim_feedforward=d_model, dropout=dropout,
+                                       activation="relu", batch_first=True)
+    return packed(layer)
+
+
 class CTranNet(nn.Module):
     """Feature tokens ``[B, T, d]`` ++ label tokens ``label_emb_k + state_emb(s_k)``
     -> LayerNorm -> ``n_layers`` post-norm transformer encoder layers (self-attention
@@ -82,11 +90,7 @@ class CTranNet(nn.Module):
         self.label_emb = nn.Embedding(n_labels, d_model)
         self.state_emb = nn.Embedding(3, d_model, padding_idx=UNKNOWN)
         self.norm = nn.LayerNorm(d_model)
-        self.layers = nn.ModuleList(
-            nn.TransformerEncoderLayer(d_model, n_heads, dim_feedforward=d_model, dropout=dropout,
-                                       activation="relu", batch_first=True)
-            for _ in range(n_layers)
-        )
+        self.layers = nn.ModuleList(_encoder_layer(d_model, n_heads, dropout) for _ in range(n_layers))
         self.out_weight = nn.Parameter(torch.empty(n_labels, d_model))
         self.out_bias = nn.Parameter(torch.empty(n_labels))
         for m in (self.label_emb, self.state_emb, self.norm, self.layers):
@@ -248,7 +252,7 @@ class MLDecoderLayer(nn.Module):
         self.dropout1 = nn.Dropout(dropout)
         self.dropout2 = nn.Dropout(dropout)
         self.dropout3 = nn.Dropout(dropout)
-        self.cross_attn = nn.MultiheadAttention(d_model, n_heads, dropout=dropout, batch_first=True)
+        self.cross_attn = packed(nn.MultiheadAttention(d_model, n_heads, dropout=dropout, batch_first=True))
         self.linear1 = nn.Linear(d_model, dim_feedforward)
         self.linear2 = nn.Linear(dim_feedforward, d_model)
 

@@ -117,11 +117,14 @@ def train_feature_generator(
     kl_weight: float = 0.005,
     patience: int = 10,
     val_frac: float = 0.1,
+    foreach: bool = True,
 ) -> tuple[FeatureCVAE, dict[str, Any]]:
     """Fit a :class:`FeatureCVAE` on pairs ``(H[i], P[i])`` (a head label's positive feature
     and that label's prototype), on CPU, fully seeded. Adam; a seeded ``val_frac`` split for
     early stopping (``patience`` epochs without improvement; the best state is kept), as in
-    the official ``transfer_train``."""
+    the official ``transfer_train``. ``foreach``: Adam's multi-tensor implementation (on CPU
+    torch defaults to the per-tensor loop); the same arithmetic, bit for bit
+    (tests/unit/methods/test_methods_data_side.py), and ~10% less CPU for the generator on Yeast."""
     H_t = torch.as_tensor(np.asarray(H, dtype=np.float32))
     P_t = torch.as_tensor(np.asarray(P, dtype=np.float32))
     n, d = H_t.shape
@@ -132,7 +135,7 @@ def train_feature_generator(
     perm = torch.randperm(n, generator=gen)
     n_val = int(round(val_frac * n)) if n >= 10 else 0
     val_idx, tr_idx = perm[:n_val], perm[n_val:]
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    opt = torch.optim.Adam(model.parameters(), lr=lr, foreach=foreach)
     best, best_state, bad, history = math.inf, copy.deepcopy(model.state_dict()), 0, []
     for epoch in range(1, int(epochs) + 1):
         model.train()
