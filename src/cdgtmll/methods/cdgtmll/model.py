@@ -121,7 +121,7 @@ Per epoch the train log has ``R``, ``C_loglik`` (sum_i of the log-likelihood par
 of the per-batch values), and
 ``player_val_acc.npz`` in the workdir holds, per epoch and pair, the validation accuracy
 of thresholding the player's own probability at 0.5 (arrays ``epoch [E]``,
-``player [P]``, ``label [P]``, ``accuracy [E, P]``).
+``player [P]``, ``label [P]``, ``accuracy [E, P]``); it is written with each checkpoint.
 """
 
 from __future__ import annotations
@@ -479,6 +479,7 @@ class CDGTMLL(NeuralMethod):
         self.partition: Partition | None = None
         self._freq: np.ndarray | None = None
         self._player_acc: list[np.ndarray] = []
+        self._pairs: tuple[np.ndarray, np.ndarray] | None = None  # (pair_player, pair_label)
 
     @classmethod
     def table_note(cls, hparams: dict[str, Any]) -> str | None:
@@ -589,15 +590,22 @@ class CDGTMLL(NeuralMethod):
             correct += ((z > 0) == (Y_val[s : s + xb.shape[0], model.pair_label] > 0.5)).sum(0)
             s += xb.shape[0]
         self._player_acc.append((correct / X_val.shape[0]).float().cpu().numpy())
+        self._pairs = (model.pair_player.cpu().numpy(), model.pair_label.cpu().numpy())
+        return {}
+
+    def write_artifacts(self, workdir: Path) -> None:
+        """``player_val_acc.npz`` with every epoch so far; the trainer calls this with each
+        checkpoint (it was rewritten after every epoch: 3.7% of a Yeast fit)."""
+        if not self._player_acc or self._pairs is None:
+            return
         with atomic_path(Path(workdir) / PLAYER_ACC_FILE, suffix=".npz") as tmp:
             np.savez(
                 tmp,
                 epoch=np.arange(1, len(self._player_acc) + 1),
-                player=model.pair_player.cpu().numpy(),
-                label=model.pair_label.cpu().numpy(),
+                player=self._pairs[0],
+                label=self._pairs[1],
                 accuracy=np.stack(self._player_acc),
             )
-        return {}
 
     def extra_state(self) -> dict[str, Any]:
         return {"player_acc": list(self._player_acc)}
