@@ -105,6 +105,7 @@ The checkpoint and log files (writing, reading, RNG states) live in
 
 from __future__ import annotations
 
+import inspect
 import math
 import random
 import signal
@@ -327,6 +328,44 @@ class StopSignals:
         self.restore()
         if signum is not None:
             signal.raise_signal(signum)
+
+
+#: the :class:`torch.optim.Optimizer` methods torch wraps with ``torch._disable_dynamo``
+_DYNAMO_WRAPPED = ("__init__", "zero_grad", "state_dict", "load_state_dict", "add_param_group")
+
+
+def _eager_optimizer_methods() -> None:
+    """Let torch's optimizers run without importing ``torch._dynamo`` (+1.6 s of CPU per process,
+    sympy and ``torch._inductor.config`` included; measured 2026-11-27, torch 2.14).
+
+    ``Optimizer.__init__``/``zero_grad``/``state_dict``/``load_state_dict``/``add_param_group`` are
+    wrapped by ``torch._disable_dynamo``, which imports ``torch._dynamo`` at the first call only to
+    build ``torch._dynamo.disable(fn)``, and caches it on ``fn`` (``__dynamo_disable``). That
+    wrapper tells ``torch.compile`` not to trace ``fn``; in eager execution it just calls ``fn``.
+    The package never compiles, so the cache is seeded with ``fn`` itself: the same calls, no
+    import. Nothing is changed once ``torch._dynamo`` is imported (then torch's own path is
+    taken), or for a method that has no such wrapper (another torch version)."""
+    if "torch._dynamo" in sys.modules:
+        return
+    for name in _DYNAMO_WRAPPED:
+        fn = getattr(getattr(torch.optim.Optimizer, name, None), "__wrapped__", None)
+        if fn is not None and getattr(fn, "__dynamo_disable", None) is None:
+            setattr(fn, "__dynamo_disable", fn)
+
+
+def optimizer_step(opt: torch.optim.Optimizer) -> None:
+    """``opt.step()`` without torch's per-step wrappers when ``torch._dynamo`` is not imported: the
+    step wrapper (``_use_grad_for_differentiable``) imports ``torch._dynamo`` and calls its
+    ``graph_break()`` (a no-op in eager execution) around the update it runs with gradients off;
+    the profiler/hook wrapper runs no hooks here (the trainer registers none). The update itself
+    is the optimizer's own ``step``, under ``torch.no_grad()``: bit-identical (tested)."""
+    if "torch._dynamo" in sys.modules or opt.defaults.get("differentiable") or opt._optimizer_step_pre_hooks \
+            or opt._optimizer_step_post_hooks:
+        opt.step()
+        return
+    with torch.no_grad():
+        inspect.unwrap(type(opt).step)(opt)
+    opt._opt_called = True  # what the LR scheduler's wrapper of opt.step records
 
 
 def seed_everything(seed: int) -> None:
@@ -595,6 +634,7 @@ def make_optimizer(
     and a per-step cosine decay to 0 over ``total_steps``."""
     groups = task.param_groups(model)
     _check_groups(model, groups)
+    _eager_optimizer_methods()
     base_lr = {"backbone": cfg.lr_backbone, "head": cfg.head_lr, "fusion": cfg.lr_backbone}
     opt = torch.optim.AdamW(
         [{"params": ps, "lr": base_lr[name], "name": name} for name, ps in groups.items() if ps],
@@ -668,7 +708,7 @@ def train_epoch(
                 gnorm = task.clip_gradients(model, grad_clip)
             if gnorm is None:  # no clipping, or a clip_gradients that returns no norm
                 gnorm = grad_norm(model)
-            opt.step()
+            optimizer_step(opt)
         else:  # the scaler skips steps with inf/NaN gradients itself: only the loss is checked
             scaler.scale(loss).backward()
             scaler.unscale_(opt)

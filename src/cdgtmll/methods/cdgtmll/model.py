@@ -350,12 +350,13 @@ class CDGTMLLNet(nn.Module):
         if P == L1:  # no overlap (rho = 0 or N = 1)
             return {"R": R, "C_loglik": c_ll, "C_div": z.new_zeros(())}
         # overlap pairs: fusion and R (binary targets: y log p + (1-y) log(1-p) = log(p (2y-1) + 1-y))
-        p_hat = self.fuse_overlap(torch.sigmoid(z_ov)).clamp(self.eps, 1 - self.eps)
+        p_ov = torch.sigmoid(z_ov)
+        p_hat = self.fuse_overlap(p_ov).clamp(self.eps, 1 - self.eps)
         R = R + (torch.addcmul(1 - y_lab, p_hat, 2 * y_lab - 1).log_().sum(0) @ self.w_ov) / B
         # ... curiosity log-likelihood and divergence to the detached peers
         q, zq = self.smooth_peers(*self.peer_mean(h.detach(), z_ov.detach()), update=self.training)
         if self.divergence_form == "per_label":
-            ll_ov, c_div = _OverlapCuriosity.apply(z_ov, y_ov, q, zq, self.divergence)
+            ll_ov, c_div = _OverlapCuriosity.apply(z_ov, y_ov, q, zq, self.divergence, p_ov.detach())
         else:
             ll_ov = -F.binary_cross_entropy_with_logits(z_ov, y_ov, reduction="none").sum(0)
             c_div = self.vector_divergence(torch.sigmoid(z_ov), q)
