@@ -153,6 +153,10 @@ CHECKPOINT_EVERY = 10
 #: a checkpoint is also written after an epoch that ends this long after the previous one
 CHECKPOINT_SECONDS = 120.0
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: how AdamW's update is computed (``TrainConfig.optimizer_impl``): ``for_loop`` = torch's
+#: per-tensor path (its CPU default), ``fused`` = ``AdamW(fused=True)``, one kernel per tensor
+#: (different rounding: see docs/benchmarks.md "Floor" for its measured effect)
+OPTIMIZER_IMPLS = ("for_loop", "fused")
 
 
 class TrainingInterrupted(RuntimeError):
@@ -174,6 +178,7 @@ class TrainConfig:
     weight_decay: float = 1e-4
     grad_clip: float | None = 5.0
     select_epoch: str = "last"
+    optimizer_impl: str = "for_loop"
 
     @property
     def head_lr(self) -> float:
@@ -184,6 +189,8 @@ class TrainConfig:
             raise ValueError(f"epochs and batch_size must be >= 1, got {self.epochs}, {self.batch_size}")
         if self.select_epoch not in SELECT_EPOCH_RULES:
             raise ValueError(f"select_epoch must be one of {SELECT_EPOCH_RULES}, got {self.select_epoch!r}")
+        if self.optimizer_impl not in OPTIMIZER_IMPLS:
+            raise ValueError(f"optimizer_impl must be one of {OPTIMIZER_IMPLS}, got {self.optimizer_impl!r}")
 
 
 class TrainTask:
@@ -636,9 +643,10 @@ def make_optimizer(
     _check_groups(model, groups)
     _eager_optimizer_methods()
     base_lr = {"backbone": cfg.lr_backbone, "head": cfg.head_lr, "fusion": cfg.lr_backbone}
+    impl = {"fused": True} if cfg.optimizer_impl == "fused" else {"foreach": False}
     opt = torch.optim.AdamW(
         [{"params": ps, "lr": base_lr[name], "name": name} for name, ps in groups.items() if ps],
-        weight_decay=cfg.weight_decay,
+        weight_decay=cfg.weight_decay, **impl,
     )
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: cosine_factor(s, total_steps))
     return opt, sched

@@ -294,3 +294,18 @@ def test_deterministic_mode_without_the_compiler_stack():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split("\n")[-2] == "True False []"
+
+
+def test_optimizer_impl_fused_is_an_explicit_option(tmp_path):
+    """``optimizer_impl: fused`` (AdamW(fused=True)) is opt-in: the default keeps torch's per-tensor
+    arithmetic; fused gives close but not identical predictions; it is part of the hyper-parameters
+    (so of the run spec) only when set; an unknown value names the allowed ones."""
+    hp = {"epochs": 2, **SMALL}
+    default = build("BCE", hp).fit(DATA, RunContext(seed=1, workdir=tmp_path / "a"))
+    fused = build("BCE", {**hp, "optimizer_impl": "fused"}).fit(DATA, RunContext(
+        seed=1, workdir=tmp_path / "b"))
+    P0, P1 = default.predict_proba(DATA.X_val), fused.predict_proba(DATA.X_val)
+    assert not np.array_equal(P0, P1) and np.allclose(P0, P1, atol=1e-4)
+    assert "optimizer_impl" not in default.hparams() and fused.hparams()["optimizer_impl"] == "fused"
+    with pytest.raises(ValueError, match="optimizer_impl"):
+        build("BCE", {"optimizer_impl": "adam8bit"})
