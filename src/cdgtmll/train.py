@@ -64,6 +64,8 @@ from cdgtmll.nn.progress import RunProgress
 
 #: label spaces with more labels than this store top-K predictions (see module docstring)
 TOPK_MIN_LABELS = 2000
+#: environment variable: checkpoint every this many epochs (default cdgtmll.nn.trainer.CHECKPOINT_EVERY)
+CHECKPOINT_EVERY_ENV = "CDGTMLL_CHECKPOINT_EVERY"
 #: labels kept per row in the top-K format
 TOPK = 100
 #: rows per predict_proba call in the top-K path
@@ -140,7 +142,9 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
     if images is not None and (why := base.image_input_reason(method)):
         raise ValueError(f"{spec['dataset']}/{spec['variant']}: {why}")
     ctx = RunContext(seed=seed, workdir=outdir, device=spec.get("device", "auto"), progress=progress,
-                     extra={"training": spec["training"], "image_backbone": spec.get("image_backbone")})
+                     extra={"training": spec["training"], "image_backbone": spec.get("image_backbone"),
+                            # the trainer's checkpoint cadence (epochs; results do not depend on it)
+                            "checkpoint_every": os.environ.get(CHECKPOINT_EVERY_ENV)})
     method.fit(fit, ctx)
     fit_seconds = time.perf_counter() - t0
     if data.n_labels > TOPK_MIN_LABELS:

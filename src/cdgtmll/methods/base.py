@@ -171,16 +171,18 @@ _REGISTRY: dict[str, type[Method]] = {}
 
 #: imports the built-in method modules: :func:`cdgtmll.methods.load_builtins`, set when that
 #: package is imported (always before this module); this module imports none of them
-_BUILTIN_LOADER: list[Callable[[], None]] = []
+_BUILTIN_LOADER: list[Callable[..., None]] = []
 
 
-def set_builtin_loader(load: Callable[[], None]) -> None:
+def set_builtin_loader(load: Callable[..., None]) -> None:
     _BUILTIN_LOADER[:] = [load]
 
 
-def _load_builtins() -> None:
+def _load_builtins(name: str | None = None) -> None:
+    """Import the built-in method modules: all of them, or (``name``) the one that defines ``name``
+    where that is known without importing (:func:`cdgtmll.methods.load_builtins`)."""
     for load in _BUILTIN_LOADER:
-        load()
+        load(name)
 
 
 def registered() -> dict[str, type[Method]]:
@@ -208,7 +210,7 @@ def available() -> list[str]:
 
 def get(name: str) -> type[Method]:
     if name not in _REGISTRY:
-        _load_builtins()
+        _load_builtins(name)
     try:
         return _REGISTRY[name]
     except KeyError:

@@ -124,6 +124,21 @@ def catalog() -> dict[str, Any]:
     return data
 
 
+def cached_module(name: str) -> str | None:
+    """The module that defines built-in method ``name``, from this source tree's cached catalog
+    only (never built here: building imports every method); None when there is no cached
+    catalog or it does not list ``name``."""
+    try:
+        sha = source_sha256()
+        data = json.loads(cache_path(sha).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if data.get("source_sha256") != sha or data.get("format") != FORMAT:
+        return None
+    entry = (data.get("methods") or {}).get(name)
+    return entry.get("module") if isinstance(entry, dict) else None
+
+
 def _entry(name: str) -> dict[str, Any] | None:
     return catalog()["methods"].get(name)
 

@@ -7,7 +7,9 @@ as defaults): ``epochs=100``, ``batch_size=256``, ``lr_backbone=2e-3`` (eta_0),
 ``weight_decay=1e-4`` (AdamW), ``grad_clip=5.0`` (global norm), ``hidden_dim=512``
 (d'), ``select_epoch=DEFAULT_SELECT_EPOCH`` (which epoch's weights predict: ``last`` or
 ``best_val``, the epoch with the best validation mAP; :func:`cdgtmll.nn.trainer.epoch_selection`,
-docs/methods.md "Epoch selection"). ``RunContext.epochs`` / ``.batch_size`` override
+docs/methods.md "Epoch selection"), ``optimizer_impl='for_loop'`` (AdamW's update:
+``for_loop``, torch's per-tensor CPU path, or ``fused``: faster, different rounding;
+:data:`cdgtmll.nn.trainer.OPTIMIZER_IMPLS`). ``RunContext.epochs`` / ``.batch_size`` override
 ``epochs`` / ``batch_size`` when set. After ``fit``, ``epoch_selection`` is the record of the
 kept epoch (rule, epoch, its validation mAP; written into each run's provenance).
 
@@ -68,7 +70,8 @@ class NeuralMethod(Method, TrainTask):
     #: or ``methods.<name>``); here ``lr_head`` and ``grad_clip`` may also be None
     #: (eta_head = eta_0; no clipping)
     hparam_space = training_hparam_space(
-        ("epochs", "batch_size", "lr_backbone", "lr_head", "weight_decay", "grad_clip", "hidden_dim", "select_epoch"),
+        ("epochs", "batch_size", "lr_backbone", "lr_head", "weight_decay", "grad_clip", "hidden_dim", "select_epoch",
+         "optimizer_impl"),
         nullable=("lr_head", "grad_clip"),
     )
 
@@ -82,6 +85,7 @@ class NeuralMethod(Method, TrainTask):
         grad_clip: float | None = 5.0,
         hidden_dim: int = 512,
         select_epoch: str = DEFAULT_SELECT_EPOCH,
+        optimizer_impl: str = "for_loop",
     ) -> None:
         self.epochs = int(epochs)
         self.batch_size = int(batch_size)
@@ -91,7 +95,8 @@ class NeuralMethod(Method, TrainTask):
         self.grad_clip = None if grad_clip is None else float(grad_clip)
         self.hidden_dim = int(hidden_dim)
         self.select_epoch = str(select_epoch)
-        TrainConfig(select_epoch=self.select_epoch)  # validates the rule at construction
+        self.optimizer_impl = str(optimizer_impl)
+        TrainConfig(select_epoch=self.select_epoch, optimizer_impl=self.optimizer_impl)  # validates both
         self.epoch_selection: dict[str, Any] | None = None  # set by fit
         self.model: nn.Module | None = None
         self.train_log: list[dict[str, Any]] = []
@@ -114,6 +119,8 @@ class NeuralMethod(Method, TrainTask):
             "grad_clip": self.grad_clip,
             "hidden_dim": self.hidden_dim,
             "select_epoch": self.select_epoch,
+            # only when not the default, so that every earlier run spec keeps its hash
+            **({"optimizer_impl": self.optimizer_impl} if self.optimizer_impl != "for_loop" else {}),
         }
 
     def train_config(self, ctx: RunContext) -> TrainConfig:
@@ -125,6 +132,7 @@ class NeuralMethod(Method, TrainTask):
             weight_decay=self.weight_decay,
             grad_clip=self.grad_clip,
             select_epoch=self.select_epoch,
+            optimizer_impl=self.optimizer_impl,
         )
 
     def fingerprint(self) -> dict[str, Any]:

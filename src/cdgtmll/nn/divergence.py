@@ -63,14 +63,17 @@ class TrainingDiverged(FloatingPointError):
 
 
 def divergence_notes(e: TrainingDiverged, Xtr: Any, Ytr: Any, rows: list[dict[str, Any]],
-                      ckpt_path: Path) -> list[str]:
+                      ckpt_path: Path, ckpt_epoch: int | None = None) -> list[str]:
     """What :func:`train` adds to a :class:`TrainingDiverged` message (failure path only):
-    non-finite training inputs, and which checkpoint is left."""
+    non-finite training inputs, and which checkpoint is left (``ckpt_epoch``: the epoch of
+    the last checkpoint written, default the last finished epoch)."""
     bad_inputs = [f"{name} holds {what}." for name, a in (("X_train", Xtr), ("Y_train", Ytr))
                   if (what := nonfinite_summary(a))]
-    if rows:
+    if ckpt_epoch is None and rows:
+        ckpt_epoch = int(rows[-1]["epoch"])
+    if rows and ckpt_epoch:
         kept = (f"Training stopped at once: nothing was written for epoch {e.epoch}; {ckpt_path} still holds "
-                f"epoch {rows[-1]['epoch']} (finite).")
+                f"epoch {ckpt_epoch} (finite).")
     else:
         kept = f"Training stopped at once: no checkpoint of this run was written ({ckpt_path})."
     advice = "Fix the non-finite inputs." if bad_inputs else "Lower the learning rate(s) or check the inputs' scale."

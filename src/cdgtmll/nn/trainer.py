@@ -8,7 +8,7 @@ returning ``(objective_to_minimise, {name: scalar tensor to log})``. The trainer
 everything else, identically for BCE, the other loss-based baselines and CD-GTMLL:
 
 * seeding (python / numpy / torch from ``ctx.seed``), a seeded ``torch.Generator`` for
-  the per-epoch shuffle, ``torch.use_deterministic_algorithms(True)`` on CPU (restored
+  the per-epoch shuffle, deterministic algorithms on CPU (:func:`set_deterministic`, restored
   on exit), so the same seed gives bit-identical predictions on CPU;
 * no DataLoader: the (tabular) training arrays live on the device as tensors and a
   batch is an index gather from the epoch's seeded ``randperm``; a task may re-lay the
@@ -38,7 +38,15 @@ everything else, identically for BCE, the other loss-based baselines and CD-GTML
   the device and polled through pinned memory every 0.25 s and read after the epoch's
   existing sync (training stops within about 0.25 s, or at the epoch's end, and reports
   the first bad step);
-* a checkpoint after every epoch, ``ctx.workdir/checkpoint.pt``, written atomically:
+* a checkpoint every ``checkpoint_every`` epochs (default :data:`CHECKPOINT_EVERY`;
+  ``ctx.extra["checkpoint_every"]`` overrides it: the training job sets it from
+  ``$CDGTMLL_CHECKPOINT_EVERY``), after the last epoch, after any epoch that
+  ends :data:`CHECKPOINT_SECONDS` or more after the previous checkpoint, and at the end of the
+  epoch during which SIGTERM or SIGINT arrived (:class:`StopSignals`: the checkpoint and log
+  are written, then the signal is delivered again to its previous handler, so the process
+  stops as it would have; a second signal stops at once, the last checkpoint stays). The
+  per-epoch log rows are kept in memory and written with each checkpoint (they are in the
+  checkpoint too), and on divergence. ``ctx.workdir/checkpoint.pt`` is written atomically:
   model, optimiser, scheduler, RNG states (torch CPU/CUDA, numpy, python, shuffle
   generator), epoch, log rows so far, the task's extra state, and a fingerprint
   (sha256 of the task's hyper-parameters, the trainer config, the seed, the
@@ -47,7 +55,8 @@ everything else, identically for BCE, the other loss-based baselines and CD-GTML
   epoch after a checkpoint with the same fingerprint (a mismatching or unreadable one
   is ignored with a warning and overwritten); since every RNG is restored, an
   interrupted-and-resumed run is bit-identical on CPU to an uninterrupted one (all
-  columns but the two timings). A completed run resumes to "nothing left to do";
+  columns but the two timings) whatever the cadence, which only decides how many epochs
+  a killed run trains again. A completed run resumes to "nothing left to do";
 * progress (``ctx.progress``: a :class:`cdgtmll.nn.progress.RunProgress`, or True for a
   plain one on stderr): after each epoch's checkpoint and log row, one line
   ``[epoch] <job> seed <s> epoch <e>/<E>: loss ..., val mAP ..., <seconds>, ETA ...``
@@ -88,8 +97,8 @@ training resumes from). Without any finite ``val_mAP`` (no validation rows, or a
 label space above ``nn.sparse.DENSE_VAL_MAX_CELLS``) ``best_val`` keeps the last epoch and
 warns; the selection record says so (``fallback``).
 
-``ctx.extra["_stop_after_epoch"] = k`` (test-only) raises :class:`TrainingInterrupted`
-right after epoch ``k``'s checkpoint and log are written.
+``ctx.extra["_stop_after_epoch"] = k`` (test-only) acts as a signal during epoch ``k``: it
+raises :class:`TrainingInterrupted` right after epoch ``k``'s checkpoint and log are written.
 
 The checkpoint and log files (writing, reading, RNG states) live in
 :mod:`cdgtmll.nn.checkpoint`; a full disk there raises :class:`cdgtmll.io.DiskFullError`.
@@ -97,8 +106,12 @@ The checkpoint and log files (writing, reading, RNG states) live in
 
 from __future__ import annotations
 
+import inspect
 import math
 import random
+import signal
+import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -134,6 +147,19 @@ PREDICT_CHUNK = 8192
 SELECT_EPOCH_RULES = ("last", "best_val")
 #: the validation column ``best_val`` maximises
 SELECT_METRIC = "val_mAP"
+#: default checkpoint cadence in epochs (module docstring); ``ctx.extra["checkpoint_every"]``
+#: overrides it. Measured on Yeast (BCE, 100 epochs): a checkpoint every epoch was 8% of the
+#: fit's CPU and 14% of its wall time; every 10 epochs still about 4% (cProfile, 2026-11-27). A run stopped by
+#: SIGTERM/SIGINT checkpoints its current epoch anyway; a killed one (SIGKILL, power) trains at
+#: most this many epochs again, or CHECKPOINT_SECONDS of training.
+CHECKPOINT_EVERY = 25
+#: a checkpoint is also written after an epoch that ends this long after the previous one
+CHECKPOINT_SECONDS = 120.0
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: how AdamW's update is computed (``TrainConfig.optimizer_impl``): ``for_loop`` = torch's
+#: per-tensor path (its CPU default), ``fused`` = ``AdamW(fused=True)``, one kernel per tensor
+#: (different rounding: see docs/benchmarks.md "Floor" for its measured effect)
+OPTIMIZER_IMPLS = ("for_loop", "fused")
 
 
 class TrainingInterrupted(RuntimeError):
@@ -155,6 +181,7 @@ class TrainConfig:
     weight_decay: float = 1e-4
     grad_clip: float | None = 5.0
     select_epoch: str = "last"
+    optimizer_impl: str = "for_loop"
 
     @property
     def head_lr(self) -> float:
@@ -165,6 +192,8 @@ class TrainConfig:
             raise ValueError(f"epochs and batch_size must be >= 1, got {self.epochs}, {self.batch_size}")
         if self.select_epoch not in SELECT_EPOCH_RULES:
             raise ValueError(f"select_epoch must be one of {SELECT_EPOCH_RULES}, got {self.select_epoch!r}")
+        if self.optimizer_impl not in OPTIMIZER_IMPLS:
+            raise ValueError(f"optimizer_impl must be one of {OPTIMIZER_IMPLS}, got {self.optimizer_impl!r}")
 
 
 class TrainTask:
@@ -216,7 +245,10 @@ class TrainTask:
         before clipping (a tensor, not read on the host), which the trainer checks for
         NaN/inf; an override that returns None makes the trainer compute the global norm
         itself (one more pass over the gradients)."""
-        return nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None], max_norm)
+        cached = getattr(self, "_clip_params", None)
+        if cached is None or cached[0] is not model:  # the parameter list, once per model (2.5% of a Yeast fit)
+            cached = self._clip_params = (model, list(model.parameters()))
+        return nn.utils.clip_grad_norm_(cached[1], max_norm)  # it skips parameters without a gradient
 
     def after_optimizer_step(self, model: nn.Module) -> None:
         """Hook after every optimiser step (e.g. EMA buffers)."""
@@ -226,6 +258,10 @@ class TrainTask:
     ) -> dict[str, float]:
         """Extra per-epoch log columns / artefacts (model in eval mode, no grad)."""
         return {}
+
+    def write_artifacts(self, workdir: Path) -> None:
+        """Write the task's per-run files (e.g. per-epoch diagnostics kept by
+        :meth:`epoch_end`); called whenever the trainer writes its checkpoint and log."""
 
     def extra_state(self) -> dict[str, Any]:
         """Task state beyond the model that must survive a resume."""
@@ -247,6 +283,102 @@ def resolve_device(device: str | None) -> torch.device:
         warnings.warn("CUDA requested but not available; training on CPU", stacklevel=3)
         return torch.device("cpu")
     return torch.device(device)
+
+
+def set_deterministic(mode: bool, warn_only: bool = False) -> None:
+    """What ``torch.use_deterministic_algorithms(mode)`` does for eager execution, without
+    importing the compiler stack: ``torch.use_deterministic_algorithms`` first imports
+    ``torch._inductor.config`` (with sympy: +1.45 s CPU per process with compiled bytecode,
+    +4.3 s without) only to set ``torch._inductor.config.deterministic``, which matters to
+    ``torch.compile``'s generated kernels alone; the package never compiles. The flag eager
+    kernels read (``torch.are_deterministic_algorithms_enabled()``) is
+    ``torch._C._set_deterministic_algorithms``; the inductor flag is still set when that
+    module is already imported, so code that compiles gets it too."""
+    torch._C._set_deterministic_algorithms(mode, warn_only=warn_only)
+    inductor_config = sys.modules.get("torch._inductor.config")
+    if inductor_config is not None:
+        inductor_config.deterministic = mode
+
+
+class StopSignals:
+    """SIGTERM/SIGINT during training: the first one is noted (``received``) and training
+    stops after the current epoch's checkpoint; :meth:`redeliver` then restores the previous
+    handlers and raises the signal again, so the process ends as it would have without the
+    trainer (SIGTERM: terminated; SIGINT: KeyboardInterrupt). A second signal restores the
+    handlers and is delivered at once (stop now; the last checkpoint stays). Handlers are
+    installed only in the main thread and only over the default ones (a signal that is
+    ignored, or handled by someone else's handler, is left alone)."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._prev: dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for s in STOP_SIGNALS:
+                prev = signal.getsignal(s)
+                if prev in (signal.SIG_DFL, signal.default_int_handler):
+                    self._prev[s] = signal.signal(s, self._handler)
+        return self
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self.received is not None:
+            self.restore()
+            signal.raise_signal(signum)
+            return
+        self.received = signum
+
+    def restore(self) -> None:
+        for s, h in self._prev.items():
+            signal.signal(s, h)
+        self._prev = {}
+
+    def __exit__(self, *exc: Any) -> None:
+        self.restore()
+
+    def redeliver(self) -> None:
+        signum = self.received
+        self.restore()
+        if signum is not None:
+            signal.raise_signal(signum)
+
+
+#: the :class:`torch.optim.Optimizer` methods torch wraps with ``torch._disable_dynamo``
+_DYNAMO_WRAPPED = ("__init__", "zero_grad", "state_dict", "load_state_dict", "add_param_group")
+
+
+def _eager_optimizer_methods() -> None:
+    """Let torch's optimizers run without importing ``torch._dynamo`` (+1.6 s of CPU per process,
+    sympy and ``torch._inductor.config`` included; measured 2026-11-27, torch 2.14).
+
+    ``Optimizer.__init__``/``zero_grad``/``state_dict``/``load_state_dict``/``add_param_group`` are
+    wrapped by ``torch._disable_dynamo``, which imports ``torch._dynamo`` at the first call only to
+    build ``torch._dynamo.disable(fn)``, and caches it on ``fn`` (``__dynamo_disable``). That
+    wrapper tells ``torch.compile`` not to trace ``fn``; in eager execution it just calls ``fn``.
+    The package never compiles, so the cache is seeded with ``fn`` itself: the same calls, no
+    import. Nothing is changed once ``torch._dynamo`` is imported (then torch's own path is
+    taken), or for a method that has no such wrapper (another torch version)."""
+    if "torch._dynamo" in sys.modules:
+        return
+    for name in _DYNAMO_WRAPPED:
+        fn = getattr(getattr(torch.optim.Optimizer, name, None), "__wrapped__", None)
+        if fn is not None and getattr(fn, "__dynamo_disable", None) is None:
+            setattr(fn, "__dynamo_disable", fn)
+
+
+def optimizer_step(opt: torch.optim.Optimizer) -> None:
+    """``opt.step()`` without torch's per-step wrappers when ``torch._dynamo`` is not imported: the
+    step wrapper (``_use_grad_for_differentiable``) imports ``torch._dynamo`` and calls its
+    ``graph_break()`` (a no-op in eager execution) around the update it runs with gradients off;
+    the profiler/hook wrapper runs no hooks here (the trainer registers none). The update itself
+    is the optimizer's own ``step``, under ``torch.no_grad()``: bit-identical (tested)."""
+    if "torch._dynamo" in sys.modules or opt.defaults.get("differentiable") or opt._optimizer_step_pre_hooks \
+            or opt._optimizer_step_post_hooks:
+        opt.step()
+        return
+    with torch.no_grad():
+        inspect.unwrap(type(opt).step)(opt)
+    opt._opt_called = True  # what the LR scheduler's wrapper of opt.step records
 
 
 def seed_everything(seed: int) -> None:
@@ -291,12 +423,7 @@ def epoch_selection(rows: list[dict[str, Any]], rule: str) -> dict[str, Any]:
         return {"rule": rule, "metric": SELECT_METRIC, "epoch": None, SELECT_METRIC: None, "epochs_trained": 0,
                 "last_val_mAP": None}
 
-    def score(r: dict[str, Any]) -> float:
-        try:
-            v = float(r.get(SELECT_METRIC, float("nan")))
-        except (TypeError, ValueError):
-            return float("nan")
-        return v if math.isfinite(v) else float("nan")
+    score = _selection_score
 
     last = rows[-1]
     pick, fallback = last, None
@@ -318,6 +445,23 @@ def epoch_selection(rows: list[dict[str, Any]], rule: str) -> dict[str, Any]:
     if fallback:
         out["fallback"] = fallback
     return out
+
+
+def _selection_score(r: dict[str, Any]) -> float:
+    """A row's ``val_mAP`` as :func:`epoch_selection` reads it: NaN when missing or not finite."""
+    try:
+        v = float(r.get(SELECT_METRIC, float("nan")))
+    except (TypeError, ValueError):
+        return float("nan")
+    return v if math.isfinite(v) else float("nan")
+
+
+def _is_new_best(row: dict[str, Any], best: dict[str, Any] | None) -> bool:
+    """Whether ``best_val`` moves to ``row``'s epoch: a finite score strictly above the best so
+    far (``best``: the earlier epochs' pick), the same choice as :func:`epoch_selection` over all
+    rows, without re-reading them every epoch."""
+    s = _selection_score(row)
+    return not math.isnan(s) and (best is None or s > _selection_score(best))
 
 
 def _state_copy(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -346,12 +490,13 @@ def train(
     """
     device = resolve_device(getattr(ctx, "device", "cpu"))
     prev_det = torch.are_deterministic_algorithms_enabled()
+    prev_warn = torch.is_deterministic_algorithms_warn_only_enabled()
     if device.type == "cpu":
-        torch.use_deterministic_algorithms(True)
+        set_deterministic(True)
     try:
         return _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device)
     finally:
-        torch.use_deterministic_algorithms(prev_det)
+        set_deterministic(prev_det, warn_only=prev_warn)
 
 
 def sparse_train_targets(task: TrainTask, model: nn.Module, Y: Any, device: torch.device | str,
@@ -408,14 +553,21 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
         Y_t = task.train_targets(model, torch.from_numpy(Ytr).to(device))
     Xv_t = _rows_on(Xva, device) if has_val else None
     Yv_t = sparse_mod.rows_on(Yva, device, dense=True) if has_val else None
-    stop_after = (getattr(ctx, "extra", None) or {}).get("_stop_after_epoch")
+    extra = getattr(ctx, "extra", None) or {}
+    stop_after = extra.get("_stop_after_epoch")
+    every = int(extra.get("checkpoint_every") or CHECKPOINT_EVERY)
+    if every < 1:
+        raise ValueError(f"checkpoint_every must be >= 1 epoch, got {every}")
+    ckpt_epoch, ckpt_t = start_epoch - 1, time.perf_counter()
     lr_names = [g["name"] for g in opt.param_groups]
     watch = FiniteWatch(device, immediate=device.type == "cpu" or scaler is not None)
     method_name = str(fingerprint.get("method") or type(task).__name__)
     report = epoch_reporter(getattr(ctx, "progress", False), method_name, ctx.seed)
     if report is not None:
         report.train_started(method_name, start_epoch, cfg.epochs)
+    stop = StopSignals()
     try:
+        stop.__enter__()
         for epoch in range(start_epoch, cfg.epochs + 1):
             lrs = {name: g["lr"] for name, g in zip(lr_names, opt.param_groups)}
             t0 = time.perf_counter()
@@ -442,21 +594,33 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
             row["epoch_time"] = epoch_time
             row["val_time"] = time.perf_counter() - t1
             rows.append(row)
-            sel = epoch_selection(rows, "best_val") if keep_best else None
-            if sel is not None and sel["epoch"] == epoch and "fallback" not in sel:  # a new best (earliest on ties)
+            if keep_best and _is_new_best(row, best):  # = epoch_selection(rows, "best_val") picks this epoch
                 best = {"epoch": epoch, SELECT_METRIC: row[SELECT_METRIC], "model": _state_copy(model)}
 
-            save_checkpoint(ckpt_path, training_state(fp, fp_hash, epoch, model, opt, sched, task, gen, rows, scaler,
-                                                      best=best))
-            write_log(log_path, rows)
+            stopping = stop.received is not None or (stop_after is not None and epoch == int(stop_after))
+            if (stopping or epoch == cfg.epochs or epoch % every == 0
+                    or time.perf_counter() - ckpt_t >= CHECKPOINT_SECONDS):
+                save_checkpoint(ckpt_path, training_state(fp, fp_hash, epoch, model, opt, sched, task, gen, rows,
+                                                          scaler, best=best))
+                write_log(log_path, rows)
+                task.write_artifacts(workdir)
+                ckpt_epoch, ckpt_t = epoch, time.perf_counter()
             if report is not None:  # reads the row only: no RNG, no tensor touched
                 report.epoch_done(row, time.perf_counter() - t0)
+            if stop.received is not None:
+                stop.redeliver()  # ends the process as the signal would have (SIGINT: KeyboardInterrupt)
+                raise TrainingInterrupted(f"stopped after epoch {epoch}: signal {stop.received}")
             if stop_after is not None and epoch == int(stop_after):
                 raise TrainingInterrupted(f"stopped after epoch {epoch} (_stop_after_epoch)")
     except TrainingDiverged as e:
         e.method = method_name
-        e.notes.extend(divergence_notes(e, Xtr, Ytr, rows, ckpt_path))
+        if rows:  # the finished epochs' rows (the checkpoint may be older: its epoch is in the notes)
+            write_log(log_path, rows)
+            task.write_artifacts(workdir)
+        e.notes.extend(divergence_notes(e, Xtr, Ytr, rows, ckpt_path, ckpt_epoch))
         raise
+    finally:
+        stop.restore()
     if start_epoch > cfg.epochs:  # already complete: make sure the log is there
         write_log(log_path, rows)
     if keep_best:
@@ -494,10 +658,12 @@ def make_optimizer(
     and a per-step cosine decay to 0 over ``total_steps``."""
     groups = task.param_groups(model)
     _check_groups(model, groups)
+    _eager_optimizer_methods()
     base_lr = {"backbone": cfg.lr_backbone, "head": cfg.head_lr, "fusion": cfg.lr_backbone}
+    impl = {"fused": True} if cfg.optimizer_impl == "fused" else {"foreach": False}
     opt = torch.optim.AdamW(
         [{"params": ps, "lr": base_lr[name], "name": name} for name, ps in groups.items() if ps],
-        weight_decay=cfg.weight_decay,
+        weight_decay=cfg.weight_decay, **impl,
     )
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: cosine_factor(s, total_steps))
     return opt, sched
@@ -567,7 +733,7 @@ def train_epoch(
                 gnorm = task.clip_gradients(model, grad_clip)
             if gnorm is None:  # no clipping, or a clip_gradients that returns no norm
                 gnorm = grad_norm(model)
-            opt.step()
+            optimizer_step(opt)
         else:  # the scaler skips steps with inf/NaN gradients itself: only the loss is checked
             scaler.scale(loss).backward()
             scaler.unscale_(opt)

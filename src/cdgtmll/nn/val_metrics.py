@@ -17,7 +17,56 @@ def average_precision_per_label(Y: np.ndarray, S: np.ndarray) -> np.ndarray:
     quantity as ``sklearn.metrics.average_precision_score`` column by column
     (``AP = sum_k (R_k - R_{k-1}) P_k`` over distinct score thresholds, tied scores
     grouped), vectorised over labels: scikit-learn's per-label loop takes seconds per
-    epoch at L ~ 1000. Equality with scikit-learn is tested."""
+    epoch at L ~ 1000. Equality with scikit-learn is tested.
+
+    One pass, without an argsort: a positive with score ``s`` contributes the precision at the
+    end of its tie group, ``#{positives with score >= s} / #{rows with score >= s}``; both
+    counts come from a binary search in each label's sorted scores (one value sort of the
+    transposed, contiguous score matrix: numpy's SIMD sort) and from the tie groups of its
+    positives' sorted scores. The contributions are summed in descending-score order, row by row as
+    :func:`average_precision_per_label_argsort` (the previous form, kept as the reference) sums
+    them, so the result is bit-identical to it (tested); on Delicious' validation split
+    (2,584 x 983) it is about 10x faster."""
+    Yb = np.asarray(Y) > 0.5
+    S = np.asarray(S)
+    n, L = S.shape
+    n_pos = Yb.sum(axis=0)
+    out = np.full(L, np.nan)
+    if n == 0 or not n_pos.any():
+        return out
+    St = np.ascontiguousarray(S.T)  # [L, n]: one label per row
+    asc = np.sort(St, axis=1)
+    lab, row = np.nonzero(Yb.T)  # the positives, label-major
+    score = St[lab, row]
+    order = np.lexsort((-score, lab))  # within each label: descending score
+    lab, score = lab[order], score[order]
+    starts = np.concatenate([[0], np.cumsum(n_pos)[:-1]])
+    # positives with score >= s: the end of s's tie group among its label's positives
+    k = np.arange(lab.size)
+    is_end = np.ones(lab.size, dtype=bool)
+    is_end[:-1] = (lab[:-1] != lab[1:]) | (score[:-1] != score[1:])
+    group_end = np.minimum.accumulate(np.where(is_end, k, lab.size)[::-1])[::-1]
+    tp_ge = group_end - starts[lab] + 1
+    # rows with score >= s: n - (rows with score < s), a binary search in the label's sorted scores
+    lo, hi = np.zeros(lab.size, dtype=np.int64), np.full(lab.size, n, dtype=np.int64)
+    for _ in range(max(1, int(n).bit_length())):
+        mid = (lo + hi) >> 1
+        below = asc[lab, np.minimum(mid, n - 1)] < score
+        below &= mid < hi
+        lo = np.where(below, mid + 1, lo)
+        hi = np.where(below, hi, mid)
+    n_ge = n - lo
+    prec = np.zeros((int(n_pos.max()), L))  # [rank among the label's positives, label]
+    prec[k - starts[lab], lab] = tp_ge / n_ge
+    num = prec.sum(axis=0)  # row by row: each label's positives in descending-score order
+    has = n_pos > 0
+    out[has] = num[has] / n_pos[has]
+    return out
+
+
+def average_precision_per_label_argsort(Y: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """The argsort form of :func:`average_precision_per_label` (the trainer's until issue 25):
+    kept as the reference its equality test runs against."""
     Y = np.asarray(Y) > 0.5
     S = np.asarray(S, dtype=np.float64)
     n = S.shape[0]

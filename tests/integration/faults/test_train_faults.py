@@ -140,7 +140,8 @@ def test_divergence_in_epoch_two_keeps_the_last_good_checkpoint(tmp_path):
             return super().training_step(model, xb, yb, progress)
 
     with pytest.raises(FloatingPointError) as exc:
-        PoisonedCDivergence(epochs=3, **SMALL).fit(yeast(), RunContext(seed=0, workdir=tmp_path))
+        PoisonedCDivergence(epochs=3, **SMALL).fit(yeast(), RunContext(seed=0, workdir=tmp_path,
+                                                                       extra={"checkpoint_every": 1}))
     e, msg = exc.value, str(exc.value)
     assert msg.startswith("CD-GTMLL: training diverged at epoch 2, step 3 of 8 (global step 11 of 24): the loss is nan")
     assert (e.epoch, e.step, e.global_step) == (2, 3, 11)
@@ -392,7 +393,8 @@ def save(obj, f, *a, **kw):  # the checkpoint of epoch 3 is complete in its temp
 
 torch.save = save
 base.get("CD-GTMLL")(epochs=4, hidden_dim=64, batch_size=64).fit(yeast_fitdata(450, 150),
-                                                                RunContext(seed=3, workdir=sys.argv[1]))
+                                                                RunContext(seed=3, workdir=sys.argv[1],
+                                                                           extra={{"checkpoint_every": 1}}))
 """
 
 

@@ -412,7 +412,7 @@ def test_quick_profile_on_slurm_matches_local_and_resumes_after_scancel(mirror, 
     * the predictions, results/metrics.json and the tables are byte-identical to an
       uncancelled local run of the same config (each run's metrics.json identical but for
       its timestamps)."""
-    env = _env(mirror)
+    env = {**_env(mirror), "CDGTMLL_CHECKPOINT_EVERY": "1"}  # a checkpoint after epoch 1, before the scancel
     local, slurm = _copy_repo(tmp_path / "local"), slurm_copy
 
     # config/quick.yaml as shipped (R variants, 3 seeds) is 24 sbatch jobs without the groups and

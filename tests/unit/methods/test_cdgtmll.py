@@ -715,3 +715,97 @@ def test_separate_backbones_train_on_yeast_and_are_deterministic(tmp_path):
     assert n_bb == 3 * sum(p.numel() for p in ms.model.backbone.parameters())
     assert ma.hparams()["player_backbones"] == "separate"
     assert "one backbone per player" in CDGTMLL.table_note(ma.hparams())
+
+
+# ------------------------------------------------------------ issue 25: the objective's fast kernels
+
+
+class _OldOverlapCuriosity(torch.autograd.Function):
+    """The overlap-pair curiosity as it was before issue 25 (``F.softplus`` and ``torch.log1p``):
+    the reference the fast form must equal to float32 tolerance."""
+
+    @staticmethod
+    def forward(ctx, z, y, q, zq, kind):
+        p = torch.sigmoid(z)
+        sp_sum = F.softplus(z).sum(0)
+        ll = (y * z).sum(0) - sp_sum
+        neg_h_p = torch.sum(p * z) - sp_sum.sum()
+        l1q = torch.log1p(-q)
+        if kind == "jsd":
+            m = torch.lerp(p, q, 0.5)
+            l1m = torch.log1p(-m)
+            logit_m = torch.log(m).sub_(l1m)
+            neg_h_q = torch.sum(q * zq) + l1q.sum()
+            div = 0.5 * (neg_h_p + neg_h_q) - (torch.sum(m * logit_m) + l1m.sum())
+            dp = (z - logit_m).mul_(0.5)
+        else:
+            div = neg_h_p - torch.sum(p * zq) - l1q.sum()
+            dp = z - zq
+        ctx.save_for_backward(y - p, dp.mul_(p).mul_(1 - p))
+        return ll, div
+
+    @staticmethod
+    def backward(ctx, g_ll, g_div):
+        r, d_div = ctx.saved_tensors
+        return torch.addcmul(r * g_ll, d_div, g_div), None, None, None, None
+
+
+def test_fast_softplus_equals_torch_softplus():
+    from cdgtmll.methods.cdgtmll.terms import FAST_MIN_ELEMENTS, softplus
+
+    z = torch.cat([torch.linspace(-80, 80, 2 * FAST_MIN_ELEMENTS), torch.tensor([0.0, -0.0, 1e-30, -1e-30, 88.0])])
+    ref = F.softplus(z.double())
+    assert torch.allclose(softplus(z).double(), ref, rtol=4e-7, atol=0)  # normal float32 results
+    tiny = torch.linspace(-103, -80, FAST_MIN_ELEMENTS)  # subnormal results: as close as float32 allows
+    assert torch.allclose(softplus(tiny).double(), F.softplus(tiny.double()), rtol=1e-6, atol=3e-45)
+    big = torch.tensor([1e4, -1e4]).repeat(FAST_MIN_ELEMENTS)
+    assert torch.equal(softplus(big), torch.tensor([1e4, 0.0]).repeat(FAST_MIN_ELEMENTS))
+    small = torch.linspace(-30, 30, 101)  # below the threshold: torch's kernel itself
+    assert torch.equal(softplus(small), F.softplus(small))
+
+
+@pytest.mark.parametrize("kind", ["jsd", "kl"])
+def test_overlap_curiosity_equals_the_old_log1p_form(kind):
+    """Issue 25 changed the arithmetic of the curiosity terms (no log1p/softplus kernels): the
+    log-likelihood sums and the gradient equal the old form to float32 tolerance, on
+    Delicious-sized overlap logits (256 x 394) over the range the clip allows; the divergence (a
+    float32 sum of 100k terms with cancellation) is at least as close to its float64 definition
+    as the old form's (JSD: 5e-8 relative, the old form 3.7e-6)."""
+    from cdgtmll.methods.cdgtmll.terms import DIVERGENCE_FNS, _OverlapCuriosity
+
+    g = torch.Generator().manual_seed(5)
+    hi = math.log(1 - 1e-6) - math.log(1e-6)
+    z = (torch.randn(256, 394, generator=g) * 4 - 3).requires_grad_()
+    y = (torch.rand(256, 394, generator=g) < 0.05).float()
+    zq = (torch.randn(256, 394, generator=g) * 4 - 3).clamp(-hi, hi)
+    q = torch.sigmoid(zq)
+    outs = []
+    for fn in (_OldOverlapCuriosity, _OverlapCuriosity):
+        ll, div = fn.apply(z, y, q, zq, kind)
+        (grad,) = torch.autograd.grad(0.3 * ll.sum() + 0.7 * div, z)
+        outs.append((ll.detach().double(), div.detach().double(), grad.double()))
+    (ll0, d0, g0), (ll1, d1, g1) = outs
+    assert torch.allclose(ll1, ll0, rtol=1e-6, atol=0)
+    exact = DIVERGENCE_FNS[kind](z.detach().double(), q.double()).sum()
+    assert abs(d1 - exact) / exact <= max(abs(d0 - exact) / exact, 1e-6)
+    # gradients up to 0.3 in size; where p ~ m, z - logit(m) cancels in both forms alike
+    assert torch.allclose(g1, g0, rtol=0, atol=1e-6)
+
+
+def test_short_run_equals_the_pre_issue_25_predictions(tmp_path):
+    """A 4-epoch CD-GTMLL run on Yeast (seed 3) against its predictions and log computed once with
+    the code before issue 25 (tests/fixtures/issue25_reference.json). Yeast's pair blocks are below
+    terms.FAST_MIN_ELEMENTS, so the arithmetic is the old one (measured: identical); the check
+    allows float tolerance, which is what the fast forms on larger label sets guarantee. BCE's are
+    bit-identical (tests/unit/nn/test_trainer.py)."""
+    ref = json.loads((Path(__file__).parents[2] / "fixtures" / "issue25_reference.json").read_text())
+    X, Y = yeast_arrays(600)
+    data = FitData(X[:450], Y[:450], X[450:], Y[450:], [f"l{k}" for k in range(Y.shape[1])])
+    for sel in ("last", "best_val"):
+        m = build("CD-GTMLL", {"epochs": 4, "hidden_dim": 64, "batch_size": 64, "select_epoch": sel})
+        m.fit(data, RunContext(seed=3, workdir=tmp_path / sel))
+        want = ref[f"CD-GTMLL/{sel}"]
+        np.testing.assert_allclose(m.predict_proba(data.X_val), np.asarray(want["predictions"]), rtol=0, atol=1e-5)
+        for got, old in zip(m.train_log, want["log"], strict=True):
+            for k, v in old.items():
+                assert math.isclose(float(got[k]), float(v), rel_tol=1e-5, abs_tol=1e-7), (sel, got["epoch"], k)

@@ -150,3 +150,162 @@ def test_param_groups_must_cover_model(tmp_path):
 
     with pytest.raises(ValueError, match="exactly once"):
         Broken(epochs=1, **SMALL).fit(DATA, RunContext(seed=0, workdir=tmp_path))
+
+
+def test_same_outputs_as_before_issue_25(tmp_path):
+    """Issue 25 made the trainer cheaper (checkpoint cadence, buffered log, validation AP without
+    argsort, determinism without torch._inductor) without changing its arithmetic: BCE's predictions
+    and log (timings aside) equal, bit for bit, those computed once with the code before it
+    (tests/fixtures/issue25_reference.json), under both epoch-selection rules."""
+    import hashlib
+    import json
+    from pathlib import Path
+
+    from tests.support.mirror import yeast_arrays
+
+    ref = json.loads((Path(__file__).parents[2] / "fixtures" / "issue25_reference.json").read_text())
+    X, Y = yeast_arrays(600)
+    data = FitData(X[:450], Y[:450], X[450:], Y[450:], [f"l{k}" for k in range(Y.shape[1])])
+    for sel in ("last", "best_val"):
+        m = build("BCE", {"epochs": 4, "hidden_dim": 64, "batch_size": 64, "select_epoch": sel})
+        m.fit(data, RunContext(seed=3, workdir=tmp_path / sel))
+        P = np.ascontiguousarray(m.predict_proba(data.X_val))
+        want = ref[f"BCE/{sel}"]
+        assert hashlib.sha256(P.tobytes()).hexdigest() == want["predictions_sha256"]
+        assert [{k: float(v) for k, v in r.items()} for r in strip_timing(m.train_log)] == want["log"]
+
+
+def test_validation_ap_equals_the_argsort_form_bit_for_bit():
+    """The trainer's validation AP (binary search in sorted scores) equals the argsort form it
+    replaced, bit for bit, with ties, on real label matrices (Yeast) and random scores."""
+    from cdgtmll.nn.val_metrics import average_precision_per_label, average_precision_per_label_argsort
+
+    Y = DATA.Y_val
+    rng = np.random.default_rng(0)
+    Yz = Y.copy()
+    Yz[:, 3] = 0  # a label without positives: NaN in both
+    for S in (rng.random(Y.shape).astype(np.float32), np.round(rng.random(Y.shape), 2),
+              (rng.random(Y.shape) ** 8).astype(np.float32), np.zeros(Y.shape, np.float32)):
+        for Yk in (Y, Yz):
+            a, b = average_precision_per_label_argsort(Yk, S), average_precision_per_label(Yk, S)
+            assert np.array_equal(a, b, equal_nan=True)
+
+
+def test_checkpoint_cadence(tmp_path, monkeypatch):
+    """Checkpoints (and the log) every ``checkpoint_every`` epochs and after the last one, not after
+    every epoch (issue 25: 8% of a Yeast fit); the default cadence is CHECKPOINT_EVERY."""
+    from cdgtmll.nn import trainer as trainer_mod
+
+    saved = []
+    real = trainer_mod.save_checkpoint
+    monkeypatch.setattr(trainer_mod, "save_checkpoint", lambda path, state: (saved.append(state["epoch"]),
+                                                                            real(path, state)))
+    build("BCE", {"epochs": 5, **SMALL}).fit(DATA, RunContext(seed=0, workdir=tmp_path / "a",
+                                                               extra={"checkpoint_every": 2}))
+    assert saved == [2, 4, 5]
+    assert len(read_log(tmp_path / "a" / TRAIN_LOG)) == 5
+    saved.clear()
+    build("BCE", {"epochs": trainer_mod.CHECKPOINT_EVERY + 1, **SMALL}).fit(DATA, RunContext(seed=0,
+                                                                                   workdir=tmp_path / "b"))
+    assert saved == [trainer_mod.CHECKPOINT_EVERY, trainer_mod.CHECKPOINT_EVERY + 1]
+
+
+CHILD_SIGTERM = """
+import os, signal, sys
+sys.path.insert(0, {root!r})
+import torch
+torch.set_num_threads(1)
+import cdgtmll.lineage.provenance as prov
+prov._CODE_SHA256 = sys.argv[2]  # the parent's: files edited meanwhile must not change the fingerprint
+from cdgtmll.methods import base
+from cdgtmll.methods.base import RunContext
+from tests.unit.nn.test_trainer import DATA, SMALL
+
+class Killed(base.get("CD-GTMLL")):
+    def training_step(self, model, xb, yb, progress):
+        if abs(progress - 0.5) < 1e-9:  # the middle of epoch 3 of 4 (8 steps per epoch)
+            os.kill(os.getpid(), signal.{sig})
+        return super().training_step(model, xb, yb, progress)
+
+Killed(epochs=4, **SMALL).fit(DATA, RunContext(seed=3, workdir=sys.argv[1], extra={{"checkpoint_every": 100}}))
+print("NOT STOPPED")
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_signal_checkpoints_the_epoch_then_stops_and_resume_is_bit_identical(tmp_path, sig):
+    """SIGTERM/SIGINT in the middle of epoch 3 (of 4, no cadence checkpoint before the end): the
+    trainer finishes epoch 3, writes its checkpoint and log, and the process ends by that signal;
+    the resumed run equals the uninterrupted one bit for bit."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from cdgtmll.lineage import provenance
+    from tests.support.paths import ROOT
+
+    hp = {"epochs": 4, **SMALL}
+    full = build("CD-GTMLL", hp).fit(DATA, RunContext(seed=3, workdir=tmp_path / "full"))
+    wd = tmp_path / "killed"
+    script = tmp_path / "child.py"
+    script.write_text(CHILD_SIGTERM.format(root=str(ROOT), sig=sig))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(provenance.__file__).parents[2]), str(ROOT)])}
+    out = subprocess.run([sys.executable, str(script), str(wd), provenance.code_sha256()], capture_output=True,
+                         text=True, timeout=300, env=env)
+    if sig == "SIGTERM":
+        assert out.returncode == -signal.SIGTERM, out.stderr[-2000:]
+    else:
+        assert out.returncode != 0 and "KeyboardInterrupt" in out.stderr, out.stderr[-2000:]
+    assert "NOT STOPPED" not in out.stdout
+    assert torch.load(wd / CHECKPOINT, weights_only=False)["epoch"] == 3
+    assert len(read_log(wd / TRAIN_LOG)) == 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        resumed = build("CD-GTMLL", hp).fit(DATA, RunContext(seed=3, workdir=wd))
+    assert np.array_equal(full.predict_proba(DATA.X_val), resumed.predict_proba(DATA.X_val))
+    assert strip_timing(read_log(tmp_path / "full" / TRAIN_LOG)) == strip_timing(read_log(wd / TRAIN_LOG))
+
+
+def test_deterministic_mode_without_the_compiler_stack():
+    """Training sets deterministic algorithms on CPU without importing the compiler stack
+    (torch._dynamo, torch._inductor, sympy: +1.6 s of CPU per process), neither through
+    torch.use_deterministic_algorithms nor through torch.optim's wrappers. The flag is on during
+    training and restored after it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tempfile, torch\n"
+        "from tests.unit.nn.test_trainer import DATA, SMALL\n"
+        "from cdgtmll.methods.base import RunContext, build\n"
+        "seen = []\n"
+        "class Probe(build('BCE').__class__):\n"
+        "    def training_step(self, *a):\n"
+        "        seen.append(torch.are_deterministic_algorithms_enabled())\n"
+        "        return super().training_step(*a)\n"
+        "Probe(epochs=1, **SMALL).fit(DATA, RunContext(seed=0, workdir=tempfile.mkdtemp()))\n"
+        "print(all(seen), torch.are_deterministic_algorithms_enabled(),\n"
+        "      [m for m in ('torch._dynamo', 'torch._inductor', 'sympy') if m in sys.modules])\n"
+    )
+    from tests.support.paths import ROOT
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[-2] == "True False []"
+
+
+def test_optimizer_impl_fused_is_an_explicit_option(tmp_path):
+    """``optimizer_impl: fused`` (AdamW(fused=True)) is opt-in: the default keeps torch's per-tensor
+    arithmetic; fused gives close but not identical predictions; it is part of the hyper-parameters
+    (so of the run spec) only when set; an unknown value names the allowed ones."""
+    hp = {"epochs": 2, **SMALL}
+    default = build("BCE", hp).fit(DATA, RunContext(seed=1, workdir=tmp_path / "a"))
+    fused = build("BCE", {**hp, "optimizer_impl": "fused"}).fit(DATA, RunContext(
+        seed=1, workdir=tmp_path / "b"))
+    P0, P1 = default.predict_proba(DATA.X_val), fused.predict_proba(DATA.X_val)
+    assert not np.array_equal(P0, P1) and np.allclose(P0, P1, atol=1e-4)
+    assert "optimizer_impl" not in default.hparams() and fused.hparams()["optimizer_impl"] == "fused"
+    with pytest.raises(ValueError, match="optimizer_impl"):
+        build("BCE", {"optimizer_impl": "adam8bit"})

@@ -10,6 +10,27 @@ import torch
 import torch.nn.functional as F
 
 DIVERGENCES = ("jsd", "kl")
+#: below this many elements the curiosity terms use torch's ``softplus``/``log1p`` kernels (the
+#: arithmetic before issue 25): there the fast forms' extra passes cost more in per-op overhead
+#: than the scalar loop they avoid (Yeast's 14 labels: 256 x 11 singly-covered pairs)
+FAST_MIN_ELEMENTS = 32768
+
+
+def softplus(z: torch.Tensor) -> torch.Tensor:
+    """``log(1 + exp(z))`` from vectorised kernels: ``max(z, 0) + log1p(exp(-|z|))`` with
+    ``log1p(e) = log(u) * e / (u - 1)``, ``u = 1 + e`` (Goldberg's form, a few ulps; ``e``
+    where ``u`` rounds to 1). On this project's CPUs (torch 2.14, AVX-512) ``F.softplus``,
+    ``torch.log1p`` and ``F.logsigmoid`` run a scalar loop: about 10 ns per element against
+    under 1 ns for ``exp``/``log``/``sigmoid``; this form is about 2x faster than
+    ``F.softplus`` and agrees with it to 2e-7 relative (tested). Below :data:`FAST_MIN_ELEMENTS`
+    it is ``F.softplus`` itself."""
+    if z.numel() < FAST_MIN_ELEMENTS:
+        return F.softplus(z)
+    e = torch.exp(z.abs().neg_())
+    u = e + 1.0
+    d = u - 1.0
+    r = torch.log(u).mul_(e).div_(d)
+    return torch.where(d == 0, e, r).add_(z.clamp(min=0))
 
 
 def _neg_entropy_logit(z: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
@@ -49,20 +70,29 @@ class _OverlapCuriosity(torch.autograd.Function):
     Values equal ``DIVERGENCE_FNS[kind](z, q).sum()`` and the log-likelihood sums; the
     gradient w.r.t. ``z`` is closed-form, computed in the forward pass:
     ``dJSD/dz = p(1-p)(z - logit(m))/2`` (``m = (p+q)/2``), ``dKL/dz = p(1-p)(z - zq)``,
-    ``dll/dz = y - p``. Only ``z`` receives a gradient.
+    ``dll/dz = y - p``. Only ``z`` receives a gradient. ``p`` = ``sigmoid(z)`` may be passed
+    when the caller has it (the fusion needs it too).
+
+    Complements without ``log1p`` (a scalar loop here, see :func:`softplus`): ``1 - q =
+    sigmoid(-zq)`` and ``1 - m = ((1 - p) + (1 - q)) / 2`` from ``sigmoid(-z)``, each exact to
+    an ulp, then ``log``. Against the earlier ``log1p`` form (issue 25) values and gradients
+    agree to float32 tolerance (tested); 2.3x faster on Delicious' 392 overlap pairs. Below
+    :data:`FAST_MIN_ELEMENTS` the earlier form is used, unchanged.
     """
 
     @staticmethod
-    def forward(ctx, z, y, q, zq, kind):  # noqa: D102
-        p = torch.sigmoid(z)
-        sp_sum = F.softplus(z).sum(0)
+    def forward(ctx, z, y, q, zq, kind, p=None):  # noqa: D102
+        p = torch.sigmoid(z) if p is None else p
+        sp_sum = softplus(z).sum(0)
         ll = (y * z).sum(0) - sp_sum
         # -H(p) = p z - softplus(z);  -H(q) = q zq + log(1-q)
         neg_h_p = torch.sum(p * z) - sp_sum.sum()
-        l1q = torch.log1p(-q)
+        fast = z.numel() >= FAST_MIN_ELEMENTS
+        qc = torch.sigmoid(-zq) if fast else None  # 1 - q
+        l1q = torch.log(qc) if fast else torch.log1p(-q)
         if kind == "jsd":
             m = torch.lerp(p, q, 0.5)
-            l1m = torch.log1p(-m)
+            l1m = torch.log(torch.lerp(torch.sigmoid(-z), qc, 0.5)) if fast else torch.log1p(-m)  # log(1 - m)
             logit_m = torch.log(m).sub_(l1m)
             neg_h_q = torch.sum(q * zq) + l1q.sum()
             div = 0.5 * (neg_h_p + neg_h_q) - (torch.sum(m * logit_m) + l1m.sum())
@@ -76,7 +106,7 @@ class _OverlapCuriosity(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g_ll, g_div):  # noqa: D102
         r, d_div = ctx.saved_tensors
-        return torch.addcmul(r * g_ll, d_div, g_div), None, None, None, None
+        return torch.addcmul(r * g_ll, d_div, g_div), None, None, None, None, None
 
 
 class _LogLikColumns(torch.autograd.Function):
@@ -92,7 +122,7 @@ class _LogLikColumns(torch.autograd.Function):
     @staticmethod
     def forward(ctx, z, y, hi):  # noqa: D102
         s = torch.sigmoid(z)
-        ll = (y * z).sum(0) - F.softplus(z).sum(0)
+        ll = (y * z).sum(0) - softplus(z).sum(0)
         llc = ll.clone()
         cols = torch.logical_or(z.amin(0) < -hi, z.amax(0) > hi).nonzero().flatten()
         idx = None
@@ -102,7 +132,7 @@ class _LogLikColumns(torch.autograd.Function):
             idx = (rows, cols[j])
             zs, ys = z[idx], y[idx]
             zc = zs.clamp(-hi, hi)
-            llc.index_add_(0, idx[1], (ys * zc - F.softplus(zc)) - (ys * zs - F.softplus(zs)))
+            llc.index_add_(0, idx[1], (ys * zc - softplus(zc)) - (ys * zs - softplus(zs)))
         ctx.save_for_backward(y - s)
         ctx.idx = idx
         return ll, llc

@@ -1,0 +1,302 @@
+"""Every run near the hardware floor (issue 25): the five rows of the issue's table in one run.
+
+All timings are CPU seconds of this process (``time.process_time``) at one torch thread,
+measured side by side and interleaved (A, B, B, A, ...; median per side), so that a loaded
+machine changes both sides alike; wall ratios are printed beside the CPU ratios of row 1.
+
+Rows (targets from issue 25):
+
+1. ``overhead``: the project's BCE fit (``build("BCE").fit``: trainer defaults, i.e.
+   ``select_epoch: best_val`` with validation mAP every epoch, checkpoints at the default cadence,
+   the log) against a minimal hand-written loop with the same arithmetic (MLP 512x2, B 256,
+   AdamW, cosine decay, global-norm clipping 5), Yeast train file, ``--overhead-epochs`` epochs
+   (100 = the paper's protocol); the loop validates once at the end, and again with a
+   validation mAP and a copy of the best weights after every epoch (what ``best_val`` needs:
+   that second reference isolates the trainer's overhead from the default rule's work). Target
+   <= 1.10, CPU and wall.
+2. ``CD-GTMLL / BCE`` per epoch on Delicious (983 labels) through the trainer's epoch loop
+   (:func:`cdgtmll.nn.trainer.train_epoch`), ``--epochs`` timed epochs each after one warm-up.
+   Target <= 1.20.
+3. the same on Yeast. Target <= 1.15.
+4. ``BCE on Delicious / FLOP floor``: the project's BCE fit for ``--epochs`` epochs (validation
+   and checkpoints included; the default ``optimizer_impl: for_loop`` and ``fused``), CPU seconds
+   per epoch against the epoch's matmul FLOPs
+   (``2n(3(dh + hh + hL) - dh)``: forward, weight gradients, input gradients of layers 2-3) at
+   the single-thread matmul peak measured here (best of 2048^2 sgemm). Target <= 1.4.
+5. ``imports``: CPU seconds (user + system) of a fresh interpreter importing what a training job
+   imports (``cdgtmll.train``, the method via the registry, the trainer, deterministic mode, an
+   AdamW step as the trainer takes it); median of 3; it names any of scikit-learn, sympy,
+   ``torch._inductor`` it finds loaded. Target <= 3 s.
+
+Data: MULAN train files under ``$CDGTMLL_DATA_MIRROR`` (default /work/shared/datasets); the last
+20% of a seeded permutation of the train file is the validation split.
+
+    python benchmarks/bench_floor.py                 # the full table (about 10 min on 1 core)
+    python benchmarks/bench_floor.py --quick         # few epochs, for development
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_cdgtmll_cost import DATASETS, load_mulan  # noqa: E402
+
+from cdgtmll.methods.base import FitData, RunContext, build  # noqa: E402
+from cdgtmll.nn.trainer import TrainConfig, cosine_factor, make_optimizer, seed_everything, train_epoch  # noqa: E402
+from cdgtmll.nn.val_metrics import validation_metrics  # noqa: E402
+
+TARGETS = {"overhead": 1.10, "cd_delicious": 1.20, "cd_yeast": 1.15, "floor": 1.4, "imports": 3.0}
+IMPORT_SNIPPET = (
+    "import cdgtmll.train\n"
+    "from cdgtmll.methods.base import build\n"
+    "build({method!r}, {{}})\n"
+    "from cdgtmll.nn.trainer import _eager_optimizer_methods, optimizer_step, set_deterministic\n"
+    "set_deterministic(True)\n"
+    "import torch\n"
+    "_eager_optimizer_methods()  # what make_optimizer does first\n"
+    "p = torch.nn.Parameter(torch.zeros(1))\n"
+    "opt = torch.optim.AdamW([p])\n"
+    "p.grad = torch.ones(1)\n"
+    "optimizer_step(opt)\n"
+    "import sys\n"
+    "print(' '.join(m for m in ('sklearn', 'sympy', 'torch._inductor') if m in sys.modules) or '-')\n"
+)
+
+
+def split(X: np.ndarray, Y: np.ndarray, seed: int = 0) -> FitData:
+    perm = np.random.default_rng(seed).permutation(X.shape[0])
+    cut = int(round(0.8 * X.shape[0]))
+    tr, va = perm[:cut], perm[cut:]
+    return FitData(X[tr], Y[tr], X[va], Y[va], [f"l{k}" for k in range(Y.shape[1])])
+
+
+def cpu_wall(fn) -> tuple[float, float]:
+    c0, w0 = time.process_time(), time.perf_counter()
+    fn()
+    return time.process_time() - c0, time.perf_counter() - w0
+
+
+# ------------------------------------------------------------------ row 1: overhead
+
+
+def minimal_loop(data: FitData, epochs: int, seed: int = 0, B: int = 256, validate_each_epoch: bool = False) -> float:
+    """The hand-written reference: same model, optimiser, schedule and clipping as the
+    project's BCE, no checkpoints, no log; validation mAP once at the end, or
+    (``validate_each_epoch``) after every epoch with a copy of the best epoch's weights, the work
+    ``select_epoch: best_val`` (the default) needs."""
+    seed_everything(seed)
+    X = np.asarray(data.X_train, dtype=np.float64)
+    mean, std = X.mean(0), X.std(0)
+    std = np.where(std < 1e-8, 1.0, std)
+    mu, inv = torch.as_tensor(mean, dtype=torch.float32), torch.as_tensor(1.0 / std, dtype=torch.float32)
+    d, L = X.shape[1], data.Y_train.shape[1]
+    body = nn.Sequential(nn.Linear(d, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU())
+    head = nn.Linear(512, L)
+    model = nn.Sequential(body, head)
+    Xt = (torch.from_numpy(np.ascontiguousarray(data.X_train, dtype=np.float32)) - mu) * inv
+    Yt = torch.from_numpy(np.asarray(data.Y_train, dtype=np.float32))
+    n = Xt.shape[0]
+    total = epochs * math.ceil(n / B)
+    opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=1e-4)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: cosine_factor(s, total))
+    gen = torch.Generator().manual_seed(seed)
+    params = list(model.parameters())
+    Xv = (torch.from_numpy(np.ascontiguousarray(data.X_val, dtype=np.float32)) - mu) * inv
+    best, best_state = -1.0, None
+    for _ in range(epochs):
+        perm = torch.randperm(n, generator=gen)
+        for s in range(0, n, B):
+            idx = perm[s : s + B]
+            loss = F.binary_cross_entropy_with_logits(model(Xt[idx]), Yt[idx], reduction="sum") / idx.numel()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(params, 5.0)
+            opt.step()
+            sched.step()
+        if validate_each_epoch:
+            with torch.no_grad():
+                score = validation_metrics(data.Y_val, torch.sigmoid(model(Xv)).numpy())["val_mAP"]
+            if score > best:
+                best, best_state = score, {k: v.clone() for k, v in model.state_dict().items()}
+    if best_state is not None:  # predict with the best epoch's weights, as best_val does
+        model.load_state_dict(best_state)
+    with torch.no_grad():
+        S = torch.sigmoid(model((torch.from_numpy(np.ascontiguousarray(data.X_val, dtype=np.float32)) - mu) * inv))
+    return validation_metrics(data.Y_val, S.numpy())["val_mAP"]
+
+
+def project_fit(data: FitData, epochs: int, method: str = "BCE", seed: int = 0, **hp) -> float:
+    with tempfile.TemporaryDirectory() as wd:
+        m = build(method, {"epochs": epochs, **hp})
+        m.fit(data, RunContext(seed=seed, workdir=Path(wd)))
+        return float(m.train_log[-1]["val_mAP"])
+
+
+def row_overhead(mirror: Path, epochs: int, rounds: int) -> dict:
+    data = split(*load_mulan(mirror / DATASETS["yeast"][0], DATASETS["yeast"][1]))
+    minimal_loop(data, 1), project_fit(data, 1)  # warm-up (lazy imports, allocator)
+    fns = {"minimal": lambda: minimal_loop(data, epochs),
+           "minimal_val": lambda: minimal_loop(data, epochs, validate_each_epoch=True),
+           "project": lambda: project_fit(data, epochs)}
+    t = {k: [] for k in fns}
+    for r in range(rounds):
+        for side in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
+            t[side].append(cpu_wall(fns[side]))
+    med = {k: (statistics.median(c for c, _ in v), statistics.median(w for _, w in v)) for k, v in t.items()}
+    return {ref: {"cpu": med["project"][0] / med[ref][0], "wall": med["project"][1] / med[ref][1],
+                  "ref_cpu": med[ref][0], "project_cpu": med["project"][0]} for ref in ("minimal", "minimal_val")}
+
+
+# ------------------------------------------------------------------ rows 2-3: CD-GTMLL / BCE
+
+
+def row_cd_over_bce(mirror: Path, name: str, epochs: int, B: int = 256) -> dict:
+    X, Y = load_mulan(mirror / DATASETS[name][0], DATASETS[name][1])
+    data = FitData(X, Y, None, None, [f"l{k}" for k in range(Y.shape[1])])
+    ctx = RunContext(seed=0, workdir=Path("."))
+    n = X.shape[0]
+    steps = -(-n // B)
+    X_t, Y_t = torch.from_numpy(X), torch.from_numpy(Y.astype(np.float32))
+    runs = {}
+    for method in ("BCE", "CD-GTMLL"):
+        m = build(method, {"batch_size": B})
+        m.prepare(data, ctx)
+        seed_everything(0)
+        model = m.build_model(X, Y)
+        cfg = TrainConfig(epochs=epochs + 1, batch_size=B, lr_backbone=m.lr_backbone, lr_head=m.lr_head)
+        opt, sched = make_optimizer(m, model, cfg, (epochs + 1) * steps)
+        runs[method] = (m, model, opt, sched, m.train_targets(model, Y_t), [])
+    gen = torch.Generator().manual_seed(0)
+
+    def one_epoch(method: str, ep: int) -> None:
+        m, model, opt, sched, targets, times = runs[method]
+        perm = torch.randperm(n, generator=gen)
+        c0 = time.process_time()
+        train_epoch(m, model, opt, sched, X_t, targets, perm, B, ep * steps, (epochs + 1) * steps, 5.0)
+        times.append(time.process_time() - c0)
+
+    for method in runs:
+        one_epoch(method, 0)
+        runs[method][5].clear()
+    for ep in range(1, epochs + 1):
+        for method in (("BCE", "CD-GTMLL") if ep % 2 else ("CD-GTMLL", "BCE")):
+            one_epoch(method, ep)
+    bce, cd = statistics.median(runs["BCE"][5]), statistics.median(runs["CD-GTMLL"][5])
+    return {"ratio": cd / bce, "bce_s": bce, "cd_s": cd}
+
+
+# ------------------------------------------------------------------ row 4: FLOP floor
+
+
+def matmul_peak(size: int = 2048, repeats: int = 5) -> float:
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    a @ b
+    best = math.inf
+    for _ in range(repeats):
+        c0 = time.process_time()
+        a @ b
+        best = min(best, time.process_time() - c0)
+    return 2 * size**3 / best
+
+
+def row_floor(mirror: Path, epochs: int, impls: tuple[str, ...] = ("for_loop", "fused")) -> dict[str, dict]:
+    """The project's BCE fit per optimizer_impl (interleaved), against the FLOP floor."""
+    data = split(*load_mulan(mirror / DATASETS["delicious"][0], DATASETS["delicious"][1]))
+    n, d = data.X_train.shape
+    L, h = data.Y_train.shape[1], 512
+    flop_epoch = 2 * n * (3 * (d * h + h * h + h * L) - d * h)
+    peak = matmul_peak()
+    cpu = {impl: cpu_wall(lambda impl=impl: project_fit(data, epochs, optimizer_impl=impl))[0] for impl in impls}
+    peak = max(peak, matmul_peak())  # before and after: the better of the two
+    floor_epoch = flop_epoch / peak
+    return {impl: {"ratio": (c / epochs) / floor_epoch, "cpu_epoch": c / epochs, "floor_epoch": floor_epoch,
+                   "peak_gflops": peak / 1e9, "achieved_gflops": flop_epoch / (c / epochs) / 1e9,
+                   "tflop_100": flop_epoch * 100 / 1e12, "n": n} for impl, c in cpu.items()}
+
+
+# ------------------------------------------------------------------ row 5: imports
+
+
+def row_imports(method: str = "CD-GTMLL", repeats: int = 3) -> dict:
+    code = IMPORT_SNIPPET.format(method=method)
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    cpus, loaded = [], "?"
+    for _ in range(repeats):
+        before = os.times()
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        after = os.times()
+        cpus.append((after.children_user - before.children_user) + (after.children_system - before.children_system))
+        loaded = out.stdout.strip()
+    return {"cpu": statistics.median(cpus), "all": cpus, "heavy_modules": loaded}
+
+
+def verdict(value: float, target: float) -> str:
+    return "PASS" if value <= target else "FAIL"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--overhead-epochs", type=int, default=100, help="epochs of row 1 (paper: 100)")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of row 1")
+    ap.add_argument("--epochs", type=int, default=5, help="timed epochs of rows 2-4")
+    ap.add_argument("--quick", action="store_true", help="20 epochs in row 1, 2 rounds, 2 epochs in rows 2-4")
+    ap.add_argument("--rows", default="overhead,cd_delicious,cd_yeast,floor,imports")
+    ap.add_argument("--mirror", type=Path, default=Path(os.environ.get("CDGTMLL_DATA_MIRROR", "/work/shared/datasets")))
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.overhead_epochs, args.rounds, args.epochs = 20, 2, 2
+    torch.set_num_threads(1)
+    rows = args.rows.split(",")
+    print(f"torch {torch.__version__}, 1 thread, CPU time; load average {os.getloadavg()[0]:.2f} at start; "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print(f"{'measure':58s} {'value':>18s} {'target':>8s}  verdict")
+    ok = True
+
+    def line(label: str, value: float, shown: str, key: str, note: str = "") -> None:
+        nonlocal ok
+        v = verdict(value, TARGETS[key])
+        ok = ok and v == "PASS"
+        print(f"{label:58s} {shown:>18s} {'<= ' + format(TARGETS[key], 'g'):>8s}  {v}  {note}", flush=True)
+
+    if "overhead" in rows:
+        res = row_overhead(args.mirror, args.overhead_epochs, args.rounds)
+        for ref, what in (("minimal", "minimal loop"), ("minimal_val", "minimal loop + val mAP/epoch")):
+            r = res[ref]
+            line(f"project BCE / {what}, Yeast {args.overhead_epochs} ep, CPU", r["cpu"], f"{r['cpu']:.3f}",
+                 "overhead", f"({r['project_cpu']:.2f} s vs {r['ref_cpu']:.2f} s)")
+            line(f"project BCE / {what}, Yeast {args.overhead_epochs} ep, wall", r["wall"], f"{r['wall']:.3f}",
+                 "overhead")
+    for key, name in (("cd_delicious", "delicious"), ("cd_yeast", "yeast")):
+        if key in rows:
+            r = row_cd_over_bce(args.mirror, name, args.epochs)
+            line(f"CD-GTMLL / BCE per epoch, {name.capitalize()}", r["ratio"], f"{r['ratio']:.3f}", key,
+                 f"({r['cd_s'] * 1e3:.0f} ms vs {r['bce_s'] * 1e3:.0f} ms)")
+    if "floor" in rows:
+        for impl, r in row_floor(args.mirror, args.epochs).items():
+            line(f"BCE on Delicious / FLOP floor ({args.epochs} ep fit, {impl})", r["ratio"], f"{r['ratio']:.3f}x",
+                 "floor", f"({r['achieved_gflops']:.1f} of {r['peak_gflops']:.1f} GFLOP/s peak; "
+                 f"{r['tflop_100']:.2f} TFLOP per 100 epochs, n={r['n']})")
+    if "imports" in rows:
+        r = row_imports()
+        line("imports of one training job process (CPU s)", r["cpu"], f"{r['cpu']:.2f} s", "imports",
+             f"(runs {', '.join(f'{c:.2f}' for c in r['all'])}; heavy modules loaded: {r['heavy_modules']})")
+    print(f"load average {os.getloadavg()[0]:.2f} at end; {'all rows pass' if ok else 'some rows FAIL'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
