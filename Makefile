@@ -86,7 +86,12 @@ cluster: venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake all --profile $(PROFILE) $(SLURM_ARGS) --configfile "$(CONFIG)"
 
 # DVC: share and restore results (docs/dvc.md); the profile DVC runs is params.yaml's `profile`
-DVC_REMOTE = $(if $(CDGTMLL_DVC_REMOTE),$(BIN)/dvc remote modify --local cdgtmll url '$(CDGTMLL_DVC_REMOTE)' &&,)
+# The remote's url: CDGTMLL_DVC_REMOTE when given, else the shipped folder pinned as an absolute
+# path in .dvc/config.local (once; a url set there is kept): DVC 3.67 resolves the relative url of
+# .dvc/config against the root of the file system in `dvc exp push`/`dvc exp pull` (docs/dvc.md)
+DVC_PIN = { $(BIN)/dvc config --local remote.cdgtmll.url >/dev/null 2>&1 || { url=$$($(BIN)/dvc config remote.cdgtmll.url) \
+  && case "$$url" in /*) $(BIN)/dvc remote modify --local cdgtmll url "$$url";; esac; }; }
+DVC_REMOTE = $(if $(CDGTMLL_DVC_REMOTE),$(BIN)/dvc remote modify --local cdgtmll url '$(CDGTMLL_DVC_REMOTE)',$(DVC_PIN)) &&
 .PHONY: push pull checkout restore gc
 push: venv
 	$(DVC_REMOTE) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc push

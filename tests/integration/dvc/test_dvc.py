@@ -110,10 +110,11 @@ def _commit(repo: Path, msg: str) -> None:
 
 
 def _digests(repo: Path, *tops: str) -> dict[str, str]:
+    """sha256 of every file of the outputs ``tops`` (checkpoints are not outputs: .dvcignore)."""
     out = {}
     for top in tops:
         p = repo / top
-        files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file())
+        files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file() and f.name != "checkpoint.pt")
         out.update({str(f.relative_to(repo)): hashlib.sha256(f.read_bytes()).hexdigest() for f in files})
     return out
 
@@ -226,13 +227,13 @@ def _push_delete_pull_restores_identical_results(repo: Path, env: dict, tmp_path
     assert "cdgtmll-dvc-remote" in _ok(_dvc(repo, env, "remote", "list")).stdout
     _ok(_dvc(repo, env, "push"))
     assert any((repo.parent / "cdgtmll-dvc-remote").rglob("*.dir"))
-    for d in ("results", "figures", ".dvc/cache"):
-        shutil.rmtree(repo / d)
     size, names = _remote_listing(repo.parent / "cdgtmll-dvc-remote")
     assert names and not [n for n in names if n.endswith("checkpoint.pt")]  # the remote holds no checkpoint
-    print(f"\nDVC remote after the push of the quick profile at test scale: {size} bytes, "
-          f"{len(names)} files listed; checkpoints left in the workspace: "
+    print(f"\nDVC remote after the push of the quick profile at test scale: {size} bytes, {len(names)} files "
+          f"listed; checkpoints left in the workspace only: "
           f"{sum(f.stat().st_size for f in (repo / 'results/runs').rglob('checkpoint.pt'))} bytes")
+    for d in ("results", "figures", ".dvc/cache"):
+        shutil.rmtree(repo / d)
     _ok(_dvc(repo, env, "pull"))
     assert _digests(repo, *OUTS) == before  # byte-identical: data, runs, tables, claims, metrics, figures
     _restore(repo, env)
@@ -337,10 +338,20 @@ def _experiments_shared_into_a_fresh_clone(repo: Path, env: dict, tmp_path: Path
     origin = tmp_path / "origin.git"
     _ok(subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(origin)], capture_output=True, text=True))
     _git(repo, "remote", "add", "origin", str(origin))
-    _ok(_dvc(repo, env, "exp", "push", "origin", "alpha-0.2", "alpha-0.6"))
+    # `make push` pins the shipped relative url as an absolute path in .dvc/config.local: with
+    # the relative url, `dvc exp push` sends the outputs to /cdgtmll-dvc-remote (DVC 3.67)
+    _ok(_run(repo, env, "make", "--no-print-directory", "push"))
     remote = tmp_path / "cdgtmll-dvc-remote"
+    assert _ok(_dvc(repo, env, "config", "--local", "remote.cdgtmll.url")).stdout.strip() == str(remote)
+    _ok(_dvc(repo, env, "exp", "push", "origin", "alpha-0.2", "alpha-0.6"))
     size, names = _remote_listing(remote)
     assert names and not [n for n in names if n.endswith("checkpoint.pt")]
+    for name in ("alpha-0.2", "alpha-0.6"):  # each experiment's outputs are in this remote
+        ref = _git(repo, "for-each-ref", "--format=%(refname)", f"refs/exps/*/*/{name}").stdout.split()
+        lock = yaml.safe_load(_git(repo, "show", f"{ref[0]}:dvc.lock").stdout)
+        for out in lock["stages"]["pipeline"]["outs"]:
+            md5 = out["md5"]
+            assert (remote / "files/md5" / md5[:2] / md5[2:]).is_file(), (name, out["path"])
     print(f"\nDVC remote after the baseline and 2 experiments: {size} bytes; "
           f"{len([f for f in remote.rglob('*') if f.is_file()])} objects")
 
