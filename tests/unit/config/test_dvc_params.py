@@ -68,3 +68,10 @@ def test_profile_command_prints_the_profile(tmp_path, monkeypatch, capsys):
     (tmp_path / "params.yaml").unlink()
     assert dvc_params.main(["profile"]) == 2
     assert "params.yaml not found" in capsys.readouterr().err
+
+
+def test_null_settings_run_the_profile_as_it_is(tmp_path):
+    """`dvc exp run -S 'settings=null'` writes `settings:` (null): no layer."""
+    root = _root(tmp_path, "profile: config/quick.yaml\nsettings:\n")
+    assert dvc_params.read_params(root) == {"profile": "config/quick.yaml", "settings": {}}
+    assert dvc_params.settings_layer([root / "config/quick.yaml"], root) is None
