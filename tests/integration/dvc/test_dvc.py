@@ -395,6 +395,26 @@ def test_one_stage_runs_and_tracks_the_params_profile(tmp_path):
         assert params == {"params.yaml": ["profile", "settings"], profile: []}, params  # the profile tracked whole
 
 
+def test_stage_runs_every_job_without_snakemakes_records(tmp_path):
+    """The stage adds --forceall when .snakemake/metadata is missing or empty (a copy made by
+    `dvc exp run --temp`/`--queue`, a fresh clone after a dry run): Snakemake would otherwise keep
+    outputs made with other settings. With records, Snakemake decides."""
+    import re
+
+    cmd = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["pipeline"]["cmd"]
+    (snippet,) = re.findall(r"\$\(([^()]*)\)", cmd)
+    meta = tmp_path / ".snakemake/metadata"
+
+    def flag() -> str:
+        return subprocess.run(["sh", "-c", snippet], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+
+    assert flag() == "--forceall"  # no .snakemake
+    meta.mkdir(parents=True)
+    assert flag() == "--forceall"  # what `snakemake -n` leaves in a fresh clone
+    (meta / "cmVzdWx0cy9ydW5z").write_text("{}")
+    assert flag() == ""
+
+
 def test_stage_deps_cover_every_file_the_pipeline_runs():
     """The stage's deps are folders and lock files, so a new module or rule is covered without
     editing dvc.yaml: every tracked file of the package, the rules, the Snakefile, mk/ and the
