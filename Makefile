@@ -85,10 +85,14 @@ cluster: venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/cdgtmll check-config "$(CONFIG)"
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake all --profile $(PROFILE) $(SLURM_ARGS) --configfile "$(CONFIG)"
 
-# DVC: share and restore results (docs/dvc.md)
-DVC_PROFILE = $(shell sed -n 's/^      - \(config\/[^:]*\.yaml\):$$/\1/p' dvc.yaml | head -1)
-DVC_REMOTE = $(if $(CDGTMLL_DVC_REMOTE),$(BIN)/dvc remote modify --local cdgtmll url '$(CDGTMLL_DVC_REMOTE)' &&,)
-.PHONY: push pull restore gc
+# DVC: share and restore results (docs/dvc.md); the profile DVC runs is params.yaml's `profile`
+# The remote's url: CDGTMLL_DVC_REMOTE when given, else the shipped folder pinned as an absolute
+# path in .dvc/config.local (once; a url set there is kept): DVC 3.67 resolves the relative url of
+# .dvc/config against the root of the file system in `dvc exp push`/`dvc exp pull` (docs/dvc.md)
+DVC_PIN = { $(BIN)/dvc config --local remote.cdgtmll.url >/dev/null 2>&1 || { url=$$($(BIN)/dvc config remote.cdgtmll.url) \
+  && case "$$url" in /*) $(BIN)/dvc remote modify --local cdgtmll url "$$url";; esac; }; }
+DVC_REMOTE = $(if $(CDGTMLL_DVC_REMOTE),$(BIN)/dvc remote modify --local cdgtmll url '$(CDGTMLL_DVC_REMOTE)',$(DVC_PIN)) &&
+.PHONY: push pull checkout restore gc
 push: venv
 	$(DVC_REMOTE) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc push
 # The remote verifies what it sends (verify = true in .dvc/config): a corrupt object fails the pull;
@@ -101,11 +105,18 @@ pull: venv
 # (plain `dvc gc -w` drops the experiments' outputs, and `dvc exp apply` then fails half-way)
 gc: venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc gc --force --workspace --all-branches --all-tags --all-experiments
+# dvc checkout (e.g. after `git checkout <rev> dvc.lock params.yaml`), then restore
+checkout: venv
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc checkout
+	$(MAKE) --no-print-directory restore
+# After dvc pull / checkout / exp apply: restored files carry the time they were written and
+# .snakemake holds the records of the last run (or none, in a fresh clone); mark every output
+# of params.yaml's profile up to date, only when the workspace matches dvc.lock
 restore: venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc status --quiet || { \
 	  echo "restore: the workspace differs from dvc.lock (see 'dvc status'); not marking it up to date" >&2; exit 1; }
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --touch --forceall --cores 1 \
-	  --max-checksum-file-size 20000000000 all --configfile "$(DVC_PROFILE)"
+	profile=$$($(BIN)/python -m cdgtmll.config.dvc_params profile) && PATH="$(CURDIR)/$(BIN):$$PATH" \
+	  $(BIN)/snakemake --touch --forceall --cores 1 --max-checksum-file-size 20000000000 all --configfile "$$profile"
 
 # Isolated environments of the external XMC libraries (XR-Linear, napkinXC, LibMultiLabel)
 include mk/xmc-envs.mk

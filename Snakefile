@@ -5,6 +5,7 @@ from snakemake.utils import min_version
 
 min_version("9.0")
 
+from cdgtmll.config.dvc_params import settings_layer
 from cdgtmll.config.loader import load_files
 
 # A profile given with --configfile replaces the default instead of being merged into it,
@@ -16,7 +17,10 @@ if not workflow.overwrite_configfiles:
 
 # The config files read again with the YAML 1.2 loader (1e-3 is a number, a duplicate key names
 # its line), --config overrides merged in; JSON schema + registry checks before any job starts.
-_loaded = load_files(workflow.configfiles, workflow.config_settings.config)
+# When the config files are exactly the profile DVC runs (params.yaml: profile), the settings
+# `dvc exp run -S '++settings.<key>=<value>'` wrote there are laid over it first (docs/dvc.md).
+_layer = settings_layer(workflow.configfiles, workflow.basedir)
+_loaded = load_files(workflow.configfiles, workflow.config_settings.config, layer=_layer)
 config.clear()  # in place: the workflow's own config object is the one the rules see
 config.update(_loaded)
 

@@ -224,12 +224,14 @@ def read_yaml(path: str | Path) -> dict:
     return config
 
 
-def load_files(paths: Iterable[str | Path], overrides: Mapping | None = None, source: str | None = None) -> dict:
+def load_files(paths: Iterable[str | Path], overrides: Mapping | None = None, source: str | None = None,
+               layer: tuple[str, Mapping] | None = None) -> dict:
     """Read config files with :func:`read_yaml`, merge them in order (a later file's keys win,
-    as Snakemake merges several ``--configfile`` files), merge ``overrides`` over them (e.g.
-    Snakemake's ``--config KEY=VALUE``) and validate the result. ``source`` prefixes every
-    validation error; by default the files (relative to the working directory where under it),
-    ``+ --config`` with overrides."""
+    as Snakemake merges several ``--configfile`` files), merge ``layer`` (``(name, mapping)``,
+    e.g. the settings of DVC's params.yaml, :func:`cdgtmll.config.dvc_params.settings_layer`)
+    and then ``overrides`` over them (e.g. Snakemake's ``--config KEY=VALUE``) and validate the
+    result. ``source`` prefixes every validation error; by default the files (relative to the
+    working directory where under it), ``+ <layer name>`` and ``+ --config`` when given."""
     paths = [Path(p) for p in paths]
     if source is None:  # relative to the working directory where under it (Snakemake makes them absolute)
         paths = [Path(os.path.relpath(p)) if p.is_absolute() and Path.cwd() in p.parents else p for p in paths]
@@ -238,10 +240,13 @@ def load_files(paths: Iterable[str | Path], overrides: Mapping | None = None, so
     config: dict = {}
     for p in paths:
         config = deep_merge(config, read_yaml(p))
+    if layer:
+        config = deep_merge(config, _plain(layer[1]))
     if overrides:
         config = deep_merge(config, _plain(overrides))
     if source is None:
-        source = " + ".join(map(str, paths)) + (" + --config" if overrides else "")
+        source = (" + ".join(map(str, paths)) + (f" + {layer[0]}" if layer else "")
+                  + (" + --config" if overrides else ""))
     return validate(config, source=source)
 
 

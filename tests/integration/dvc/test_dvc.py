@@ -1,13 +1,15 @@
 """DVC on the shipped profiles, at tiny scale, in temporary git repositories made from the
-working tree: outputs in the cache (hardlinked), push/pull through the default remote, the
-restore step after a pull/checkout/exp apply (Snakemake then plans nothing), experiments with
-`dvc exp run -S` (show, diff, apply, plots diff), the per-row metrics files, the offline plots
-page, and `cdgtmll audit` against dvc.lock.
+working tree: outputs in the cache (hardlinked), checkpoints kept out of it, push/pull through
+the default remote, the restore step after a pull/checkout/exp apply (`make restore`; Snakemake
+then plans nothing), experiments with `dvc exp run -S` (show, diff, apply, plots diff, shared
+through a git remote and the DVC remote into a fresh clone), the per-row metrics files, the
+offline plots page, and `cdgtmll audit` against dvc.lock.
 
-The profiles are used as shipped; only scale keys (epochs, seeds, methods, study sweep sizes)
-are changed, with DVC's own `-S` override code (``dvc.utils.hydra.apply_overrides``) or
-`dvc exp run -S`. config/quick.yaml is put under DVC the documented way: the ``profile``
-variable at the top of dvc.yaml.
+The profiles are used as shipped, byte for byte: the profile is put under DVC the documented
+way (``profile`` in params.yaml, as `dvc exp run -S profile=...` does) and only scale keys
+(epochs, seeds, methods, study sweep sizes) are changed, as ``settings`` laid over it in
+params.yaml, with DVC's own `-S` override code (``dvc.utils.hydra.apply_overrides``) or
+`dvc exp run -S`.
 """
 
 from __future__ import annotations
@@ -31,8 +33,6 @@ from tests.support.workflow import checkout_ignore
 SKIP_PATHS = ("dvc_plots", ".dvc/cache", ".dvc/tmp", ".dvc/config.local", "dvc.lock")
 QUICK = "config/quick.yaml"
 DEFAULT = "config/config.yaml"
-#: what the stages pass to Snakemake (dvc.yaml) and what the restore step must pass as well
-CHECKSUM = ("--max-checksum-file-size", "20000000000")
 
 slow = pytest.mark.slow
 
@@ -76,24 +76,32 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
 
 def _make_repo(dst: Path, profile: str = DEFAULT, overrides: tuple[str, ...] = ()) -> Path:
     """A git repository holding the working tree, with ``profile`` under DVC and the scale
-    ``overrides`` applied to it (as `dvc exp run -S` would), committed."""
+    ``overrides`` laid over it as params.yaml settings (as `dvc exp run -S profile=<profile>
+    -S '++settings.<key>=<value>'` would write them), committed; the venv linked for make."""
+    from dvc.utils.hydra import apply_overrides
+
     shutil.copytree(ROOT, dst, ignore=checkout_ignore(*SKIP_PATHS), symlinks=True)
     (dst / "results").mkdir(exist_ok=True)
-    if profile != DEFAULT:  # the documented switch: the profile path in dvc.yaml
-        dvc_yaml = dst / "dvc.yaml"
-        text = dvc_yaml.read_text()
-        assert text.count(f"--configfile {DEFAULT}") == 3 and text.count(f"      - {DEFAULT}:") == 3
-        dvc_yaml.write_text(text.replace(DEFAULT, profile))
-    if overrides:
-        from dvc.utils.hydra import apply_overrides
-
-        apply_overrides(str(dst / profile), list(overrides))
+    apply_overrides(str(dst / "params.yaml"), [f"profile={profile}", *(f"++settings.{o.lstrip('+')}" for o in overrides)])
+    assert (dst / profile).read_bytes() == (ROOT / profile).read_bytes()  # the profile as shipped
     _git(dst, "init", "-q")
+    _link_venv(dst)
     _git(dst, "config", "user.name", "cdgtmll test")
     _git(dst, "config", "user.email", "test@cdgtmll.invalid")
     _git(dst, "add", "-A")
     _git(dst, "commit", "-qm", f"{profile} at test scale")
     return dst
+
+
+def _link_venv(repo: Path) -> None:
+    """This interpreter's venv as the checkout's .venv, up to date for the Makefile (its stamp
+    newer than the lock files), so that `make restore` runs as documented."""
+    (repo / ".venv").symlink_to(Path(sys.executable).parent.parent)
+    (repo / ".git/info").mkdir(parents=True, exist_ok=True)  # .gitignore's `.venv/` misses a link
+    with open(repo / ".git/info/exclude", "a") as fh:
+        fh.write("/.venv\n")
+    for f in ("requirements.lock", "pyproject.toml"):
+        os.utime(repo / f, (946684800, 946684800))  # 2000-01-01
 
 
 def _commit(repo: Path, msg: str) -> None:
@@ -102,20 +110,29 @@ def _commit(repo: Path, msg: str) -> None:
 
 
 def _digests(repo: Path, *tops: str) -> dict[str, str]:
+    """sha256 of every file of the outputs ``tops`` (checkpoints are not outputs: .dvcignore)."""
     out = {}
     for top in tops:
         p = repo / top
-        files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file())
+        files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file() and f.name != "checkpoint.pt")
         out.update({str(f.relative_to(repo)): hashlib.sha256(f.read_bytes()).hexdigest() for f in files})
     return out
 
 
-def _restore(repo: Path, env: dict, profile: str) -> None:
-    """The restore step after dvc pull / checkout / exp apply (docs/dvc.md "Share and restore
-    results"): the workspace must match dvc.lock, then Snakemake's file times and metadata are
-    made to match the restored files."""
-    _ok(_dvc(repo, env, "status", "--quiet"))
-    _ok(_smk(repo, env, "--touch", "--forceall", "--cores", "1", *CHECKSUM, "all", "--configfile", profile))
+def _restore(repo: Path, env: dict) -> None:
+    """The restore step after dvc pull / checkout / exp apply, as documented (docs/dvc.md
+    "Share, then restore"): `make restore` checks that the workspace matches dvc.lock, then
+    makes Snakemake's file times and records match the restored files, for params.yaml's profile."""
+    res = _ok(_run(repo, env, "make", "--no-print-directory", "restore"))
+    assert "--touch --forceall" in res.stdout and "--configfile" in res.stdout, res.stdout
+
+
+def _remote_listing(remote: Path) -> tuple[int, list[str]]:
+    """(bytes, file names) of everything a DVC remote holds: object sizes, and the names in
+    every directory listing (.dir) it holds."""
+    objects = [f for f in remote.rglob("*") if f.is_file()]
+    names = [e["relpath"] for f in objects if f.suffix == ".dir" for e in json.loads(f.read_text())]
+    return sum(f.stat().st_size for f in objects), names
 
 
 def _plans_nothing(repo: Path, env: dict, profile: str) -> None:
@@ -168,11 +185,13 @@ def test_quick_profile_cache_share_restore_and_experiments(tmp_path, mirror):
     _commit(repo, "dvc repro of the quick profile")
     _outputs_cached_as_hardlinks(repo, env)
     _push_delete_pull_restores_identical_results(repo, env, tmp_path)
-    _experiments_show_diff_apply_and_plots(repo, env, tmp_path)
+    tables = _experiments_show_diff_apply_and_plots(repo, env, tmp_path)
+    _experiments_shared_into_a_fresh_clone(repo, env, tmp_path, tables)
 
 
 def _outputs_cached_as_hardlinks(repo: Path, env: dict) -> None:
     lock = yaml.safe_load((repo / "dvc.lock").read_text())
+    assert set(lock["stages"]) == {"pipeline"}  # one stage runs the whole DAG once
     outs = {o["path"]: o for s in lock["stages"].values() for o in s["outs"]}
     assert set(outs) == set(OUTS)
     assert all(o["md5"] for o in outs.values())
@@ -181,10 +200,24 @@ def _outputs_cached_as_hardlinks(repo: Path, env: dict) -> None:
     md5 = hashlib.md5(data.read_bytes()).hexdigest()
     cached = repo / ".dvc/cache/files/md5" / md5[:2] / md5[2:]
     assert cached.is_file() and os.stat(cached).st_ino == os.stat(data).st_ino
-    # the stages ran the profile they track, which is tracked whole
-    assert lock["stages"]["experiments"]["params"][QUICK]["methods"]["CD-GTMLL"]["alpha"] == 0.4
-    assert "--configfile config/quick.yaml" in lock["stages"]["report"]["cmd"]
+    # the stage ran the profile it tracks (tracked whole), and the settings laid over it
+    stage = lock["stages"]["pipeline"]
+    assert stage["params"][QUICK]["methods"]["CD-GTMLL"]["alpha"] == 0.4
+    assert stage["params"]["params.yaml"]["profile"] == QUICK
+    assert stage["params"]["params.yaml"]["settings"]["experiments"]["seeds"] == [0]
+    assert "--configfile config/quick.yaml" in stage["cmd"]
+    assert {d["path"] for d in stage["deps"]} >= {"Snakefile", "workflow", "src/cdgtmll", "mk", "requirements.lock"}
     assert "Data and pipelines are up to date" in _ok(_dvc(repo, env, "status")).stdout
+    # the runs ran at the scale of the settings: one seed, one epoch
+    assert {p.parent.name for p in (repo / "results/runs/yeast/clean/CD-GTMLL").glob("seed*/predictions.npz")} == {"seed0"}
+    # checkpoints stay in the workspace (a killed job resumes from them) but out of the outputs
+    ckpts = list((repo / "results/runs").rglob("checkpoint.pt"))
+    assert ckpts, "CD-GTMLL trains with checkpoints"
+    runs = outs["results/runs"]["md5"]
+    listing = json.loads((repo / ".dvc/cache/files/md5" / runs[:2] / runs[2:]).read_text())
+    names = [e["relpath"] for e in listing]
+    assert any(n.endswith("predictions.npz") for n in names)
+    assert not [n for n in names if n.endswith("checkpoint.pt")]
 
 
 def _push_delete_pull_restores_identical_results(repo: Path, env: dict, tmp_path: Path) -> None:
@@ -194,16 +227,21 @@ def _push_delete_pull_restores_identical_results(repo: Path, env: dict, tmp_path
     assert "cdgtmll-dvc-remote" in _ok(_dvc(repo, env, "remote", "list")).stdout
     _ok(_dvc(repo, env, "push"))
     assert any((repo.parent / "cdgtmll-dvc-remote").rglob("*.dir"))
+    size, names = _remote_listing(repo.parent / "cdgtmll-dvc-remote")
+    assert names and not [n for n in names if n.endswith("checkpoint.pt")]  # the remote holds no checkpoint
+    print(f"\nDVC remote after the push of the quick profile at test scale: {size} bytes, {len(names)} files "
+          f"listed; checkpoints left in the workspace only: "
+          f"{sum(f.stat().st_size for f in (repo / 'results/runs').rglob('checkpoint.pt'))} bytes")
     for d in ("results", "figures", ".dvc/cache"):
         shutil.rmtree(repo / d)
     _ok(_dvc(repo, env, "pull"))
     assert _digests(repo, *OUTS) == before  # byte-identical: data, runs, tables, claims, metrics, figures
-    _restore(repo, env, QUICK)
+    _restore(repo, env)
     _plans_nothing(repo, env, QUICK)
     ok = _audit(repo, env, "results/tables/table1_standard.md", "--cell", "CD-GTMLL", "Yeast Rare-F1")
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert "dvc      stage 'report' of dvc.lock" in ok.stdout
-    assert "| dvc experiments md5" in ok.stdout and "| dvc data md5" in ok.stdout
+    assert "dvc      stage 'pipeline' of dvc.lock" in ok.stdout
+    assert "| dvc pipeline md5" in ok.stdout
     # a table that differs from dvc.lock fails the audit (replaced, not edited: it is a hardlink)
     table = repo / "results/tables/table1_standard.md"
     text = table.read_text()
@@ -221,12 +259,14 @@ def _push_delete_pull_restores_identical_results(repo: Path, env: dict, tmp_path
     _ok(_dvc(repo, env2, "push"))
     clone = tmp_path / "clone"
     _ok(subprocess.run(["git", "clone", "-q", str(repo), str(clone)], capture_output=True, text=True))
-    _ok(_dvc(clone, env2, "remote", "modify", "--local", "cdgtmll", "url", env2["CDGTMLL_DVC_REMOTE"]))
-    _ok(_dvc(clone, env2, "pull"))
+    _link_venv(clone)
+    # `make pull`: dvc pull (the url given by CDGTMLL_DVC_REMOTE), then make restore
+    pulled = _ok(_run(clone, env2, "make", "--no-print-directory", "pull"))
+    assert "--touch --forceall" in pulled.stdout
     assert _digests(clone, "results/tables", "results/metrics.json") == _digests(repo, "results/tables",
                                                                                   "results/metrics.json")
-    _restore(clone, env2, QUICK)  # no .snakemake here: without it every job would be "new"
-    _plans_nothing(clone, env2, QUICK)
+    assert not list((clone / "results/runs").rglob("checkpoint.pt"))
+    _plans_nothing(clone, env2, QUICK)  # no .snakemake before the restore: without it every job would be "new"
     assert _audit(clone, env2, "results/tables/table2_rare.md", "--cell", "CD-GTMLL", "Yeast-R @50%").returncode == 0
     _ok(_dvc(repo, env, "remote", "modify", "--local", "--unset", "cdgtmll", "url"))  # back to the default
 
@@ -234,9 +274,11 @@ def _push_delete_pull_restores_identical_results(repo: Path, env: dict, tmp_path
 def _experiments_show_diff_apply_and_plots(repo: Path, env: dict, tmp_path: Path) -> None:
     br_prov = _digests(repo, "results/runs/yeast/clean/BR-LogReg")
     tables = {}
+    shipped = {f: (repo / f).read_bytes() for f in (QUICK, DEFAULT)}
     for name, alpha in (("alpha-0.2", 0.2), ("alpha-0.6", 0.6)):
-        res = _ok(_dvc(repo, env, "exp", "run", "-n", name, "-S", f"{QUICK}:methods.CD-GTMLL.alpha={alpha}"))
+        res = _ok(_dvc(repo, env, "exp", "run", "-n", name, "-S", f"++settings.methods.CD-GTMLL.alpha={alpha}"))
         assert "Ran experiment(s): " + name in res.stdout + res.stderr
+        assert {f: (repo / f).read_bytes() for f in shipped} == shipped  # -S left the profiles alone
         assert _alphas(repo) == {alpha}                                # every CD-GTMLL run re-trained
         assert _digests(repo, "results/runs/yeast/clean/BR-LogReg") == br_prov  # BR-LogReg untouched
         tables[name] = _digests(repo, "results/tables", "results/metrics")
@@ -245,7 +287,8 @@ def _experiments_show_diff_apply_and_plots(repo: Path, env: dict, tmp_path: Path
     rows = _exp_rows(json.loads(_ok(_dvc(repo, env, "exp", "show", "--json")).stdout))
     for name, alpha in (("alpha-0.2", 0.2), ("alpha-0.6", 0.6)):
         data = rows[name]
-        assert data["params"][QUICK]["data"]["methods"]["CD-GTMLL"]["alpha"] == alpha
+        assert data["params"]["params.yaml"]["data"]["settings"]["methods"]["CD-GTMLL"]["alpha"] == alpha
+        assert data["params"][QUICK]["data"]["methods"]["CD-GTMLL"]["alpha"] == 0.4  # the profile as shipped
         row = data["metrics"]["results/metrics/yeast/clean/CD-GTMLL.json"]["data"]
         assert set(row) == {"mAP", "micro_f1", "macro_f1", "rare_f1", "rare_f1_adaptive", "n"}
         assert 0 < row["mAP"] < 1 and row["n"] == 1
@@ -256,7 +299,8 @@ def _experiments_show_diff_apply_and_plots(repo: Path, env: dict, tmp_path: Path
         assert "!" not in cells and "-" not in cells[1:], md  # every column loads, for both experiments
 
     diff = json.loads(_ok(_dvc(repo, env, "exp", "diff", "alpha-0.2", "alpha-0.6", "--json")).stdout)
-    assert diff["params"][QUICK]["methods.CD-GTMLL.alpha"] == {"old": 0.2, "new": 0.6, "diff": pytest.approx(0.4)}
+    assert diff["params"]["params.yaml"]["settings.methods.CD-GTMLL.alpha"] == {
+        "old": 0.2, "new": 0.6, "diff": pytest.approx(0.4)}
     changed = diff["metrics"]
     assert changed and all("CD-GTMLL" in path for path in changed)  # only CD-GTMLL's rows moved
     assert any(isinstance(m["old"], float) and isinstance(m["new"], float)
@@ -273,21 +317,116 @@ def _experiments_show_diff_apply_and_plots(repo: Path, env: dict, tmp_path: Path
     _ok(_dvc(repo, env, "exp", "apply", "alpha-0.2"))
     assert _digests(repo, "results/tables", "results/metrics") == tables["alpha-0.2"]
     assert _alphas(repo) == {0.2}
-    _restore(repo, env, QUICK)
+    _restore(repo, env)
     _plans_nothing(repo, env, QUICK)
-    # and back to the committed baseline
-    _git(repo, "checkout", "--", QUICK, "dvc.lock")
-    _ok(_dvc(repo, env, "checkout"))
-    _restore(repo, env, QUICK)
+    # and back to the committed baseline: `make checkout` is dvc checkout + make restore
+    _git(repo, "checkout", "--", "params.yaml", "dvc.lock")
+    _ok(_run(repo, env, "make", "--no-print-directory", "checkout"))
+    _plans_nothing(repo, env, QUICK)
     assert _alphas(repo) == {0.4} and _digests(repo, "results/runs/yeast/clean/BR-LogReg") == br_prov
     # after runs, pulls, experiments and checkouts through hardlinks: no cache object was written through
     objects = [f for f in (repo / ".dvc/cache/files/md5").rglob("*") if f.is_file() and f.suffix != ".dir"]
     assert len(objects) > 100
     assert all(hashlib.md5(f.read_bytes()).hexdigest() == f.parent.name + f.name for f in objects)
+    return tables
+
+
+def _experiments_shared_into_a_fresh_clone(repo: Path, env: dict, tmp_path: Path, tables: dict) -> None:
+    """Both experiments pushed (git refs to a git remote, outputs to the default DVC remote),
+    pulled into a fresh clone and applied there: each plans nothing after `make restore`, and
+    the DVC remote holds no checkpoint."""
+    origin = tmp_path / "origin.git"
+    _ok(subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(origin)], capture_output=True, text=True))
+    _git(repo, "remote", "add", "origin", str(origin))
+    # `make push` pins the shipped relative url as an absolute path in .dvc/config.local: with
+    # the relative url, `dvc exp push` sends the outputs to /cdgtmll-dvc-remote (DVC 3.67)
+    _ok(_run(repo, env, "make", "--no-print-directory", "push"))
+    remote = tmp_path / "cdgtmll-dvc-remote"
+    assert _ok(_dvc(repo, env, "config", "--local", "remote.cdgtmll.url")).stdout.strip() == str(remote)
+    _ok(_dvc(repo, env, "exp", "push", "origin", "alpha-0.2", "alpha-0.6"))
+    size, names = _remote_listing(remote)
+    assert names and not [n for n in names if n.endswith("checkpoint.pt")]
+    for name in ("alpha-0.2", "alpha-0.6"):  # each experiment's outputs are in this remote
+        ref = _git(repo, "for-each-ref", "--format=%(refname)", f"refs/exps/*/*/{name}").stdout.split()
+        lock = yaml.safe_load(_git(repo, "show", f"{ref[0]}:dvc.lock").stdout)
+        for out in lock["stages"]["pipeline"]["outs"]:
+            md5 = out["md5"]
+            assert (remote / "files/md5" / md5[:2] / md5[2:]).is_file(), (name, out["path"])
+    print(f"\nDVC remote after the baseline and 2 experiments: {size} bytes; "
+          f"{len([f for f in remote.rglob('*') if f.is_file()])} objects")
+
+    fresh = tmp_path / "fresh"
+    _ok(subprocess.run(["git", "clone", "-q", str(origin), str(fresh)], capture_output=True, text=True))
+    _link_venv(fresh)
+    _ok(_run(fresh, env, "make", "--no-print-directory", "pull"))  # the baseline
+    _plans_nothing(fresh, env, QUICK)
+    for name in ("alpha-0.2", "alpha-0.6"):
+        _ok(_dvc(fresh, env, "exp", "pull", "origin", name))
+        _ok(_dvc(fresh, env, "exp", "apply", name))
+        assert _digests(fresh, "results/tables", "results/metrics") == tables[name]
+        _restore(fresh, env)
+        _plans_nothing(fresh, env, QUICK)  # a plain `snakemake -n all --configfile config/quick.yaml`
+    assert not list(fresh.rglob("checkpoint.pt"))
 
 
 # ---------------------------------------------------------------------------------------------
-# fast: the metrics rows and the dvc.lock lookup of the audit
+# fast: the stage (profile variable, derived deps), the metrics rows, the audit's dvc.lock lookup
+
+
+def test_one_stage_runs_and_tracks_the_params_profile(tmp_path):
+    """dvc.yaml's single stage takes its profile from params.yaml (`dvc exp run -S
+    profile=...`): another profile is a parameter, not an edit of dvc.yaml."""
+    from dvc.repo import Repo
+
+    for f in ("dvc.yaml", "params.yaml", "config/quick.yaml", "config/config.yaml"):
+        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / f, tmp_path / f)
+    Repo.init(str(tmp_path), no_scm=True)
+    assert "config/" not in (ROOT / "dvc.yaml").read_text().split("stages:")[1].split("outs:")[0]  # no profile written out
+    for profile in (DEFAULT, QUICK):
+        from dvc.utils.hydra import apply_overrides
+
+        apply_overrides(str(tmp_path / "params.yaml"), [f"profile={profile}"])
+        (stage,) = Repo(str(tmp_path)).index.stages
+        assert stage.name == "pipeline"
+        assert stage.cmd.split()[-2:] == ["--configfile", profile], stage.cmd
+        params = {str(Path(d.def_path).relative_to(tmp_path)) if Path(d.def_path).is_absolute() else d.def_path:
+                  d.params for d in stage.deps if type(d).__name__ == "ParamsDependency"}
+        assert params == {"params.yaml": ["profile", "settings"], profile: []}, params  # the profile tracked whole
+
+
+def test_stage_runs_every_job_without_snakemakes_records(tmp_path):
+    """The stage adds --forceall when .snakemake/metadata is missing or empty (a copy made by
+    `dvc exp run --temp`/`--queue`, a fresh clone after a dry run): Snakemake would otherwise keep
+    outputs made with other settings. With records, Snakemake decides."""
+    import re
+
+    cmd = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["pipeline"]["cmd"]
+    (snippet,) = re.findall(r"\$\(([^()]*)\)", cmd)
+    meta = tmp_path / ".snakemake/metadata"
+
+    def flag() -> str:
+        return subprocess.run(["sh", "-c", snippet], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+
+    assert flag() == "--forceall"  # no .snakemake
+    meta.mkdir(parents=True)
+    assert flag() == "--forceall"  # what `snakemake -n` leaves in a fresh clone
+    (meta / "cmVzdWx0cy9ydW5z").write_text("{}")
+    assert flag() == ""
+
+
+def test_stage_deps_cover_every_file_the_pipeline_runs():
+    """The stage's deps are folders and lock files, so a new module or rule is covered without
+    editing dvc.yaml: every tracked file of the package, the rules, the Snakefile, mk/ and the
+    lock files lies under one of them."""
+    deps = [d for stage in yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"].values() for d in stage["deps"]]
+    tracked = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout.split()
+    code = [f for f in tracked if f.startswith(("src/cdgtmll/", "workflow/", "mk/", "config/"))
+            or f in ("Snakefile", "pyproject.toml") or (f.startswith("requirements") and f.endswith(".lock"))]
+    assert len(code) > 100 and "workflow/rules/common.smk" in code and "Snakefile" in code
+    uncovered = [f for f in code if not any(f == d or f.startswith(d.rstrip("/") + "/") for d in deps)]
+    assert not uncovered, f"dvc.yaml's stage does not depend on {uncovered}"
 
 
 def test_summary_rows_one_file_per_dataset_setting_method(tmp_path):
@@ -370,8 +509,8 @@ def test_default_profile_repro_metrics_exp_show_and_plots(tmp_path, mirror):
     _commit(repo, "dvc repro of the default profile")
     assert "Data and pipelines are up to date" in _ok(_dvc(repo, env, "status")).stdout
     lock = yaml.safe_load((repo / "dvc.lock").read_text())
-    assert set(lock["stages"]) == {"data", "experiments", "report"}
-    tracked = lock["stages"]["experiments"]["params"][DEFAULT]
+    assert set(lock["stages"]) == {"pipeline"}
+    tracked = lock["stages"]["pipeline"]["params"][DEFAULT]
     assert {"methods", "aliases", "studies", "thresholds", "evaluation"} <= set(tracked)
 
     # one row per (dataset, setting, method), the headline metrics as columns
