@@ -77,7 +77,7 @@ def test_the_graph_sees_lazy_and_registry_imports():
     # function-level import: cdgtmll.train imports the image input only for image rows
     assert "cdgtmll.images.trainer_input" in g["cdgtmll.train"]
     # the registry imports its methods with importlib.import_module("...")
-    assert "cdgtmll.methods.data_side.lsfa" in g["cdgtmll.methods"]
+    assert "cdgtmll.methods.data_side.lsfa" in g["cdgtmll.methods.catalog"]
 
 
 def test_cycle_detection_on_a_known_cycle(tmp_path):

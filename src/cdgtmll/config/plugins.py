@@ -64,7 +64,8 @@ def import_plugins(modules: list[str], source: str = "config",
     import importlib
     import sys
 
-    from cdgtmll.methods import BUILTIN_MODULES, base, catalog
+    from cdgtmll.methods import base, catalog
+    from cdgtmll.methods.catalog import BUILTIN_MODULES
 
     builtin = set(catalog.catalog()["methods"])
 

@@ -169,7 +169,7 @@ def image_input_reason(method: Method) -> str | None:
 
 _REGISTRY: dict[str, type[Method]] = {}
 
-#: imports the built-in method modules: :func:`cdgtmll.methods.load_builtins`, set when that
+#: imports the built-in method modules: :func:`cdgtmll.methods.catalog.load_builtins`, set when that
 #: package is imported (always before this module); this module imports none of them
 _BUILTIN_LOADER: list[Callable[..., None]] = []
 
@@ -180,7 +180,7 @@ def set_builtin_loader(load: Callable[..., None]) -> None:
 
 def _load_builtins(name: str | None = None) -> None:
     """Import the built-in method modules: all of them, or (``name``) the one that defines ``name``
-    where that is known without importing (:func:`cdgtmll.methods.load_builtins`)."""
+    where that is known without importing (:func:`cdgtmll.methods.catalog.load_builtins`)."""
     for load in _BUILTIN_LOADER:
         load(name)
 

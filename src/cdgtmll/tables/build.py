@@ -66,7 +66,7 @@ import math
 import sys
 from pathlib import Path
 
-from cdgtmll.io import atomic_write, staged_dir, write_json
+from cdgtmll.io import CorruptArtifactError, atomic_write, staged_dir, write_json
 from cdgtmll.lineage.code import identity
 from cdgtmll.tables.code_lineage import code_footnote, code_lineage, is_mixed
 from cdgtmll.tables.collect import METRICS, MODES, collect, summarise, write_summary_dir
@@ -162,7 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         df = collect(args.metrics, dict(args.alias))
-    except ValueError as exc:
+    except CorruptArtifactError:
+        raise  # its own message names the file and the rule that re-makes it
+    except ValueError as exc:  # a wrong --alias
         raise SystemExit(f"error: {exc}") from None
     not_run = {}
     for item in args.not_run:

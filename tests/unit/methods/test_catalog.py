@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from cdgtmll.config import loader, plan
-from cdgtmll.methods import BUILTIN_MODULES, base, catalog, load_builtins
+from cdgtmll.methods import base, catalog
+from cdgtmll.methods.catalog import BUILTIN_MODULES, load_builtins
 
 REPO = Path(__file__).resolve().parents[3]
 CONFIGS = sorted((REPO / "config").glob("*.yaml"))
