@@ -148,12 +148,30 @@ def measure_quick(tmp: Path) -> dict:
             "command": "snakemake --cores 2 all --configfile config/quick.yaml (fresh clone)"}
 
 
+def slowest_tests(text: str) -> list[dict]:
+    """The ``slowest N durations`` block pytest prints (``--durations`` in pyproject.toml): one
+    ``{"seconds", "phase", "test"}`` per line, in pytest's order (slowest first)."""
+    out, inside = [], False
+    for line in text.splitlines():
+        if re.search(r"=+ slowest \d+ durations =+", line):
+            inside = True
+            continue
+        if inside:
+            m = re.match(r"\s*([\d.]+)s (call|setup|teardown)\s+(.+?)\s*$", line)
+            if not m:
+                if out:
+                    break
+                continue
+            out.append({"seconds": float(m.group(1)), "phase": m.group(2), "test": m.group(3)})
+    return out
+
+
 def measure_tests() -> dict:
     wall, text, load, cpu = timed([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadfile", "-q", "-p", "no:cacheprovider"], ROOT)
     summary = [line for line in text.splitlines() if re.search(r"\d+ (passed|failed)", line)][-1]
     counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)", summary)}
     return {**stamp(), "seconds": round(wall, 1), "cpu_seconds": round(cpu, 1), "load": round(load, 2), "counts": counts,
-            "summary": summary.strip("= "),
+            "summary": summary.strip("= "), "slowest": slowest_tests(text)[:25],
             "command": "pytest -n 2 --dist loadfile -q (make test)"}
 
 

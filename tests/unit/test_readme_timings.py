@@ -1,0 +1,37 @@
+"""tools/readme_timings.py: the slowest tests are read from pytest's own ``--durations`` block."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from tests.support.paths import ROOT
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("readme_timings", ROOT / "tools" / "readme_timings.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# the block as pytest 8 printed it in a `make test` run (2026-11-27), cut to three lines
+PYTEST_TAIL = """\
+-- Docs: https://docs.pytest.org/en/stable/how-to/capture-warnings.html
+============================= slowest 25 durations =============================
+367.10s call     tests/integration/dvc/test_dvc.py::test_quick_profile_cache_share_restore_and_experiments
+234.94s call     tests/integration/pipeline/test_pipeline_images.py::test_voc_finetuned_end_to_end_with_occlusion
+1.02s setup    tests/integration/pipeline/test_readme_commands.py::test_readme_command[L21: make all CONFIG=config/quick.yaml]
+=========================== short test summary info ============================
+FAILED tests/unit/test_io.py::test_x - AssertionError
+3 failed, 1007 passed, 15 skipped, 3 warnings in 1213.14s (0:20:13)
+"""
+
+
+def test_slowest_tests_parses_the_durations_block():
+    rows = _tool().slowest_tests(PYTEST_TAIL)
+    assert [r["seconds"] for r in rows] == [367.10, 234.94, 1.02]
+    assert [r["phase"] for r in rows] == ["call", "call", "setup"]
+    assert rows[0]["test"] == "tests/integration/dvc/test_dvc.py::test_quick_profile_cache_share_restore_and_experiments"
+    assert rows[2]["test"] == ("tests/integration/pipeline/test_readme_commands.py::"
+                               "test_readme_command[L21: make all CONFIG=config/quick.yaml]")
+    assert _tool().slowest_tests("no durations here\n") == []
