@@ -798,9 +798,9 @@ def test_short_run_equals_the_pre_issue_25_predictions(tmp_path):
     terms.FAST_MIN_ELEMENTS, so the arithmetic is the old one (measured: identical); the check
     allows float tolerance, which is what the fast forms on larger label sets guarantee. BCE's are
     bit-identical (tests/unit/nn/test_trainer.py)."""
-    ref = json.loads((Path(__file__).parents[2] / "fixtures" / "issue25_reference.json").read_text())
-    X, Y = yeast_arrays(600)
-    data = FitData(X[:450], Y[:450], X[450:], Y[450:], [f"l{k}" for k in range(Y.shape[1])])
+    from tests.support.reference_runs import reference_data, reference_outputs
+
+    ref, data = reference_outputs(), reference_data()
     for sel in ("last", "best_val"):
         m = build("CD-GTMLL", {"epochs": 4, "hidden_dim": 64, "batch_size": 64, "select_epoch": sel})
         m.fit(data, RunContext(seed=3, workdir=tmp_path / sel))

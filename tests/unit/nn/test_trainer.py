@@ -158,14 +158,10 @@ def test_same_outputs_as_before_issue_25(tmp_path):
     and log (timings aside) equal, bit for bit, those computed once with the code before it
     (tests/fixtures/issue25_reference.json), under both epoch-selection rules."""
     import hashlib
-    import json
-    from pathlib import Path
 
-    from tests.support.mirror import yeast_arrays
+    from tests.support.reference_runs import reference_data, reference_outputs
 
-    ref = json.loads((Path(__file__).parents[2] / "fixtures" / "issue25_reference.json").read_text())
-    X, Y = yeast_arrays(600)
-    data = FitData(X[:450], Y[:450], X[450:], Y[450:], [f"l{k}" for k in range(Y.shape[1])])
+    ref, data = reference_outputs(), reference_data()
     for sel in ("last", "best_val"):
         m = build("BCE", {"epochs": 4, "hidden_dim": 64, "batch_size": 64, "select_epoch": sel})
         m.fit(data, RunContext(seed=3, workdir=tmp_path / sel))
