@@ -5,7 +5,8 @@
 #   tools/slurm_local.sh start    write /etc/slurm/slurm.conf, start munged,
 #                                 slurmctld and slurmd, wait until the node is idle
 #   tools/slurm_local.sh stop     stop them again (by the pids in their pid files; munged
-#                                 only if `start` started it)
+#                                 only if `start` started it), and leave slurm.conf in its
+#                                 stopped form (below); also on a machine with no slurm.conf
 #   tools/slurm_local.sh status   exit 0 if the cluster answers, 1 if not
 #
 # Idempotent: `start` on a running cluster and `stop` on a stopped one do nothing (exit 0);
@@ -17,6 +18,13 @@
 # one GPU per CPU declared without a device (SLURM_LOCAL_GPUS): jobs that ask for GPUs, as
 # profiles/slurm's neural training jobs do, are scheduled as on a GPU cluster and run on CPUs.
 # It never touches a slurm.conf it did not write (the first line carries a marker).
+#
+# The stopped form adds MessageTimeout=1: a Slurm client then fails at once when no
+# slurmctld answers, instead of retrying for MessageTimeout - 1 s (9 s by default; with no
+# slurm.conf at all it looks for a configless controller in DNS, 10-60 s). Snakemake pays
+# that on every start while snakemake-executor-plugin-slurm is installed: the plugin runs
+# `scontrol show config` when Snakemake imports it (2.8.0, __init__.py,
+# _get_status_command_help), for any executor. `start` writes the config without it.
 set -euo pipefail
 
 CONF=${SLURM_CONF:-/etc/slurm/slurm.conf}
@@ -34,7 +42,7 @@ alive() { [ -f "$1" ] && running "$(pid_of "$1")"; }
 ours() { [ -f "$CONF" ] && [ "$(head -n1 "$CONF")" = "$MARK" ]; }
 up() { scontrol ping 2>/dev/null | grep -q "is UP"; }
 
-write_conf() {
+write_conf() {  # [stopped]: with MessageTimeout=1 (above)
   local host mem
   host=$(hostname -s)
   # Memory is not a consumable resource here (CR_Core) and slurmd does not check the
@@ -70,6 +78,9 @@ GresTypes=gpu
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=$mem Gres=gpu:$GPUS State=UNKNOWN
 PartitionName=main Nodes=$host Default=YES MaxTime=INFINITE State=UP
 CONF
+  if [ "${1:-}" = stopped ]; then
+    echo "MessageTimeout=1  # stopped (tools/slurm_local.sh stop): clients fail at once" >> "$CONF"
+  fi
   # GPUs the node declares with empty files for devices: `sbatch --gpus=1` is accepted and
   # scheduled as on a GPU cluster, and the job trains on the CPU (torch finds no CUDA)
   mkdir -p "$FAKE_GPUS"
@@ -133,6 +144,7 @@ stop() {
   stop_pid "$slurmd" term
   if [ -f "$OWN_MUNGE" ]; then stop_pid "$munged" term; fi  # never a munged this script did not start
   rm -f "$CTLD_PID" "$SLURMD_PID" "$OWN_MUNGE"
+  [ "$(id -u)" != 0 ] || write_conf stopped
   echo stopped
 }
 

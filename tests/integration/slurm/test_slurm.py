@@ -315,6 +315,11 @@ def _cluster_up():
         assert stop.returncode == 0, stop.stdout + stop.stderr
         assert not [n for n, p in pids.items() if _alive(p)], f"still running after stop: {pids}"
         assert subprocess.run([str(CLUSTER), "status"]).returncode != 0
+        # the stopped form of slurm.conf: a client fails at once instead of retrying for 9 s
+        # (snakemake-executor-plugin-slurm runs `scontrol show config` at every Snakemake start)
+        t0 = time.monotonic()
+        probe = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=60)
+        assert probe.returncode != 0 and time.monotonic() - t0 < 2, (time.monotonic() - t0, probe.stderr)
 
 
 def _squeue(repo: Path, *args: str) -> list[list[str]]:
