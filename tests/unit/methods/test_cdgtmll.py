@@ -764,6 +764,54 @@ def test_fast_softplus_equals_torch_softplus():
     assert torch.equal(softplus(small), F.softplus(small))
 
 
+def test_neg_softplus_value_is_log_sigmoid_to_one_ulp_of_one():
+    """The value-only form of -softplus(z): log(sigmoid(-z)), within 1.2e-7 absolute (float32's
+    epsilon: sigmoid(-z) = 1/(1 + e^z) rounds 1 + e^z) plus two ulps of the value of float64 over the logits' range, as torch's own kernel; exact
+    past the underflow guard (z > 80) and at |z| = 1e4."""
+    from cdgtmll.methods.cdgtmll.terms import neg_softplus_value
+
+    z = torch.cat([torch.linspace(-100, 100, 200001), torch.tensor([0.0, -0.0, 87.5, 88.7, 1e4, -1e4])])
+    got = neg_softplus_value(z, torch.sigmoid(-z)).double()
+    ref = -F.softplus(z.double())
+    assert torch.isfinite(got).all()
+    err = (got - ref).abs()
+    assert (err <= 1.2e-7 + 2.4e-7 * ref.abs()).all(), err.max()
+    assert err.max() <= 4 * (-F.softplus(z).double() - ref).abs().max()  # torch's kernel's own error, within 4x
+    past = z > 80
+    assert torch.equal(got[past].float(), -F.softplus(z[past]))
+    assert got[-2] == -1e4 and got[-1] == 0.0
+
+
+def test_loglik_columns_value_only_form_keeps_the_gradient_bit_for_bit():
+    """Issue 25: on Delicious-sized blocks (256 x 787, above FAST_MIN_ELEMENTS) the per-label
+    log-likelihood sums read log(sigmoid(-z)) instead of the 12-pass softplus; the sums agree to
+    float32 rounding of a 256-term sum, the clipped sums too, and the gradient (closed form, y - s)
+    is the same tensor bit for bit, so training is unchanged."""
+    from cdgtmll.methods.cdgtmll import terms
+
+    g = torch.Generator().manual_seed(7)
+    hi = math.log(1 - 1e-6) - math.log(1e-6)
+    z0 = torch.randn(256, 787, generator=g) * 6 - 4
+    z0[3, 5], z0[10, 700] = 95.0, -40.0  # past the underflow guard; clipped entries
+    y = (torch.rand(256, 787, generator=g) < 0.05).float()
+    assert z0.numel() >= terms.FAST_MIN_ELEMENTS
+    outs = []
+    for threshold in (terms.FAST_MIN_ELEMENTS, 10**9):  # the value-only form, then the earlier one
+        z = z0.clone().requires_grad_()
+        old, terms.FAST_MIN_ELEMENTS = terms.FAST_MIN_ELEMENTS, threshold
+        try:
+            ll, llc = terms._LogLikColumns.apply(z, y, hi)
+        finally:
+            terms.FAST_MIN_ELEMENTS = old
+        (grad,) = torch.autograd.grad(0.3 * ll.sum() + 0.7 * llc.sum(), z)
+        outs.append((ll.detach().double(), llc.detach().double(), grad))
+    (ll1, llc1, g1), (ll0, llc0, g0) = outs
+    exact = ((y.double() * z0.double()) - F.softplus(z0.double())).sum(0)
+    assert torch.allclose(ll1, exact, rtol=1e-6, atol=256 * 1.2e-7)
+    assert torch.allclose(ll1, ll0, rtol=1e-6, atol=256 * 1.2e-7) and torch.allclose(llc1, llc0, rtol=1e-6, atol=256 * 1.2e-7)
+    assert torch.equal(g1, g0)
+
+
 @pytest.mark.parametrize("kind", ["jsd", "kl"])
 def test_overlap_curiosity_equals_the_old_log1p_form(kind):
     """Issue 25 changed the arithmetic of the curiosity terms (no log1p/softplus kernels): the
