@@ -764,10 +764,11 @@ def test_fast_softplus_equals_torch_softplus():
     assert torch.equal(softplus(small), F.softplus(small))
 
 
-def test_neg_softplus_value_is_log_sigmoid_to_one_ulp_of_one():
+def test_neg_softplus_value_is_log_sigmoid_to_float32_epsilon():
     """The value-only form of -softplus(z): log(sigmoid(-z)), within 1.2e-7 absolute (float32's
-    epsilon: sigmoid(-z) = 1/(1 + e^z) rounds 1 + e^z) plus two ulps of the value of float64 over the logits' range, as torch's own kernel; exact
-    past the underflow guard (z > 80) and at |z| = 1e4."""
+    epsilon: sigmoid(-z) = 1/(1 + e^z) rounds 1 + e^z) plus two ulps of the value, against
+    float64, over the logits' range, as torch's own kernel; exact past the underflow guard
+    (z > 80) and at |z| = 1e4."""
     from cdgtmll.methods.cdgtmll.terms import neg_softplus_value
 
     z = torch.cat([torch.linspace(-100, 100, 200001), torch.tensor([0.0, -0.0, 87.5, 88.7, 1e4, -1e4])])
