@@ -208,6 +208,10 @@ def test_checkpoint_cadence(tmp_path, monkeypatch):
 
 CHILD_SIGTERM = """
 import os, signal, sys
+# Python's own dispositions, whatever this process inherited: bash starts a background job (`&`,
+# no job control) with SIGINT ignored, and the trainer rightly leaves an ignored signal alone
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
 sys.path.insert(0, {root!r})
 import torch
 torch.set_num_threads(1)
