@@ -1,10 +1,9 @@
 """End to end on an image dataset: VOC2007 in the official devkit layout (the real label
-files from the mirror, generated JPEGs) through the same Snakemake rules, in both image
-modes (random init, tiny images):
-
-* frozen: prepare -> frozen ResNet-50 features -> R-variant -> train -> evaluate -> tables;
-* finetune: prepare -> R-variant / occlusion variant on the row ids -> ResNet-50
-  fine-tuned end to end -> evaluate -> tables and the occlusion robustness figure."""
+files from the mirror, generated JPEGs: the ``voc_mirror`` fixture, conftest.py) through the
+same Snakemake rules, frozen mode (random init, tiny images): prepare -> frozen ResNet-50
+features -> R-variant -> train -> evaluate -> tables. Fine-tuning end to end:
+test_pipeline_finetune.py (a file of its own, so that pytest-xdist runs the two on different
+workers)."""
 
 import csv
 import json
@@ -13,9 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.support.image_datasets import make_voc_devkit
-from tests.support.mirror import mirror_file
-from tests.support.workflow import copy_repo, run_audit, run_snakemake, snakemake_env
+from tests.support.workflow import copy_repo, run_snakemake, snakemake_env
 
 pytestmark = pytest.mark.slow
 
@@ -29,31 +26,6 @@ CONFIG = {
     "image_backbone": {"mode": "frozen", "pretrained": False, "image_size": 32, "batch_size": 256},
     "methods": {},
 }
-
-FINETUNE = {
-    "name": "voc-finetune-tiny",
-    "data": {"mirror": None, "allow_download": False},
-    # CD-GTMLL in Table 1 and in the occlusion study: its clean run is shared (trained once), so
-    # two fine-tuning jobs (clean, O0.30-s0) instead of three
-    "experiments": {"datasets": ["voc2007"], "methods": ["CD-GTMLL", "BR-LogReg"], "seeds": [0]},
-    "r_variants": {"sampling_seeds": [0], "severities": {}},
-    "training": {"default": {"epochs": 1}, "voc2007": {"backbone": "resnet50", "epochs": 1, "batch_size": 64}},
-    "image_backbone": {"mode": "finetune", "pretrained": False, "image_size": 32, "batch_size": 256, "workers": 0},
-    "studies": {"occlusion": {"dataset": "voc2007", "levels": [0.3], "methods": ["CD-GTMLL"]}},
-    "methods": {},
-}
-
-
-@pytest.fixture(scope="module")
-def voc_mirror(tmp_path_factory, mirror):
-    voc_main = mirror_file(mirror, "voc2007/ImageSets/Main")
-    img_mirror = tmp_path_factory.mktemp("voc") / "mirror"
-    # all 9,963 images, each a different random JPEG: identical images make every BatchNorm
-    # batch variance ~0, and a randomly initialised ResNet-50's first gradient then overflows
-    # (training rightly stops as diverged)
-    ids = make_voc_devkit(img_mirror / "voc2007", voc_main, rng=np.random.default_rng(0))
-    assert len(ids["trainval"]) == 5011 and len(ids["test"]) == 4952
-    return img_mirror
 
 
 def test_voc_through_the_rules(tmp_path, voc_mirror):
@@ -76,43 +48,3 @@ def test_voc_through_the_rules(tmp_path, voc_mirror):
     t2 = {r["method"]: r for r in csv.DictReader(open(repo / "results/tables/table2_rare.csv"))}
     assert t2["BCE"]["Pascal VOC-R @50% n"] == "1"
     assert "Pascal VOC: ResNet-50 frozen" in (repo / "results/tables/table1_standard.md").read_text()
-
-
-def test_voc_finetuned_end_to_end_with_occlusion(tmp_path, voc_mirror):
-    repo = copy_repo(tmp_path / "repo")
-    (repo / "config/voc.yaml").write_text(yaml.safe_dump(FINETUNE))
-    res = run_snakemake(repo, snakemake_env(voc_mirror), "--cores", "2", "all", "--configfile", "config/voc.yaml")
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-
-    assert not (repo / "results/data/voc2007/features.npz").exists()  # nothing frozen was extracted
-    occ = json.loads((repo / "results/data/voc2007/variants/O0.30-s0.json").read_text())
-    assert occ["gamma"] == 0.3 and occ["n_occluded_images"] + occ["n_clean_images"] == 9963
-    for variant in ("clean", "O0.30-s0"):
-        prov = json.loads((repo / f"results/runs/voc2007/{variant}/CD-GTMLL/seed0/provenance.json").read_text())
-        assert prov["backbone"]["frozen"] is False and prov["backbone"]["weights_sha256"] == "random init"
-        assert prov["config"]["image_backbone"]["mode"] == "finetune"
-        log = list(csv.DictReader(open(repo / f"results/runs/voc2007/{variant}/CD-GTMLL/seed0/train_log.csv")))
-        assert len(log) == 1 and np.isfinite(float(log[0]["loss"]))
-    # BR-LogReg needs feature vectors: not scheduled, and the table says why
-    assert not (repo / "results/runs/voc2007/clean/BR-LogReg").exists()
-    t1 = (repo / "results/tables/table1_standard.md").read_text()
-    assert "BR-LogReg needs feature vectors" in t1
-    assert "Pascal VOC: ResNet-50 fine-tuned end to end." in t1 and "ResNet-50 frozen" not in t1
-    rows = {r["method"]: r for r in csv.DictReader(open(repo / "results/tables/table1_standard.csv"))}
-    assert rows["CD-GTMLL"]["Pascal VOC mAP n"] == "1"
-    assert sorted(p.parent.name for p in repo.glob("results/runs/voc2007/*/*")) == ["O0.30-s0", "clean"]
-    fig = list(csv.DictReader(open(repo / "figures/robustness_occlusion.csv")))
-    assert any(r.get("method") == "CD-GTMLL" for r in fig), fig[:3]
-    # the audit re-checks the image listing behind a fine-tuned cell, and notices a changed image
-    env = snakemake_env(voc_mirror)
-    ok = run_audit(repo, env, "results/tables/table1_standard.md", "--cell", "CD-GTMLL", "Pascal VOC mAP")
-    assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert "ok       images: 9963 under" in ok.stdout and "fine-tuned end to end" in ok.stdout
-    img = voc_mirror / "voc2007" / "JPEGImages" / "000005.jpg"
-    original = img.read_bytes()
-    try:
-        img.write_bytes(original + b"\0")
-        bad = run_audit(repo, env, "results/tables/table1_standard.md", "--cell", "CD-GTMLL", "Pascal VOC mAP")
-        assert bad.returncode == 1 and "MODIFIED images under" in bad.stdout + bad.stderr
-    finally:
-        img.write_bytes(original)  # the mirror fixture is shared with the other test of this module
