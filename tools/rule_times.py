@@ -14,8 +14,11 @@ its peak memory (``max_rss``, MB). This prints, as Markdown:
 * the ``train`` jobs summed per method (the benchmark file is ``<dataset>/<variant>/<method>.tsv``);
 * with ``--top N``, the N jobs with the most CPU.
 
-The sums are of the jobs only: Snakemake's own time (planning, starting each job) is not in
-a benchmark file; compare them with the run's total wall and CPU time measured around it.
+The sums are of the jobs only, and the CPU sums are lower bounds: Snakemake samples a job's
+CPU time (psutil) every 0.5 s for its first 15 s, then every 30 s, so up to 30 s of a job's
+last CPU time is not in its file (Snakemake 9.27, benchmark.py). Snakemake's own time
+(planning, scheduling, starting each job) is in no file; compare the sums with the run's total
+wall and CPU time measured around it (e.g. ``/usr/bin/time make all``).
 A file without a data row (a job still running, or killed) is counted under ``unfinished``.
 """
 
