@@ -1,7 +1,7 @@
 r"""CD-GTMLL's per-pair terms (Eq. 6): Bernoulli divergences between a player and its peers,
 and the fused autograd functions of the overlap-pair curiosity and the per-label
 log-likelihood sums. Values and closed-form gradients are tested against autograd in
-``tests/test_cdgtmll.py``; the model that uses them is :mod:`cdgtmll.methods.cdgtmll.model`.
+``tests/unit/methods/test_cdgtmll.py``; the model that uses them is :mod:`cdgtmll.methods.cdgtmll.model`.
 """
 
 from __future__ import annotations
@@ -16,23 +16,6 @@ DIVERGENCES = ("jsd", "kl")
 FAST_MIN_ELEMENTS = 32768
 
 
-def softplus(z: torch.Tensor) -> torch.Tensor:
-    """``log(1 + exp(z))`` from vectorised kernels: ``max(z, 0) + log1p(exp(-|z|))`` with
-    ``log1p(e) = log(u) * e / (u - 1)``, ``u = 1 + e`` (Goldberg's form, a few ulps; ``e``
-    where ``u`` rounds to 1). On this project's CPUs (torch 2.14, AVX-512) ``F.softplus``,
-    ``torch.log1p`` and ``F.logsigmoid`` run a scalar loop: about 10 ns per element against
-    under 1 ns for ``exp``/``log``/``sigmoid``; this form is about 2x faster than
-    ``F.softplus`` and agrees with it to 2e-7 relative (tested). Below :data:`FAST_MIN_ELEMENTS`
-    it is ``F.softplus`` itself."""
-    if z.numel() < FAST_MIN_ELEMENTS:
-        return F.softplus(z)
-    e = torch.exp(z.abs().neg_())
-    u = e + 1.0
-    d = u - 1.0
-    r = torch.log(u).mul_(e).div_(d)
-    return torch.where(d == 0, e, r).add_(z.clamp(min=0))
-
-
 #: above this logit ``sigmoid(-z)`` leaves float32's normal range (it underflows past 87.3)
 _LOG_SIGMOID_SAFE = 80.0
 
@@ -42,9 +25,13 @@ def neg_softplus_value(z: torch.Tensor, sn: torch.Tensor, z_max: torch.Tensor | 
     the *values* of the log-likelihood sums only (their gradients are closed-form and do not
     read it). Absolute error at most about 1.2e-7 (float32's epsilon: ``sigmoid(-z) = 1 / (1 +
     e^z)`` rounds ``1 + e^z`` for ``z << 0``) plus two ulps of the value, the size of the
-    rounding of the batch sums it enters; where ``sigmoid(-z)``
-    would leave the normal range (``z > 80``; ``z_max`` if the caller has it) the entries are
-    ``-softplus(z)`` exactly. Against :func:`softplus`'s 12 passes, this is 1."""
+    rounding of the batch sums it enters; where ``sigmoid(-z)`` would leave the normal range
+    (``z > 80``; ``z_max`` if the caller has it) the entries are ``-softplus(z)`` exactly.
+
+    One pass where the Goldberg form of softplus (``max(z, 0) + log1p(exp(-|z|))`` from
+    ``exp``/``log``, used here before) took 12; torch's ``F.softplus`` runs a scalar loop on
+    this project's CPUs (torch 2.14, AVX-512: about 10 ns per element against under 1 ns for
+    ``exp``/``log``/``sigmoid``)."""
     out = torch.log(sn)
     if bool((z.max() if z_max is None else z_max.max()) > _LOG_SIGMOID_SAFE):
         big = z > _LOG_SIGMOID_SAFE
@@ -92,7 +79,7 @@ class _OverlapCuriosity(torch.autograd.Function):
     ``dll/dz = y - p``. Only ``z`` receives a gradient. ``p`` = ``sigmoid(z)`` may be passed
     when the caller has it (the fusion needs it too).
 
-    Complements without ``log1p`` (a scalar loop here, see :func:`softplus`): ``1 - q =
+    Complements without ``log1p`` (a scalar loop here, as ``F.softplus``: :func:`neg_softplus_value`): ``1 - q =
     sigmoid(-zq)`` and ``1 - m = ((1 - p) + (1 - q)) / 2`` from ``sigmoid(-z)``, each exact to
     an ulp, then ``log``. Against the earlier ``log1p`` form (issue 25) values and gradients
     agree to float32 tolerance (tested); 2.3x faster on Delicious' 392 overlap pairs. Below
@@ -147,7 +134,7 @@ class _LogLikColumns(torch.autograd.Function):
         if z.numel() >= FAST_MIN_ELEMENTS:  # values only: the gradient does not read them
             ll = torch.addcmul(neg_softplus_value(z, torch.sigmoid(-z), z_max), y, z).sum(0)
         else:
-            ll = (y * z).sum(0) - softplus(z).sum(0)
+            ll = (y * z).sum(0) - F.softplus(z).sum(0)
         llc = ll.clone()
         cols = torch.logical_or(z_min < -hi, z_max > hi).nonzero().flatten()
         idx = None
@@ -157,7 +144,7 @@ class _LogLikColumns(torch.autograd.Function):
             idx = (rows, cols[j])
             zs, ys = z[idx], y[idx]
             zc = zs.clamp(-hi, hi)
-            llc.index_add_(0, idx[1], (ys * zc - softplus(zc)) - (ys * zs - softplus(zs)))
+            llc.index_add_(0, idx[1], (ys * zc - F.softplus(zc)) - (ys * zs - F.softplus(zs)))
         ctx.save_for_backward(y - s)
         ctx.idx = idx
         return ll, llc
