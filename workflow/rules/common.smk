@@ -151,9 +151,10 @@ ALIASES = aliases(RUN_OF)
 
 # Scheduling order (Snakemake `priority`: among the jobs ready to run, the highest first): the
 # data first (cheap; Table 2's rows need the R-variants), every evaluation as soon as its training
-# ends, and the tables' rows (MAIN_JOBS) trained before the studies' settings, so that a run stopped
-# early has the tables' runs evaluated rather than half of every sweep.
-PRIORITY = {"data": 50, "evaluate_table": 40, "evaluate_study": 30, "train_table": 20, "train_study": 10}
+# ends, the tables' rows (MAIN_JOBS) trained before the studies' settings, and the tables written as
+# soon as their rows are evaluated (report.smk), so that a run stopped early has the tables rather
+# than half of every sweep.
+PRIORITY = {"data": 50, "tables": 45, "evaluate_table": 40, "evaluate_study": 30, "train_table": 20, "train_study": 10}
 TABLE_JOBS = frozenset(MAIN_JOBS)
 
 

@@ -12,6 +12,7 @@ include: "report_common.smk"
 # login node) instead of queueing as sbatch jobs (the figures: figures.smk).
 localrules:
     tables,
+    metrics_summary,
     figure_pr,
     claims_check,
 
@@ -46,26 +47,22 @@ ALL_TARGETS = (
 
 
 rule tables:
+    # the paper's tables from the tables' own runs (MAIN_JOBS: never another's run), so that they
+    # are written as soon as those runs are evaluated, before the studies' settings train
+    # (priority); every run's summary: metrics_summary below
     input:
-        metrics=all_metrics(),
+        metrics=all_metrics(MAIN_JOBS),
         # the n.r. footnotes name the shipped profiles that run a missing dataset or method
         shipped_profiles=sorted(str(p) for p in Path("config").glob("*.yaml")),
     output:
         tables=[table_output(t) for t in TABLES],
         # each table's lineage record (cdgtmll audit): removed with the tables when the job fails
         sources=[f"results/tables/{stem}{suffix}.sources.json" for stem in table_stems() for suffix in MODE_LABELS],
-        full="results/tables/metrics_full.csv",
-        full_md="results/tables/metrics_full.md",
-        full_html=reported("results/tables/metrics_full.html", "Metrics", "../report/metrics_full.rst"),
-        long="results/tables/all_runs.csv",
         profile="results/tables/profile.json",
-        summary="results/metrics.json",
-        rows=METRIC_ROWS,
+    priority: PRIORITY["tables"]
     params:
         code=code_of("cdgtmll.tables.build"),
         methods=" ".join(f"'{m}'" for m in METHODS),
-        # the settings that share another's run (common.smk RUN_OF): rows of their own in all_runs.csv
-        aliases=alias_args(),
         not_run=" ".join(f"--not-run {shlex.quote(f'{d}|{m}|{r}')}" for (d, m), r in NOT_RUN.items()),
         threshold=config["thresholds"]["global"],
         # the columns of table{1,2,3}_configured: every configured dataset with its title, and
@@ -99,10 +96,48 @@ rule tables:
         mem_mb=2000,
         runtime=10,
     shell:
-        "python -m cdgtmll.tables.build --metrics {input.metrics} {params.aliases} --methods {params.methods} "
+        "python -m cdgtmll.tables.build --part tables --metrics {input.metrics} --methods {params.methods} "
         "--threshold {params.threshold} {params.not_run} --datasets {params.datasets} {params.severities} "
-        "--profile {params.profile} --profile-file {params.profile_file} "
-        "--out results/tables --summary-json {output.summary} --summary-dir results/metrics > {log} 2>&1"
+        "--profile {params.profile} --profile-file {params.profile_file} --out results/tables > {log} 2>&1"
+
+
+rule metrics_summary:
+    # every run's metrics (the studies' settings too): the long table, the full metrics table,
+    # the flat summary and the per-row files `dvc metrics show` reads
+    input:
+        metrics=all_metrics(),
+        # after the tables: the two jobs never read a metrics.json at the same time (a corrupt one
+        # is named and deleted by its first reader, cdgtmll.io)
+        after="results/tables/profile.json",
+    output:
+        full="results/tables/metrics_full.csv",
+        full_md="results/tables/metrics_full.md",
+        full_html=reported("results/tables/metrics_full.html", "Metrics", "../report/metrics_full.rst"),
+        long="results/tables/all_runs.csv",
+        summary="results/metrics.json",
+        rows=METRIC_ROWS,
+    params:
+        code=code_of("cdgtmll.tables.build"),
+        methods=" ".join(f"'{m}'" for m in METHODS),
+        # the settings that share another's run (common.smk RUN_OF): rows of their own in all_runs.csv
+        aliases=alias_args(),
+        threshold=config["thresholds"]["global"],
+        profile=shlex.quote(config["name"]),
+        profile_file=lambda wc: " ".join(shlex.quote(f) for f in configfile_names()) or "config/config.yaml",
+    conda:
+        ENV
+    log:
+        "logs/report/metrics_summary.log",
+    benchmark:
+        "logs/benchmarks/report/metrics_summary.tsv"
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    shell:
+        "python -m cdgtmll.tables.build --part summary --metrics {input.metrics} {params.aliases} "
+        "--methods {params.methods} --threshold {params.threshold} --profile {params.profile} "
+        "--profile-file {params.profile_file} --out results/tables --summary-json {output.summary} "
+        "--summary-dir results/metrics > {log} 2>&1"
 
 
 rule figure_pr:

@@ -1,8 +1,14 @@
 """Aggregate per-run metrics into the paper's tables (CSV, Markdown, LaTeX, HTML).
 
 ``python -m cdgtmll.tables.build --metrics RUN/seed*/metrics.json ... --methods M ... --out results/tables
-[--datasets NAME[=TITLE] ...] [--severities NAME=S1,S2 ...] [--profile NAME [--profile-file PATH]]
-[--profiles-dir config]``
+[--part all|tables|summary] [--datasets NAME[=TITLE] ...] [--severities NAME=S1,S2 ...]
+[--profile NAME [--profile-file PATH]] [--profiles-dir config]``
+
+``--part`` splits the work between two rules: ``tables`` writes the paper's tables with their
+``.sources.json`` and ``profile.json`` from the tables' own runs (rule ``tables``: it runs as
+soon as those runs are evaluated, before the studies' settings train), ``summary`` writes
+``all_runs.csv``, ``metrics_full.*`` and the ``--summary-json`` / ``--summary-dir`` files from
+every run (rule ``metrics_summary``); ``all`` (the default) writes both.
 
 * ``all_runs.csv`` – one row per (dataset, variant, method, training seed,
   threshold mode) with every metric of App. E.4: the long form every table is
@@ -85,6 +91,8 @@ from cdgtmll.tables.render import write_metrics_full, write_table
 from cdgtmll.variants.naming import parse_setting
 
 MODE_TITLE = {"global": "global threshold", "adaptive": "label-adaptive thresholds"}
+#: what one call writes (``--part``)
+PARTS = ("all", "tables", "summary")
 
 
 def _datasets(items: list[str] | None, summary) -> list[tuple[str, str]]:
@@ -134,6 +142,39 @@ def _context(args: argparse.Namespace, severities: dict[str, list[float]]) -> Pr
         shipped=shipped_profiles(args.profiles_dir if args.profiles_dir is not None else default_profiles_dir()))
 
 
+def _write_tables(args: argparse.Namespace, out: Path, summary, stamp: str, lineage: dict, code_note: list[str],
+                  n_runs: int) -> None:
+    """The paper's tables (both threshold modes, as in the paper and with the configured
+    columns), each with its ``.sources.json``, and ``profile.json``, into ``out``."""
+    datasets = _datasets(args.datasets, summary)
+    built_by = identity(["cdgtmll.tables.build"])
+    record = {"code": {"tables": {k: built_by[k] for k in ("sha256", "roots", "lock_sha256")}, "runs": lineage}}
+    not_run = {}
+    for item in args.not_run:
+        ds, method, reason = item.split("|", 2)
+        not_run[(ds, method)] = reason
+    severities = _severities(args.severities, summary)
+    context = _context(args, severities)
+    for mode in MODES:
+        suffix = "" if mode == "global" else "_adaptive"
+        mode_title = MODE_TITLE[mode] + (f" {args.threshold}" if mode == "global" else "")
+        for stem, number, caption in LAYOUTS:
+            for configured in (False, True):
+                cols = configured_columns(number, datasets, severities) if configured else paper_columns(number)
+                table = build_table(summary, mode, cols, PAPER_ROWS[number], args.methods, not_run,
+                                    number=number, digits=DIGITS[number])
+                table["configured"] = configured
+                name = f"table{number}_configured" if configured else stem
+                what = "configured datasets" if configured else "as in the paper"
+                write_table(table, out, f"{name}{suffix}", CONFIGURED_CAPTIONS[number] if configured else caption,
+                            footnotes(table, summary, mode, args.threshold, context) + code_note,
+                            title=f"Table {number} ({what}), {mode_title}", stamp=stamp, record=record)
+    write_json(out / "profile.json", {"profile": args.profile, "configfiles": args.profile_file,
+                                      "datasets": [d for d, _ in datasets], "methods": args.methods,
+                                      "runs": n_runs, "code_lineage": lineage,
+                                      "mixed_code": is_mixed(lineage), "code_footnote": code_note[0] if code_note else None})
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--metrics", required=True, type=Path, nargs="+",
@@ -159,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--alias", nargs=2, action="append", default=[], metavar=("SETTING_DIR", "RUN_DIR"),
                     help="a setting whose run spec is another's (e.g. .../CD-GTMLL@alpha=0.4 and .../CD-GTMLL): "
                          "its rows are read from RUN_DIR's metrics, under the setting's name (column alias_of)")
+    ap.add_argument("--part", choices=PARTS, default="all",
+                    help="tables: the tables, their .sources.json and profile.json; summary: all_runs.csv, "
+                         "metrics_full.* and the --summary-json/--summary-dir files; all: both (default)")
     args = ap.parse_args(argv)
     try:
         df = collect(args.metrics, dict(args.alias))
@@ -166,53 +210,30 @@ def main(argv: list[str] | None = None) -> int:
         raise  # its own message names the file and the rule that re-makes it
     except ValueError as exc:  # a wrong --alias
         raise SystemExit(f"error: {exc}") from None
-    not_run = {}
-    for item in args.not_run:
-        ds, method, reason = item.split("|", 2)
-        not_run[(ds, method)] = reason
+    summary = summarise(df)
+    n_runs = int(df["metrics_path"].nunique())  # a setting read from another's run (alias_of) is not a run
+    stamp = (f"Profile {args.profile}" + (f" ({', '.join(args.profile_file)})" if args.profile_file else "") + "; "
+             if args.profile else "") + f"{n_runs} runs (metrics.json files); written by python -m cdgtmll.tables.build."
+    lineage = code_lineage(df)  # which commits and code the runs come from
+    code_note = [n] if (n := code_footnote(lineage)) else []
     # every file into a folder beside the tables first, moved in once all are written (each table's
     # .sources.json last): a failure leaves the previous set, never a sources file without its table
     with staged_dir(args.out, last=(".sources.json",)) as out:
-        atomic_write(out / "all_runs.csv", df.to_csv(index=False))
-        summary = summarise(df)
-        n_runs = int(df["metrics_path"].nunique())  # a setting read from another's run (alias_of) is not a run
-        datasets = _datasets(args.datasets, summary)
-        stamp = (f"Profile {args.profile}" + (f" ({', '.join(args.profile_file)})" if args.profile_file else "") + "; "
-                 if args.profile else "") + f"{n_runs} runs (metrics.json files); written by python -m cdgtmll.tables.build."
-        lineage = code_lineage(df)  # which commits and code the runs come from
-        code_note = [n] if (n := code_footnote(lineage)) else []
-        built_by = identity(["cdgtmll.tables.build"])
-        record = {"code": {"tables": {k: built_by[k] for k in ("sha256", "roots", "lock_sha256")}, "runs": lineage}}
-        write_metrics_full(summary, out, _full_notes(summary) + code_note, stamp)
-        severities = _severities(args.severities, summary)
-        context = _context(args, severities)
-        for mode in MODES:
-            suffix = "" if mode == "global" else "_adaptive"
-            mode_title = MODE_TITLE[mode] + (f" {args.threshold}" if mode == "global" else "")
-            for stem, number, caption in LAYOUTS:
-                for configured in (False, True):
-                    cols = configured_columns(number, datasets, severities) if configured else paper_columns(number)
-                    table = build_table(summary, mode, cols, PAPER_ROWS[number], args.methods, not_run,
-                                        number=number, digits=DIGITS[number])
-                    table["configured"] = configured
-                    name = f"table{number}_configured" if configured else stem
-                    what = "configured datasets" if configured else "as in the paper"
-                    write_table(table, out, f"{name}{suffix}", CONFIGURED_CAPTIONS[number] if configured else caption,
-                                footnotes(table, summary, mode, args.threshold, context) + code_note,
-                                title=f"Table {number} ({what}), {mode_title}", stamp=stamp, record=record)
-        write_json(out / "profile.json", {"profile": args.profile, "configfiles": args.profile_file,
-                                          "datasets": [d for d, _ in datasets], "methods": args.methods,
-                                          "runs": n_runs, "code_lineage": lineage,
-                                          "mixed_code": is_mixed(lineage), "code_footnote": code_note[0] if code_note else None})
-    if args.summary_json:
-        flat: dict = {}
-        for _, r in summary.iterrows():
-            key = f"{r['mode']}/{r['dataset']}/{r['setting']}/{r['method']}"
-            flat[key] = {m: None if math.isnan(r[f"{m}_mean"]) else round(float(r[f"{m}_mean"]), 6)
-                         for m in METRICS}
-        write_json(args.summary_json, flat)
-    if args.summary_dir:
-        write_summary_dir(summary, args.summary_dir)
+        if args.part in ("all", "summary"):
+            atomic_write(out / "all_runs.csv", df.to_csv(index=False))
+            write_metrics_full(summary, out, _full_notes(summary) + code_note, stamp)
+        if args.part in ("all", "tables"):
+            _write_tables(args, out, summary, stamp, lineage, code_note, n_runs)
+    if args.part in ("all", "summary"):
+        if args.summary_json:
+            flat: dict = {}
+            for _, r in summary.iterrows():
+                key = f"{r['mode']}/{r['dataset']}/{r['setting']}/{r['method']}"
+                flat[key] = {m: None if math.isnan(r[f"{m}_mean"]) else round(float(r[f"{m}_mean"]), 6)
+                             for m in METRICS}
+            write_json(args.summary_json, flat)
+        if args.summary_dir:
+            write_summary_dir(summary, args.summary_dir)
     print(json.dumps({"runs": n_runs, "tables": str(args.out)}))
     return 0
 

@@ -183,12 +183,12 @@ def planned_jobs(out: str) -> set[tuple[str, str]]:
          {("train", "dataset=yeast, variant=clean, method=BCE"), ("train", "dataset=yeast, variant=R0.50-s0, method=BCE"),
           ("evaluate", "dataset=yeast, variant=clean, method=BCE"),
           ("evaluate", "dataset=yeast, variant=R0.50-s0, method=BCE"),
-          ("tables", ""), ("claims_check", ""), ("figure_pr", ""), ("all", "")}),
+          ("tables", ""), ("metrics_summary", ""), ("claims_check", ""), ("figure_pr", ""), ("all", "")}),
         # evaluation-only code: every evaluate job and what reads metrics.json; no training, and
         # not the PR figure (it reads the predictions)
         ("src/cdgtmll/metrics/evaluation.py", ("\n", "\n# edited\n"),
          {("evaluate", f"dataset=yeast, variant={v}, method={m}") for v in ("clean", "R0.50-s0") for m in ("BR-LogReg", "BCE")}
-         | {("tables", ""), ("claims_check", ""), ("all", "")}),
+         | {("tables", ""), ("metrics_summary", ""), ("claims_check", ""), ("all", "")}),
     ],
     ids=["one-loss", "evaluation"],
 )

@@ -66,3 +66,25 @@ def test_tables_rows_train_first_and_evaluation_follows_training(default_dry_run
     assert min(prio[("evaluate", True)]) >= max(prio[("evaluate", False)])
     data = {int(j["priority"]) for j in jobs if j["rule"] in ("prepare_dataset", "r_variant", "noise_variant")}
     assert min(data) > max(p for ps in prio.values() for p in ps)  # Table 2's R-variants are not held back
+
+
+def test_tables_wait_only_for_their_own_rows(default_dry_run, mirror):
+    """The tables are written from the tables' runs alone: asked for, they plan no study setting's
+    training, and in a whole run the tables job outranks every training job, so that a run
+    stopped after the tables' rows has the tables. Every run's summary (all_runs.csv,
+    metrics_full, the DVC metric rows) is the metrics_summary job, after the tables."""
+    repo, jobs = default_dry_run
+    cfg = loader.load(repo / "config/config.yaml")
+    rows = {(d, v, m) for d in cfg["experiments"]["datasets"] for v in plan.variants(cfg, d)
+            for m in cfg["experiments"]["methods"] if not plan.not_runnable(cfg, d, m)}
+    res = run_snakemake(repo, snakemake_env(mirror), "-n", "results/tables/table1_standard.md",
+                        "--configfile", "config/config.yaml")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    only = planned(res.stdout)
+    assert {job_of(j["wildcards"]) for j in only if j["rule"] == "train"} == rows
+    assert {j["rule"] for j in only} == {"prepare_dataset", "r_variant", "train", "evaluate", "tables"}
+    whole = {j["rule"]: int(j["priority"]) for j in jobs if j["rule"] in ("tables", "metrics_summary")}
+    assert set(whole) == {"tables", "metrics_summary"}
+    assert whole["tables"] > max(int(j["priority"]) for j in jobs if j["rule"] in ("train", "evaluate"))
+    trained = sum(j["rule"] == "train" for j in jobs)
+    assert trained > len(rows)  # the default profile's studies train settings of their own

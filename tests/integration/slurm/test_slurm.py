@@ -120,8 +120,8 @@ class _Resources(dict):
 JOB = re.compile(r"^( *)rule (\w+):\n((?: +\w+: .*\n)+)", flags=re.M)
 GROUP = re.compile(r"^\[[^]]*\] Group job (\S+) \(jobs in lexicogr\. order\):$", flags=re.M)
 # what runs in Snakemake's own process on the login node (localrules; `all` runs no command)
-LOCAL = {"tables", "figure_pr", "claims_check", "figure_ablation", "figure_robustness", "figure_sensitivity",
-         "figure_diagnostics", "study_readings", "all"}
+LOCAL = {"tables", "metrics_summary", "figure_pr", "claims_check", "figure_ablation", "figure_robustness",
+         "figure_sensitivity", "figure_diagnostics", "study_readings", "all"}
 
 
 def _jobs(out: str) -> list[dict]:
@@ -222,7 +222,8 @@ def test_paper_profile_under_slurm_asks_gpus_for_neural_training_and_submits_few
     print("\n[paper dry run] GPUs per job kind {kind: {gpus: jobs}}:", gpus)
     assert set(gpus["neural train"]) == {"1"} and set(gpus["classical train"]) == {"0"}, gpus
     assert all(set(v) == {"0"} for k, v in gpus.items() if not k.endswith(" train")), gpus
-    for kind in ("evaluate", "tables", "claims_check", "figure_pr", "figure_ablation", "prepare_dataset", "r_variant"):
+    for kind in ("evaluate", "tables", "metrics_summary", "claims_check", "figure_pr", "figure_ablation", "prepare_dataset",
+                 "r_variant"):
         assert kind in gpus, kind
 
     # sbatch jobs: the group jobs; every job outside a group runs on the login node
@@ -477,7 +478,7 @@ def test_quick_profile_on_slurm_matches_local_and_resumes_after_scancel(mirror, 
     # dataset's preparation; the tables, the PR figure and the claims check ran on the login node
     assert len(submitted) == N_TRAIN + 2 and all("/group_" in log for _, log in submitted), submitted
     assert len([log for _, log in submitted if "/group_data_yeast_prepare_dataset/" in log]) == 1, submitted
-    for rule in ("tables", "claims_check"):
+    for rule in ("tables", "metrics_summary", "claims_check"):
         assert f"localrule {rule}:" in out2, out2[-3000:]
     run_dirs = sorted(p for p in slurm.glob("results/runs/*/*/*") if p.is_dir())
     assert len(run_dirs) == N_TRAIN and len({Path(log).parent for _, log in train}) == N_TRAIN, submitted

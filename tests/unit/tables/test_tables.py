@@ -403,3 +403,29 @@ def test_audit_follows_the_new_tables(tmp_path, monkeypatch):
     target.write_text(target.read_text().replace("0.4", "0.9", 1))
     bad = audit.audit(out / "table3_xmc.csv", ("BCE", "Eurlex-4K P@1"))
     assert any("MODIFIED metrics" in p and str(target) in p for p in bad.problems)
+
+
+def test_parts_split_the_files_and_together_equal_all(runs):
+    """``--part tables`` (rule tables) writes the tables, their sources and profile.json;
+    ``--part summary`` (rule metrics_summary) the long table, metrics_full and the metric rows;
+    given the same runs, the two together write exactly the files of ``--part all``, byte for byte."""
+    tmp, paths, _ = runs
+    common = ["--metrics", *map(str, paths), "--methods", "BR-LogReg", "CD-GTMLL", "BCE", "--profile", "quick"]
+
+    def files(root):
+        return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+    def run(name, *part):
+        root = tmp / name
+        build.main([*common, *part, "--out", str(root / "tables"), "--summary-json", str(root / "metrics.json"),
+                    "--summary-dir", str(root / "metrics")])
+        return files(root)
+
+    whole, tables, summary = run("all"), run("t", "--part", "tables"), run("s", "--part", "summary")
+    assert set(tables) | set(summary) == set(whole) and not set(tables) & set(summary)
+    assert {**tables, **summary} == whole
+    assert "tables/profile.json" in tables and "tables/table1_standard.sources.json" in tables
+    assert not [f for f in tables if "all_runs" in f or "metrics_full" in f or not f.startswith("tables/")]
+    assert {"tables/all_runs.csv", "tables/metrics_full.csv", "metrics.json"} <= set(summary)
+    assert any(f.startswith("metrics/yeast/") for f in summary)
+    assert not [f for f in summary if f.startswith("tables/table")]
