@@ -7,8 +7,9 @@
 writes ``<out>.csv`` (one row per claim), ``<out>.md`` (a verdict per claim group -- Table 1, 2,
 3, the experiments text -- then a status summary, then every claim) and ``<out>.html`` (the same
 as one page, for Snakemake's report). The verdict names why claims are not checked; with the
-tables' ``profile.json`` (by default the one beside ``--runs``, which the same ``tables`` step
-writes) it also says whether a dataset or method not run is outside the profile.
+tables' ``profile.json`` (by default the one beside ``--runs``: rule ``tables`` writes it, and rule
+``metrics_summary``, which writes ``all_runs.csv``, runs after it) it also says whether a dataset or
+method not run is outside the profile.
 
 Per claim, the reproduced quantity is computed in percent from the runs of the claim's
 (dataset, setting, method, mode); R-variant settings pool training seeds x sampling seeds.
