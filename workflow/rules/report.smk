@@ -118,10 +118,8 @@ rule metrics_summary:
         rows=METRIC_ROWS,
     params:
         code=code_of("cdgtmll.tables.build"),
-        methods=" ".join(f"'{m}'" for m in METHODS),
         # the settings that share another's run (common.smk RUN_OF): rows of their own in all_runs.csv
         aliases=alias_args(),
-        threshold=config["thresholds"]["global"],
         profile=shlex.quote(config["name"]),
         profile_file=lambda wc: " ".join(shlex.quote(f) for f in configfile_names()) or "config/config.yaml",
     conda:
@@ -135,9 +133,8 @@ rule metrics_summary:
         runtime=10,
     shell:
         "python -m cdgtmll.tables.build --part summary --metrics {input.metrics} {params.aliases} "
-        "--methods {params.methods} --threshold {params.threshold} --profile {params.profile} "
-        "--profile-file {params.profile_file} --out results/tables --summary-json {output.summary} "
-        "--summary-dir results/metrics > {log} 2>&1"
+        "--profile {params.profile} --profile-file {params.profile_file} --out results/tables "
+        "--summary-json {output.summary} --summary-dir results/metrics > {log} 2>&1"
 
 
 rule figure_pr:

@@ -179,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--metrics", required=True, type=Path, nargs="+",
                     help="metrics.json files of this configuration's runs")
-    ap.add_argument("--methods", nargs="+", required=True, help="methods of the config, in order")
+    ap.add_argument("--methods", nargs="+", help="methods of the config, in order (the tables' rows; not read by "
+                                                "--part summary)")
     ap.add_argument("--threshold", type=float, default=0.5)
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--summary-json", type=Path, help="flat metrics summary (every mode, dataset, setting, method)")
@@ -204,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="tables: the tables, their .sources.json and profile.json; summary: all_runs.csv, "
                          "metrics_full.* and the --summary-json/--summary-dir files; all: both (default)")
     args = ap.parse_args(argv)
+    if args.part != "summary" and not args.methods:
+        ap.error(f"--part {args.part} writes the tables: --methods is required")
     try:
         df = collect(args.metrics, dict(args.alias))
     except CorruptArtifactError:
