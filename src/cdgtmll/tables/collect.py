@@ -102,7 +102,11 @@ def run_construction(prov: dict, method: str) -> str:
 def run_deviation(prov: dict, method: str) -> str:
     """The method's own footnote on how this run differs from its paper
     (:meth:`cdgtmll.methods.base.Method.table_note` of its class, with the run's
-    hyper-parameters), or ''."""
+    hyper-parameters), or ''. Read from the provenance where the training job recorded it
+    (``table_note``), so that writing a table imports no method module (and so no torch);
+    looked up on the method's class for a run recorded without it."""
+    if "table_note" in prov:
+        return prov["table_note"] or ""
     from cdgtmll.methods import base
 
     registered, hp = run_method(prov, method)

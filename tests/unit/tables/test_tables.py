@@ -178,6 +178,52 @@ def test_method_deviation_footnote_from_the_runs_hparams(tmp_path):
     assert {r["deviation"].split(" (payoff_weights: ")[1][:7] for r in long} == {"uniform", "rarity)"}
 
 
+
+def test_training_records_the_footnote_and_tables_read_it_without_importing_torch(tmp_path):
+    """The training job records its method's footnote (``table_note`` in provenance.json, from
+    the class and the run's hyper-parameters); the tables print that record and import no method
+    module for it, so writing a table never loads torch (it cost ~3.5 s CPU per tables job)."""
+    import subprocess
+    import sys
+
+    from cdgtmll import train
+    from cdgtmll.data.processed import ProcessedData
+    from cdgtmll.labels import tail_labels
+    from cdgtmll.methods.cdgtmll.model import CDGTMLL
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 6)).astype(np.float32)
+    Y = (rng.random((120, 5)) < np.linspace(0.1, 0.5, 5)).astype(np.uint8)
+    splits = {"train": np.arange(0, 80), "val": np.arange(80, 100), "test": np.arange(100, 120)}
+    data = ProcessedData("yeast", X, Y, [f"Class{k}" for k in range(5)], splits, {})
+    path = tmp_path / "processed.npz"
+    data.save(path)
+    hp = {"payoff_weights": "rarity", "payoff_scale": "sum"}
+    spec = {"dataset": "yeast", "variant": "clean", "method": "CD-GTMLL", "registered_method": "CD-GTMLL",
+            "seeds": [0], "hparams": hp, "device": "cpu", "training": {"backbone": "mlp", "epochs": 1, "hidden_dim": 8},
+            "r_variants": {"tail_fraction": 0.2, "tie_seed": 0}}
+    seed_dir = tmp_path / "runs" / "yeast" / "clean" / "CD-GTMLL" / "seed0"
+    train.run_seed(data, tail_labels(Y[:80]), spec, 0, seed_dir, {"data": path})
+    note = json.loads((seed_dir / "provenance.json").read_text())["table_note"]
+    assert note == CDGTMLL.table_note(hp) and "sum over labels (payoff_scale: sum" in note
+
+    # the table prints what the run recorded, without asking the class (the record is changed here
+    # to tell the two apart), and torch stays unimported in the tables' process
+    prov = json.loads((seed_dir / "provenance.json").read_text())
+    prov["table_note"] = "CD-GTMLL: the note this run was trained under."
+    (seed_dir / "provenance.json").write_text(json.dumps(prov))
+    (seed_dir / "metrics.json").write_text(json.dumps(_metrics_rec({m: 0.5 for m in METRICS})))
+    out = tmp_path / "tables"
+    code = ("import sys; from cdgtmll.tables import build; "
+            f"rc = build.main(['--metrics', {str(seed_dir / 'metrics.json')!r}, '--methods', 'CD-GTMLL', '--out', {str(out)!r}]); "
+            "print(rc, sorted(m for m in ('torch', 'sklearn', 'cdgtmll.methods.cdgtmll.model') if m in sys.modules))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split("\n")[-2] == "0 []", res.stdout[-500:]
+    md = (out / "table1_standard.md").read_text()
+    assert "CD-GTMLL: the note this run was trained under." in md and "payoff R is" not in md
+
+
 # ------------------------------------------------------------------ Table 3, configured datasets, HTML (issues 15, 16)
 
 T3_ROWS = ["BCE", "PE", "SRB", "XR-Transformer", "MatchXML", "ETU", "CD-GTMLL"]
