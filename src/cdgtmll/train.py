@@ -83,6 +83,17 @@ def set_seed(seed: int) -> None:
         torch.manual_seed(seed)
 
 
+def torch_threads() -> None:
+    """torch's intra-op threads to the job's budget ``$CDGTMLL_THREADS`` (the rule's ``threads``),
+    once the method's module has imported torch: a classical method's job never loads torch
+    (~1.6 s CPU), and Snakemake's ``OMP_NUM_THREADS`` bounds torch if it is loaded later."""
+    threads = os.environ.get("CDGTMLL_THREADS")
+    if threads and "torch" in sys.modules:
+        import torch
+
+        torch.set_num_threads(int(threads))
+
+
 _JOB_CODE: dict[str, dict] = {}
 
 
@@ -139,6 +150,8 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
     fit = FitData(X_tr, Y_tr, X_va, Y_va, data.label_names, tail=tail, images=images)
     set_seed(seed)
     method = build_for_protocol(spec.get("registered_method", spec["method"]), spec["hparams"], spec["training"])
+    torch_threads()
+    set_seed(seed)  # again: building the method may have imported torch, which is seeded from here on
     if images is not None and (why := base.image_input_reason(method)):
         raise ValueError(f"{spec['dataset']}/{spec['variant']}: {why}")
     ctx = RunContext(seed=seed, workdir=outdir, device=spec.get("device", "auto"), progress=progress,
@@ -267,11 +280,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace, spec: dict, report: RunProgress) -> int:
-    threads = os.environ.get("CDGTMLL_THREADS")
-    if threads:
-        import torch
-
-        torch.set_num_threads(int(threads))
     from cdgtmll.config.plugins import import_plugins
 
     import_plugins(spec.get("plugins", []), source="run spec")
