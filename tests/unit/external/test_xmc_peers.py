@@ -24,6 +24,7 @@ from cdgtmll.io import config_hash
 from cdgtmll.methods.base import FitData, NotRunnable, RunContext, build
 from cdgtmll.metrics.definitions import precision_at_k
 from tests.support.external_envs import require_env
+from tests.support.mirror import mirror_file
 from tests.support.paths import ROOT
 
 #: method -> environment
@@ -48,8 +49,9 @@ def mulan(mirror):
     def get(name):
         if name not in cache:
             L = DATASETS[name]
-            Xtr, Ytr, _ = read_mulan_arff(mirror / name / f"{name}-train.arff", L)
-            Xte, Yte, _ = read_mulan_arff(mirror / name / f"{name}-test.arff", L)
+            # each file through mirror_file: skipped, naming it, where the mirror lacks it
+            Xtr, Ytr, _ = read_mulan_arff(mirror_file(mirror, f"{name}/{name}-train.arff"), L)
+            Xte, Yte, _ = read_mulan_arff(mirror_file(mirror, f"{name}/{name}-test.arff"), L)
             cache[name] = (np.asarray(Xtr, np.float32), np.asarray(Ytr, np.uint8),
                            np.asarray(Xte, np.float32), np.asarray(Yte, np.uint8))
         return cache[name]
