@@ -9,6 +9,7 @@ subprocesses; ``cuda/`` needs a CUDA device; ``support/`` holds the helpers test
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -45,14 +46,35 @@ def pytest_collection_modifyitems(config, items):
     """Mark every test under ``tests/integration/`` ``integration`` and every test under
     ``tests/cuda/`` ``cuda`` (so ``pytest -m "not integration"`` is the fast loop).
 
-    Then run the test files with ``slow`` end-to-end tests first (a stable sort: otherwise
-    collection order). ``make test`` runs ``pytest -n 2 --dist loadfile``: each file goes to one
-    worker, so a module fixture that runs a pipeline runs once (pytest-xdist's ``loadgroup``
-    would group finer, but with pytest 9.2 it silently stops grouping:
-    https://github.com/pytest-dev/pytest-xdist/issues/1386), and the long files start first
-    instead of one finishing alone after the other worker is idle."""
+    Then run the longest test files first: by their seconds in the slowest tests that
+    docs/timings.json records from the last measured ``make test`` (``tools/readme_timings.py``),
+    then the files with ``slow`` end-to-end tests, then the rest (a stable sort: otherwise
+    collection order; a file's tests keep their order). ``make test`` runs ``pytest -n 2 --dist
+    loadfile``: each file goes to one worker, so a module fixture that runs a pipeline runs once
+    (pytest-xdist's ``loadgroup`` would group finer, but with pytest 9.2 it silently stops
+    grouping: https://github.com/pytest-dev/pytest-xdist/issues/1386), and each idle worker takes
+    the next file: longest first, the two workers finish within about one short file of each
+    other instead of one running a long file alone at the end."""
     for item in items:
         for folder, marker in FOLDER_MARKERS.items():
             if item.path.is_relative_to(folder):
                 item.add_marker(marker)
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    seconds = recorded_file_seconds()
+    items.sort(key=lambda item: (-seconds.get(item.nodeid.split("::")[0], 0.0), item.get_closest_marker("slow") is None))
+
+
+def recorded_file_seconds(path: Path = TESTS.parent / "docs" / "timings.json") -> dict[str, float]:
+    """Seconds per test file (``tests/...py``) in docs/timings.json's ``tests`` record: its
+    ``files`` (every test's durations), else the sums over its ``slowest`` tests; empty where
+    there is no record (the order is then the markers')."""
+    try:
+        rec = json.loads(path.read_text())["tests"]
+        if "files" in rec:
+            return {f: float(s) for f, s in rec["files"].items()}
+        out: dict[str, float] = {}
+        for r in rec["slowest"]:
+            f = r["test"].split("::")[0]
+            out[f] = out.get(f, 0.0) + float(r["seconds"])
+        return out
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}

@@ -166,12 +166,25 @@ def slowest_tests(text: str) -> list[dict]:
     return out
 
 
+def file_seconds(rows: list[dict]) -> dict[str, float]:
+    """Seconds per test file (every phase of its tests), longest first: what tests/conftest.py
+    orders the files by, so that ``make test``'s two workers take the longest files first."""
+    out: dict[str, float] = {}
+    for r in rows:
+        f = r["test"].split("::")[0]
+        out[f] = out.get(f, 0.0) + r["seconds"]
+    return {f: round(s, 2) for f, s in sorted(out.items(), key=lambda kv: -kv[1])}
+
+
 def measure_tests() -> dict:
-    wall, text, load, cpu = timed([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadfile", "-q", "-p", "no:cacheprovider"], ROOT)
+    # make test's command, with every duration printed (--durations=0 overrides pyproject's 25)
+    wall, text, load, cpu = timed([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadfile", "-q", "-p", "no:cacheprovider",
+                                   "--durations=0"], ROOT)
     summary = [line for line in text.splitlines() if re.search(r"\d+ (passed|failed)", line)][-1]
     counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)", summary)}
+    rows = slowest_tests(text)
     return {**stamp(), "seconds": round(wall, 1), "cpu_seconds": round(cpu, 1), "load": round(load, 2), "counts": counts,
-            "summary": summary.strip("= "), "slowest": slowest_tests(text)[:25],
+            "summary": summary.strip("= "), "slowest": rows[:25], "files": file_seconds(rows),
             "command": "pytest -n 2 --dist loadfile -q (make test)"}
 
 

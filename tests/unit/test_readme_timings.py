@@ -35,3 +35,27 @@ def test_slowest_tests_parses_the_durations_block():
     assert rows[2]["test"] == ("tests/integration/pipeline/test_readme_commands.py::"
                                "test_readme_command[L21: make all CONFIG=config/quick.yaml]")
     assert _tool().slowest_tests("no durations here\n") == []
+
+
+def test_file_seconds_sum_every_phase_longest_first():
+    rows = _tool().slowest_tests(PYTEST_TAIL)
+    assert _tool().file_seconds(rows) == {"tests/integration/dvc/test_dvc.py": 367.10,
+                                          "tests/integration/pipeline/test_pipeline_images.py": 234.94,
+                                          "tests/integration/pipeline/test_readme_commands.py": 1.02}
+
+
+def test_conftest_orders_files_by_the_recorded_seconds(tmp_path):
+    """tests/conftest.py reads what the tool writes: ``files`` when recorded, else the sums of
+    ``slowest``; nothing (markers and collection order decide) without a record."""
+    import json
+
+    from tests.conftest import recorded_file_seconds
+
+    rows = _tool().slowest_tests(PYTEST_TAIL)
+    p = tmp_path / "timings.json"
+    p.write_text(json.dumps({"tests": {"slowest": rows}}))
+    assert recorded_file_seconds(p) == _tool().file_seconds(rows)
+    p.write_text(json.dumps({"tests": {"slowest": rows, "files": {"tests/unit/test_io.py": 9.5}}}))
+    assert recorded_file_seconds(p) == {"tests/unit/test_io.py": 9.5}
+    p.write_text("{}")
+    assert recorded_file_seconds(p) == {} and recorded_file_seconds(tmp_path / "none.json") == {}

@@ -21,7 +21,7 @@ FINETUNE = {
     # two fine-tuning jobs (clean, O0.30-s0) instead of three
     "experiments": {"datasets": ["voc2007"], "methods": ["CD-GTMLL", "BR-LogReg"], "seeds": [0]},
     "r_variants": {"sampling_seeds": [0], "severities": {}},
-    "training": {"default": {"epochs": 1}, "voc2007": {"backbone": "resnet50", "epochs": 1, "batch_size": 64}},
+    "training": {"default": {"epochs": 1}, "voc2007": {"backbone": "resnet50", "epochs": 1, "batch_size": 256}},
     "image_backbone": {"mode": "finetune", "pretrained": False, "image_size": 32, "batch_size": 256, "workers": 0},
     "studies": {"occlusion": {"dataset": "voc2007", "levels": [0.3], "methods": ["CD-GTMLL"]}},
     "methods": {},
