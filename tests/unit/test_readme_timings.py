@@ -59,3 +59,23 @@ def test_conftest_orders_files_by_the_recorded_seconds(tmp_path):
     assert recorded_file_seconds(p) == {"tests/unit/test_io.py": 9.5}
     p.write_text("{}")
     assert recorded_file_seconds(p) == {} and recorded_file_seconds(tmp_path / "none.json") == {}
+
+
+def test_the_suite_is_measured_first_and_never_in_a_dirty_checkout(tmp_path, monkeypatch):
+    """The suite runs in the checkout: it is measured before the tool writes docs/timings.json
+    (a dirty tree fails the suite's audit tests), and refused when the checkout is dirty."""
+    import pytest
+
+    tool = _tool()
+    order = []
+    monkeypatch.setattr(tool, "STORE", tmp_path / "timings.json")
+    monkeypatch.setattr(tool, "write_block", lambda block: None)
+    monkeypatch.setattr(tool, "render", lambda store: "")
+    monkeypatch.setattr(tool, "MEASURE", {k: (lambda tmp, k=k: order.append(k) or {"kind": k}) for k in tool.KINDS})
+    monkeypatch.setattr(tool, "git", lambda *args: "")
+    assert tool.main(["--only", "quick", "tests", "jobs"]) == 0
+    assert order == ["tests", "quick", "jobs"]
+    monkeypatch.setattr(tool, "git", lambda *args: " M docs/timings.json" if args[0] == "status" else "abc1234")
+    with pytest.raises(SystemExit) as exc:
+        tool.main(["--only", "quick", "tests"])
+    assert exc.value.code == 2 and order == ["tests", "quick", "jobs"]  # nothing measured
