@@ -149,11 +149,12 @@ def measure_quick(tmp: Path) -> dict:
 
 
 def slowest_tests(text: str) -> list[dict]:
-    """The ``slowest N durations`` block pytest prints (``--durations`` in pyproject.toml): one
+    """The ``slowest N durations`` block pytest prints (``--durations`` in pyproject.toml; headed
+    ``slowest durations`` with ``--durations=0``): one
     ``{"seconds", "phase", "test"}`` per line, in pytest's order (slowest first)."""
     out, inside = [], False
     for line in text.splitlines():
-        if re.search(r"=+ slowest \d+ durations =+", line):
+        if re.search(r"=+ slowest (\d+ )?durations =+", line):  # "slowest durations" with --durations=0
             inside = True
             continue
         if inside:

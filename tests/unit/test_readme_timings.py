@@ -37,6 +37,13 @@ def test_slowest_tests_parses_the_durations_block():
     assert _tool().slowest_tests("no durations here\n") == []
 
 
+def test_every_duration_block_of_durations_0_is_read():
+    """``--durations=0`` (what the tool runs, to record every file's seconds) heads the block
+    ``slowest durations``, without a count."""
+    text = PYTEST_TAIL.replace("= slowest 25 durations =", "=== slowest durations ===")
+    assert _tool().slowest_tests(text) == _tool().slowest_tests(PYTEST_TAIL) != []
+
+
 def test_file_seconds_sum_every_phase_longest_first():
     rows = _tool().slowest_tests(PYTEST_TAIL)
     assert _tool().file_seconds(rows) == {"tests/integration/dvc/test_dvc.py": 367.10,
