@@ -184,6 +184,8 @@ def measure_tests() -> dict:
     summary = [line for line in text.splitlines() if re.search(r"\d+ (passed|failed)", line)][-1]
     counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)", summary)}
     rows = slowest_tests(text)
+    if not rows:
+        raise SystemExit("readme_timings: pytest printed no durations block (--durations=0): nothing recorded")
     return {**stamp(), "seconds": round(wall, 1), "cpu_seconds": round(cpu, 1), "load": round(load, 2), "counts": counts,
             "summary": summary.strip("= "), "slowest": rows[:25], "files": file_seconds(rows),
             "command": "pytest -n 2 --dist loadfile -q (make test)"}
