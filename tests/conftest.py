@@ -41,6 +41,14 @@ def mirror() -> Path:
     return rebuilt
 
 
+def pytest_configure(config):
+    """pytest-xdist (3.8) hands out ``--dist loadfile``'s files by their number of tests, most
+    first, unless ``--no-loadscope-reorder``: where docs/timings.json records the files' seconds,
+    the order :func:`pytest_collection_modifyitems` gives (longest first) is kept instead."""
+    if hasattr(config.option, "loadscopereorder") and recorded_file_seconds():
+        config.option.loadscopereorder = False
+
+
 @pytest.hookimpl(tryfirst=True)  # marked before `-m` deselects
 def pytest_collection_modifyitems(config, items):
     """Mark every test under ``tests/integration/`` ``integration`` and every test under

@@ -86,3 +86,21 @@ def test_the_suite_is_measured_first_and_never_in_a_dirty_checkout(tmp_path, mon
     with pytest.raises(SystemExit) as exc:
         tool.main(["--only", "quick", "tests"])
     assert exc.value.code == 2 and order == ["tests", "quick", "jobs"]  # nothing measured
+
+
+def test_conftest_keeps_its_file_order_under_xdist(monkeypatch):
+    """pytest-xdist's loadfile hands out files by their number of tests unless told not to:
+    with a record of the files' seconds, tests/conftest.py turns that off so that its own
+    order (longest first) is the one the workers take; without a record it leaves xdist's."""
+    from types import SimpleNamespace
+
+    import tests.conftest as conftest
+
+    cfg = SimpleNamespace(option=SimpleNamespace(loadscopereorder=True))
+    monkeypatch.setattr(conftest, "recorded_file_seconds", lambda: {"tests/unit/test_io.py": 1.0})
+    conftest.pytest_configure(cfg)
+    assert cfg.option.loadscopereorder is False
+    cfg.option.loadscopereorder = True
+    monkeypatch.setattr(conftest, "recorded_file_seconds", lambda: {})
+    conftest.pytest_configure(cfg)
+    assert cfg.option.loadscopereorder is True
