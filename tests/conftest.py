@@ -54,9 +54,9 @@ def pytest_collection_modifyitems(config, items):
     """Mark every test under ``tests/integration/`` ``integration`` and every test under
     ``tests/cuda/`` ``cuda`` (so ``pytest -m "not integration"`` is the fast loop).
 
-    Then run the longest test files first: by their seconds in the slowest tests that
-    docs/timings.json records from the last measured ``make test`` (``tools/readme_timings.py``),
-    then the files with ``slow`` end-to-end tests, then the rest (a stable sort: otherwise
+    Then run the longest test files first: by the seconds per file that docs/timings.json
+    records from the last measured ``make test`` (:func:`recorded_file_seconds`, written by
+    ``tools/readme_timings.py``), then the files with ``slow`` end-to-end tests, then the rest (a stable sort: otherwise
     collection order; a file's tests keep their order). ``make test`` runs ``pytest -n 2 --dist
     loadfile``: each file goes to one worker, so a module fixture that runs a pipeline runs once
     (pytest-xdist's ``loadgroup`` would group finer, but with pytest 9.2 it silently stops
