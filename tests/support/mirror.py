@@ -134,6 +134,17 @@ def yeast_arrays(n_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(X, dtype=np.float32)[:n_rows], np.asarray(Y)[:n_rows]
 
 
+def yeast_processed_npz(path: Path) -> Path:
+    """The first 600 rows of Yeast's training file as a processed dataset at ``path``
+    (``yeast``, 14 labels; rows 0-399 train, 400-499 val, 500-599 test), as ``prepare`` writes one."""
+    from cdgtmll.data.processed import ProcessedData
+
+    X, Y = yeast_arrays(600)
+    ProcessedData("yeast", X, Y, [f"Class{k + 1}" for k in range(14)],
+                  {"train": np.arange(400), "val": np.arange(400, 500), "test": np.arange(500, 600)}).save(path)
+    return path
+
+
 def yeast_fitdata(n_train: int, n_val: int):
     """FitData of Yeast rows ``[0, n_train)`` (train) and ``[n_train, n_train + n_val)`` (validation)."""
     from cdgtmll.methods.base import FitData

@@ -17,18 +17,13 @@ import numpy as np
 import pytest
 
 from cdgtmll.config import loader, plan
-from cdgtmll.data.processed import ProcessedData
-from tests.support.mirror import yeast_arrays
+from tests.support.mirror import yeast_processed_npz
 from tests.support.paths import ROOT
 
 
 @pytest.fixture(scope="module")
 def yeast_npz(tmp_path_factory) -> Path:
-    X, Y = yeast_arrays(600)
-    path = tmp_path_factory.mktemp("data") / "yeast.npz"
-    ProcessedData("yeast", X, Y, [f"Class{k + 1}" for k in range(14)],
-                  {"train": np.arange(400), "val": np.arange(400, 500), "test": np.arange(500, 600)}).save(path)
-    return path
+    return yeast_processed_npz(tmp_path_factory.mktemp("data") / "yeast.npz")
 
 
 def _job(data: Path, method: str, out: Path, threads: str | None, preload_torch: bool = False) -> dict:

@@ -18,13 +18,12 @@ import pytest
 import torch
 
 from cdgtmll.config import loader, plan
-from cdgtmll.data.processed import ProcessedData
 from cdgtmll.methods import base
 from cdgtmll.methods.base import RunContext
 from cdgtmll.nn.progress import RunProgress, fmt_seconds
 from cdgtmll.nn.trainer import TrainingInterrupted
 from cdgtmll.train import main as run_main
-from tests.support.mirror import yeast_arrays, yeast_fitdata
+from tests.support.mirror import yeast_arrays, yeast_fitdata, yeast_processed_npz
 from tests.support.paths import ROOT
 
 torch.set_num_threads(1)
@@ -41,11 +40,7 @@ SEED_LINE = re.compile(rf"^\[run\] yeast/clean/(?P<m>\S+) seed (?P<s>\d+) \((?P<
 
 @pytest.fixture(scope="module")
 def yeast_npz(tmp_path_factory) -> Path:
-    X, Y = yeast_arrays(600)
-    path = tmp_path_factory.mktemp("data") / "yeast.npz"
-    ProcessedData("yeast", X, Y, [f"Class{k + 1}" for k in range(14)],
-                  {"train": np.arange(400), "val": np.arange(400, 500), "test": np.arange(500, 600)}).save(path)
-    return path
+    return yeast_processed_npz(tmp_path_factory.mktemp("data") / "yeast.npz")
 
 
 def spec(method: str) -> dict:
