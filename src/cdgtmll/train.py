@@ -194,8 +194,7 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
                                    "epoch_selection": getattr(method, "epoch_selection", None),
                                    # the tables' footnote on how this run differs from its paper, in the
                                    # words of the code that trained it (tables need not import the method)
-                                   "table_note": type(method).table_note(
-                                       {**(spec.get("resolved_hparams") or {}), **spec["hparams"]}) or "",
+                                   "table_note": type(method).table_note(provenance.used_hparams(spec)) or "",
                                    "outputs": provenance.file_hashes({"predictions": pred_path})})
     write_json(prov_path, rec)
     progress.seed_done(seed, fit_seconds, scores)

@@ -114,6 +114,12 @@ def file_hashes(paths: dict[str, str | os.PathLike]) -> dict[str, dict[str, Any]
     }
 
 
+def used_hparams(spec: dict) -> dict[str, Any]:
+    """The hyper-parameters a run spec's run used: its ``resolved_hparams`` (code defaults and
+    what the method reports) with the configured ``hparams`` over them."""
+    return {**(spec.get("resolved_hparams") or {}), **(spec.get("hparams") or {})}
+
+
 def record(
     *,
     spec: dict,

@@ -37,6 +37,7 @@ from pathlib import Path
 import pandas as pd
 
 from cdgtmll.io import read_json, sha256_file, write_json
+from cdgtmll.lineage.provenance import used_hparams
 from cdgtmll.variants.naming import parse_variant, variant_setting
 
 METRICS = ("mAP", "micro_f1", "macro_f1", "rare_f1", "p@1", "p@3", "p@5")
@@ -88,8 +89,7 @@ def run_method(prov: dict, method: str) -> tuple[str, dict]:
     directory name and no hyper-parameters)."""
     spec = prov.get("config") or {}
     registered = spec.get("registered_method", method.split("@")[0])
-    hp = {**(spec.get("resolved_hparams") or {}), **(spec.get("hparams") or {})}
-    return registered, hp
+    return registered, used_hparams(spec)
 
 
 def run_construction(prov: dict, method: str) -> str:
