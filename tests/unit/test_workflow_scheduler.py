@@ -1,0 +1,105 @@
+"""cdgtmll.workflow_scheduler: at most one pending re-evaluation timer in Snakemake's job
+scheduler, applied to the locked Snakemake, in a real Snakemake run, by the project's Snakefile."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from tests.support.paths import ROOT
+
+
+class _Scheduler:
+    """The two attributes of snakemake's JobScheduler the method uses."""
+
+    def __init__(self) -> None:
+        self._open_jobs = threading.Semaphore(0)
+
+
+def _releases(sem: threading.Semaphore) -> int:
+    n = 0
+    while sem.acquire(blocking=False):
+        n += 1
+    return n
+
+
+def test_the_locked_snakemake_gets_the_workaround():
+    """The installed Snakemake's method is the source the workaround was written against; an
+    upgrade that changes it fails here, so that the workaround is re-checked, not dropped."""
+    from snakemake.scheduling.job_scheduler import JobScheduler
+
+    from cdgtmll.workflow_scheduler import _schedule_reevaluation_once, one_reevaluation_timer
+
+    original = JobScheduler._schedule_reevalutation
+    try:
+        assert one_reevaluation_timer() is True
+        assert JobScheduler._schedule_reevalutation is _schedule_reevaluation_once
+        assert one_reevaluation_timer() is True  # idempotent
+    finally:
+        JobScheduler._schedule_reevalutation = original
+
+
+def test_requests_while_one_is_pending_give_one_release_and_the_next_request_arms_again():
+    """Five passes asking for a re-evaluation within the delay: upstream's method releases the
+    semaphore five times (five chains), the workaround once; once that timer has fired, the
+    next request arms a new one (the chain goes on)."""
+    from snakemake.scheduling.job_scheduler import JobScheduler
+
+    from cdgtmll.workflow_scheduler import _schedule_reevaluation_once
+
+    for method, want in ((JobScheduler._schedule_reevalutation, 5), (_schedule_reevaluation_once, 1)):
+        s = _Scheduler()
+        for _ in range(5):
+            method(s, 0.05)
+        time.sleep(0.5)
+        assert _releases(s._open_jobs) == want, method
+    s = _Scheduler()
+    _schedule_reevaluation_once(s, 0.05)
+    time.sleep(0.3)
+    _schedule_reevaluation_once(s, 0.05)
+    time.sleep(0.3)
+    assert _releases(s._open_jobs) == 2
+
+
+SNAKEFILE = textwrap.dedent("""
+    import os, threading
+    if os.environ.get("ONE_TIMER") == "1":
+        from cdgtmll.workflow_scheduler import one_reevaluation_timer
+        assert one_reevaluation_timer()
+    rule all:
+        input: expand("out/{i}.txt", i=range(6))
+    rule job:
+        output: "out/{i}.txt"
+        shell: "sleep 0.3; touch {output}"
+    onsuccess:
+        timers = [t for t in threading.enumerate() if isinstance(t, threading.Timer)]
+        print(f"PENDING_TIMERS={len(timers)}")
+""")
+
+
+@pytest.mark.slow
+def test_a_real_snakemake_run_keeps_one_timer_instead_of_one_per_job(tmp_path):
+    """Six one-core jobs through the locked Snakemake: at the end, upstream has a pending timer
+    for each chain started (every finished job adds one), the workaround at most one."""
+    (tmp_path / "Snakefile").write_text(SNAKEFILE)
+    pending = {}
+    for one in ("0", "1"):
+        env = {**os.environ, "ONE_TIMER": one, "PYTHONPATH": str(ROOT / "src")}
+        res = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--forceall", "-q"],
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+        (line,) = [x for x in (res.stdout + res.stderr).splitlines() if x.startswith("PENDING_TIMERS=")]
+        pending[one] = int(line.split("=")[1])
+    assert pending["1"] <= 1 and pending["0"] >= 6, pending
+
+
+def test_the_projects_snakefile_applies_it_and_says_so_when_it_cannot():
+    text = (ROOT / "Snakefile").read_text()
+    assert "from cdgtmll.workflow_scheduler import one_reevaluation_timer" in text
+    assert "if not one_reevaluation_timer():" in text
