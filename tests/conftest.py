@@ -57,11 +57,11 @@ def pytest_collection_modifyitems(config, items):
     Then run the longest test files first: by the seconds per file that docs/timings.json
     records from the last measured ``make test`` (:func:`recorded_file_seconds`, written by
     ``tools/readme_timings.py``), then the files with ``slow`` end-to-end tests, then the rest (a stable sort: otherwise
-    collection order; a file's tests keep their order). ``make test`` runs ``pytest -n 2 --dist
+    collection order; a file's tests keep their order). ``make test`` runs ``pytest -n 3 --dist
     loadfile``: each file goes to one worker, so a module fixture that runs a pipeline runs once
     (pytest-xdist's ``loadgroup`` would group finer, but with pytest 9.2 it silently stops
     grouping: https://github.com/pytest-dev/pytest-xdist/issues/1386), and each idle worker takes
-    the next file: longest first, the two workers finish within about one short file of each
+    the next file: longest first, the workers finish within about one short file of each
     other instead of one running a long file alone at the end."""
     for item in items:
         for folder, marker in FOLDER_MARKERS.items():

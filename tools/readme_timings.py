@@ -24,7 +24,7 @@ Measurements
                   after one install on this machine).
 ``quick``         ``snakemake --cores 2 all --configfile config/quick.yaml`` in a fresh clone
                   (the packaged Yeast or the mirror): wall and CPU time.
-``tests``         ``pytest -n 2 --dist loadfile -q`` (what ``make test`` runs) in the working
+``tests``         ``pytest -n 3 --dist loadfile -q`` (what ``make test`` runs: :data:`TEST_ARGS`) in the working
                   tree: wall and CPU time and the counts from pytest's summary line.
 
 The clones are of the committed HEAD: uncommitted changes are not measured, and the record says
@@ -52,6 +52,8 @@ STORE = ROOT / "docs" / "timings.json"
 #: the page holding the generated block (between BEGIN and END)
 TARGET = ROOT / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- timings:begin (tools/readme_timings.py writes this block) -->", "<!-- timings:end -->"
+#: pytest's arguments in the Makefile's ``test`` recipe (tests/unit/test_readme_timings.py checks)
+TEST_ARGS = ("-n", "3", "--dist", "loadfile", "-q")
 KINDS = ("jobs", "install_cold", "install_warm", "quick", "tests")
 
 
@@ -179,8 +181,7 @@ def file_seconds(rows: list[dict]) -> dict[str, float]:
 
 def measure_tests() -> dict:
     # make test's command, with every duration printed (--durations=0 overrides pyproject's 25)
-    wall, text, load, cpu = timed([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadfile", "-q", "-p", "no:cacheprovider",
-                                   "--durations=0"], ROOT)
+    wall, text, load, cpu = timed([sys.executable, "-m", "pytest", *TEST_ARGS, "-p", "no:cacheprovider", "--durations=0"], ROOT)
     summary = [line for line in text.splitlines() if re.search(r"\d+ (passed|failed)", line)][-1]
     counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)", summary)}
     rows = slowest_tests(text)
@@ -188,7 +189,7 @@ def measure_tests() -> dict:
         raise SystemExit("readme_timings: pytest printed no durations block (--durations=0): nothing recorded")
     return {**stamp(), "seconds": round(wall, 1), "cpu_seconds": round(cpu, 1), "load": round(load, 2), "counts": counts,
             "summary": summary.strip("= "), "slowest": rows[:25], "files": file_seconds(rows),
-            "command": "pytest -n 2 --dist loadfile -q (make test)"}
+            "command": f"pytest {' '.join(TEST_ARGS)} (make test)"}
 
 
 MEASURE = {"jobs": lambda tmp: measure_jobs(), "install_cold": lambda tmp: measure_install(tmp, warm=False),

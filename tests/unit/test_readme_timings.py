@@ -104,3 +104,13 @@ def test_conftest_keeps_its_file_order_under_xdist(monkeypatch):
     monkeypatch.setattr(conftest, "recorded_file_seconds", lambda: {})
     conftest.pytest_configure(cfg)
     assert cfg.option.loadscopereorder is True
+
+
+def test_the_suite_is_timed_with_the_makefiles_test_command():
+    """The recorded suite time is of what `make test` runs: the tool's pytest arguments are the
+    Makefile's, and the README and docs/testing.md name the same command."""
+    args = " ".join(_tool().TEST_ARGS)
+    recipe = (ROOT / "Makefile").read_text().split("\ntest: venv\n", 1)[1].split("\n\n", 1)[0]
+    assert f"-m pytest {args}\n" in recipe + "\n", recipe
+    for doc in ("README.md", "docs/testing.md"):
+        assert f"`make test` runs `pytest {args}`" in (ROOT / doc).read_text(), doc
