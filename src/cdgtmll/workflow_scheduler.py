@@ -41,7 +41,6 @@ import inspect
 import threading
 
 #: sha256 of ``inspect.getsource(JobScheduler._schedule_reevalutation)`` in snakemake 9.27.1
-#: (the method is unchanged since it came with ``--max-jobs-per-timespan``)
 UPSTREAM_SHA256 = "bb09f100ea5766bbab2a2fa26d28d2a7488140ed6e74224adcebab65112bbf69"
 
 _GUARD = threading.Lock()
