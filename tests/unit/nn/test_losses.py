@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from cdgtmll.nn.losses.common import reduce
+from cdgtmll.nn.losses.common import bce_terms, reduce
 from cdgtmll.nn.losses.registry import build_loss, loss_names
 from tests.support.losses import ALL_CONFIGS, COUNTS, N_TRAIN, random_batch
 
@@ -33,6 +33,68 @@ def test_build_loss_rejects_unknown_hparam_by_name():
         build_loss("dbl", COUNTS, N_TRAIN, kapa=0.1)
     with pytest.raises(KeyError, match="nope"):
         build_loss("nope", COUNTS, N_TRAIN)
+
+
+# --------------------------------------------------------------------- BCE terms
+
+
+def _extreme_batch(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logits of scale 3 plus saturated ones (+-20, +-50, +-100, +-1e4, 0) under both targets."""
+    z, y = random_batch(64, 983, seed=11, scale=3.0)
+    edge = torch.tensor([0.0, 20.0, -20.0, 50.0, -50.0, 100.0, -100.0, 1e4, -1e4])
+    z[:2, : edge.numel()] = edge
+    y[0, : edge.numel()], y[1, : edge.numel()] = 0.0, 1.0
+    return z.to(dtype), y.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_bce_terms_gradient_is_torchs_bit_for_bit(dtype, weighted):
+    """The vectorised CPU forward keeps torch's backward: through the project's reduction, with
+    and without per-element weights (CB's), the logits' gradient equals
+    ``binary_cross_entropy_with_logits``' bit for bit, so every update is unchanged."""
+    z, y = _extreme_batch(dtype)
+    w = torch.rand(z.shape, generator=torch.Generator().manual_seed(2), dtype=dtype) if weighted else 1.0
+    grads = []
+    for fn in (bce_terms, _bce_elem):
+        zz = z.clone().requires_grad_(True)
+        reduce(w * fn(zz, y)).backward()
+        grads.append(zz.grad)
+    assert torch.equal(grads[0], grads[1])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_bce_terms_values_match_torch_and_float64(dtype):
+    """Forward values: within a few float32 ulps of torch's and of the float64 result, also for
+    saturated logits (exactly 0 and exactly ``|z|`` where they must be)."""
+    z, y = _extreme_batch(dtype)
+    got = bce_terms(z, y)
+    assert got.dtype == dtype and got.shape == z.shape
+    exact = _bce_elem(z.double(), y.double())
+    tol = 1e-6 if dtype == torch.float32 else 1e-12
+    torch.testing.assert_close(got.double(), exact, rtol=tol, atol=tol)
+    torch.testing.assert_close(got, _bce_elem(z, y), rtol=tol, atol=tol)
+    assert got[0, 7].item() == 1e4 and got[1, 7].item() == 0.0  # z = 1e4: y = 0 costs z, y = 1 costs 0
+    assert got[0, 8].item() == 0.0 and got[1, 8].item() == 1e4
+    assert torch.isfinite(got).all()
+
+
+def test_bce_terms_fall_back_to_torch_where_the_fast_form_does_not_apply():
+    """Soft targets that carry gradient, mixed dtypes and CPU autocast take torch's op (its
+    target gradient included); a target of another shape gets torch's error."""
+    z, y = random_batch(8, 5, seed=12)
+    yg = torch.rand(8, 5, generator=torch.Generator().manual_seed(1)).requires_grad_(True)
+    out = bce_terms(z, yg)
+    assert out.grad_fn is not None and "BinaryCrossEntropyWithLogits" in type(out.grad_fn).__name__
+    out.sum().backward()
+    torch.testing.assert_close(yg.grad, -z)  # d/dy [(1-y) z - logsigmoid(z)] = -z
+    assert torch.equal(bce_terms(z.double(), y), _bce_elem(z.double(), y))
+    with pytest.raises(ValueError, match="Target size"):
+        bce_terms(z, y[:1])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.equal(bce_terms(z, y), _bce_elem(z, y))
+    fast = bce_terms(z.requires_grad_(True), y)
+    assert type(fast.grad_fn).__name__ == "_BCEWithLogitsCPUBackward"
 
 
 # --------------------------------------------------------------------- focal

@@ -154,9 +154,12 @@ def test_param_groups_must_cover_model(tmp_path):
 
 def test_same_outputs_as_before_issue_25(tmp_path):
     """Issue 25 made the trainer cheaper (checkpoint cadence, buffered log, validation AP without
-    argsort, determinism without torch._inductor) without changing its arithmetic: BCE's predictions
-    and log (timings aside) equal, bit for bit, those computed once with the code before it
-    (tests/fixtures/issue25_reference.json), under both epoch-selection rules."""
+    argsort, determinism without torch._inductor, BCE's forward in vectorised passes) without
+    changing its updates: BCE's predictions and log (timings aside) equal, bit for bit, those
+    computed once with the code before it (tests/fixtures/issue25_reference.json), under both
+    epoch-selection rules. One exception: the logged ``loss`` is a sum of the vectorised forward's
+    values, which differ from torch's ``log_sigmoid`` form in the last bits (its gradient is
+    torch's, bit for bit: the predictions are), so it is compared to float32 rounding."""
     import hashlib
 
     from tests.support.reference_runs import reference_data, reference_outputs
@@ -168,7 +171,10 @@ def test_same_outputs_as_before_issue_25(tmp_path):
         P = np.ascontiguousarray(m.predict_proba(data.X_val))
         want = ref[f"BCE/{sel}"]
         assert hashlib.sha256(P.tobytes()).hexdigest() == want["predictions_sha256"]
-        assert [{k: float(v) for k, v in r.items()} for r in strip_timing(m.train_log)] == want["log"]
+        got = [{k: float(v) for k, v in r.items()} for r in strip_timing(m.train_log)]
+        assert [r["loss"] for r in got] == pytest.approx([r["loss"] for r in want["log"]], rel=1e-6, abs=0)
+        assert [{k: v for k, v in r.items() if k != "loss"} for r in got] == \
+            [{k: v for k, v in r.items() if k != "loss"} for r in want["log"]]
 
 
 def test_validation_ap_equals_the_argsort_form_bit_for_bit():

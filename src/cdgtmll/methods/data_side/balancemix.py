@@ -13,7 +13,7 @@ from torch import nn
 
 from cdgtmll.methods.base import FitData, RunContext, register
 from cdgtmll.methods.data_side.common import _BACKBONE, _BCEDataSide, _derived_seed
-from cdgtmll.nn.losses.common import reduce
+from cdgtmll.nn.losses.common import bce_terms, reduce
 from cdgtmll.nn.trainer import PREDICT_CHUNK, as_float32
 
 
@@ -275,7 +275,7 @@ class BalanceMixMethod(_BCEDataSide):
         if w is None:
             loss = model.criterion(logits, y_mix)
         else:
-            loss = reduce(w * F.binary_cross_entropy_with_logits(logits, y_mix, reduction="none"))
+            loss = reduce(w * bce_terms(logits, y_mix))
         return loss, {"mix_lambda": lam.mean()}
 
     # -- per epoch ---------------------------------------------------------------------
@@ -288,6 +288,7 @@ class BalanceMixMethod(_BCEDataSide):
         X, Y = self._X, self._Y_obs
         logits = torch.cat([model(X[s : s + PREDICT_CHUNK]) for s in range(0, X.shape[0], PREDICT_CHUNK)])
         probs = torch.sigmoid(logits).double().cpu().numpy()
+        # these values feed the sampler's statistics: torch's op (bce_terms' values differ in the last bits)
         losses = F.binary_cross_entropy_with_logits(logits, Y, reduction="none").double().cpu().numpy()
         Y_np = Y.cpu().numpy()
         P, A = class_confidences(probs, Y_np)

@@ -18,6 +18,7 @@ from torch import nn
 
 from cdgtmll.methods.base import FitData, RunContext, register
 from cdgtmll.methods.data_side.common import _BACKBONE, _BCEDataSide, _dense_labels, _derived_seed
+from cdgtmll.nn.losses.common import bce_terms
 from cdgtmll.nn.progress import RunProgress, fmt_seconds
 from cdgtmll.nn.trainer import PREDICT_CHUNK, TrainConfig, TrainTask, as_float32, epoch_selection, train
 
@@ -206,7 +207,7 @@ class _LSFAHeadTask(TrainTask):
         y, mask, syn = yb[:, :L], yb[:, L : 2 * L], yb[:, 2 * L : 2 * L + 1]
         active = 1.0 if self.epochs_done >= self.calib_warmup else 0.0
         row_w = torch.where(syn > 0.5, torch.full_like(syn, active * self.calib_weight), torch.ones_like(syn))
-        ell = F.binary_cross_entropy_with_logits(model(xb), y, reduction="none") * mask * row_w
+        ell = bce_terms(model(xb), y) * mask * row_w
         n_rows = ((syn <= 0.5) | (active > 0)).sum().clamp(min=1)
         # logged per epoch by the trainer as (active synthetic rows seen) / (rows)
         return ell.sum() / n_rows, {"synthetic_frac": (syn > 0.5).float().mean() * active}

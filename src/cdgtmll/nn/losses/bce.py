@@ -6,10 +6,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from cdgtmll.nn.losses.common import reduce
+from cdgtmll.nn.losses.common import bce_terms, reduce
 from cdgtmll.nn.losses.registry import register_loss
 
 
@@ -19,7 +18,8 @@ class BCELoss(nn.Module):
 
     .. math:: \ell(z, y) = -[y \log \sigma(z) + (1-y) \log(1-\sigma(z))]
 
-    computed with ``binary_cross_entropy_with_logits`` (log-sum-exp stable).
+    computed by :func:`cdgtmll.nn.losses.common.bce_terms` (log-sum-exp stable; on CPU
+    vectorised, with torch's gradient bit for bit).
     """
 
     hparam_space: ClassVar[dict[str, dict[str, Any]]] = {}
@@ -28,4 +28,4 @@ class BCELoss(nn.Module):
         super().__init__()
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return reduce(F.binary_cross_entropy_with_logits(logits, targets, reduction="none"))
+        return reduce(bce_terms(logits, targets))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -40,10 +42,43 @@ def check_shapes(logits: torch.Tensor, targets: torch.Tensor, n_labels: int | No
         raise ValueError(f"loss was built for {n_labels} labels, got logits with {logits.shape[1]}")
 
 
-def bce_terms(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Element-wise BCE ``-[y log sigma(z) + (1-y) log sigma(-z)]``.
+class _BCEWithLogitsCPU(torch.autograd.Function):
+    r"""Element-wise BCE on CPU in vectorised passes, with torch's own gradient.
 
-    Computed by ``binary_cross_entropy_with_logits`` -- the log-sum-exp stable op
-    that :class:`cdgtmll.nn.losses.bce.BCELoss` uses, equal to ``-(y*logsigmoid(z) + (1-y)*logsigmoid(-z))``
-    -- so that the losses that reduce to BCE do so bit for bit."""
+    Forward: :math:`\max(z, 0) - yz + \log(1 + e^{-|z|})`, which equals torch's
+    ``(1-y)z - \mathrm{logsigmoid}(z)``. On this project's CPUs torch's ``log_sigmoid``
+    forward is a scalar loop (about 10 ns an element, 9% of a BCE fit on Delicious:
+    ``benchmarks/bench_floor.py``, docs/benchmarks.md "Floor"); ``exp`` and ``log`` are
+    vectorised. The values differ from torch's in the last bits (both within 6e-7 of the
+    float64 result on logits of scale 3).
+
+    Backward: ``z.sigmoid().sub_(y).mul_(grad)``, the expression and order of
+    ``binary_cross_entropy_with_logits_backward`` (ATen ``native/Loss.cpp``, no weight,
+    no ``pos_weight``, reduction none), so the gradient, and hence every update and
+    metric, is bit for bit torch's (``tests/unit/nn/test_losses.py``)."""
+
+    @staticmethod
+    def forward(ctx: Any, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(z, y)
+        log_term = z.abs().neg_().exp_().add_(1.0).log_()
+        return torch.clamp(z, min=0).sub_(y * z).add_(log_term)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        z, y = ctx.saved_tensors
+        return z.sigmoid().sub_(y).mul_(grad), None
+
+
+def bce_terms(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Element-wise BCE ``-[y log sigma(z) + (1-y) log sigma(-z)]``, the terms of
+    :class:`cdgtmll.nn.losses.bce.BCELoss` and of every loss that reduces to it.
+
+    Float32/float64 CPU tensors of one shape and dtype, targets without gradient and no
+    autocast: :class:`_BCEWithLogitsCPU` (vectorised forward, torch's gradient bit for bit).
+    Otherwise (GPU, autocast, soft targets that carry gradient, broadcasting) torch's
+    ``binary_cross_entropy_with_logits``, the log-sum-exp stable op."""
+    if (logits.device.type == "cpu" and logits.dtype in (torch.float32, torch.float64)
+            and targets.dtype == logits.dtype and targets.shape == logits.shape and not targets.requires_grad
+            and not torch.is_autocast_enabled("cpu")):
+        return _BCEWithLogitsCPU.apply(logits, targets)
     return F.binary_cross_entropy_with_logits(logits, targets, reduction="none")
