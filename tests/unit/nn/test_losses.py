@@ -80,10 +80,11 @@ def test_bce_terms_values_match_torch_and_float64(dtype):
 
 
 def test_bce_terms_fall_back_to_torch_where_the_fast_form_does_not_apply():
-    """Soft targets that carry gradient, mixed dtypes and CPU autocast take torch's op (its
-    target gradient included); a target of another shape gets torch's error."""
-    z, y = random_batch(8, 5, seed=12)
-    yg = torch.rand(8, 5, generator=torch.Generator().manual_seed(1)).requires_grad_(True)
+    """Soft targets that carry gradient, mixed dtypes, CPU autocast and batches below
+    BCE_FAST_MIN_ELEMENTS take torch's op (its target gradient included); a target of another
+    shape gets torch's error."""
+    z, y = random_batch(64, 70, seed=12)  # 4480 elements: above BCE_FAST_MIN_ELEMENTS
+    yg = torch.rand(64, 70, generator=torch.Generator().manual_seed(1)).requires_grad_(True)
     out = bce_terms(z, yg)
     assert out.grad_fn is not None and "BinaryCrossEntropyWithLogits" in type(out.grad_fn).__name__
     out.sum().backward()
@@ -95,6 +96,8 @@ def test_bce_terms_fall_back_to_torch_where_the_fast_form_does_not_apply():
         assert torch.equal(bce_terms(z, y), _bce_elem(z, y))
     fast = bce_terms(z.requires_grad_(True), y)
     assert type(fast.grad_fn).__name__ == "_BCEWithLogitsCPUBackward"
+    small = bce_terms(z[:8].clone().requires_grad_(True), y[:8])  # a small batch keeps torch's op
+    assert "BinaryCrossEntropyWithLogits" in type(small.grad_fn).__name__
 
 
 # --------------------------------------------------------------------- focal

@@ -154,12 +154,9 @@ def test_param_groups_must_cover_model(tmp_path):
 
 def test_same_outputs_as_before_issue_25(tmp_path):
     """Issue 25 made the trainer cheaper (checkpoint cadence, buffered log, validation AP without
-    argsort, determinism without torch._inductor, BCE's forward in vectorised passes) without
-    changing its updates: BCE's predictions and log (timings aside) equal, bit for bit, those
-    computed once with the code before it (tests/fixtures/issue25_reference.json), under both
-    epoch-selection rules. One exception: the logged ``loss`` is a sum of the vectorised forward's
-    values, which differ from torch's ``log_sigmoid`` form in the last bits (its gradient is
-    torch's, bit for bit: the predictions are), so it is compared to float32 rounding."""
+    argsort, determinism without torch._inductor) without changing its arithmetic: BCE's predictions
+    and log (timings aside) equal, bit for bit, those computed once with the code before it
+    (tests/fixtures/issue25_reference.json), under both epoch-selection rules."""
     import hashlib
 
     from tests.support.reference_runs import reference_data, reference_outputs
@@ -171,10 +168,35 @@ def test_same_outputs_as_before_issue_25(tmp_path):
         P = np.ascontiguousarray(m.predict_proba(data.X_val))
         want = ref[f"BCE/{sel}"]
         assert hashlib.sha256(P.tobytes()).hexdigest() == want["predictions_sha256"]
-        got = [{k: float(v) for k, v in r.items()} for r in strip_timing(m.train_log)]
-        assert [r["loss"] for r in got] == pytest.approx([r["loss"] for r in want["log"]], rel=1e-6, abs=0)
-        assert [{k: v for k, v in r.items() if k != "loss"} for r in got] == \
-            [{k: v for k, v in r.items() if k != "loss"} for r in want["log"]]
+        assert [{k: float(v) for k, v in r.items()} for r in strip_timing(m.train_log)] == want["log"]
+
+
+def test_bce_fit_on_the_vectorised_terms_equals_torchs_op_bit_for_bit(tmp_path, monkeypatch):
+    """A BCE fit whose batches take :func:`cdgtmll.nn.losses.common.bce_terms`' vectorised path
+    (300 x 14 = 4200 elements >= BCE_FAST_MIN_ELEMENTS) gives the predictions, validation
+    columns and selected epoch of the same fit on torch's ``binary_cross_entropy_with_logits``,
+    bit for bit (the gradient is torch's); only the logged loss, a sum of the forward values, may
+    differ in the last bits."""
+    import torch.nn.functional as F
+
+    from cdgtmll.nn.losses import bce as bce_mod
+    from cdgtmll.nn.losses.common import BCE_FAST_MIN_ELEMENTS
+
+    hp = {"epochs": 3, "hidden_dim": 64, "batch_size": 300, "select_epoch": "best_val"}
+    assert 300 * DATA.Y_train.shape[1] >= BCE_FAST_MIN_ELEMENTS
+    runs = {}
+    for side in ("vectorised", "torch"):
+        if side == "torch":
+            monkeypatch.setattr(bce_mod, "bce_terms",
+                                lambda z, y: F.binary_cross_entropy_with_logits(z, y, reduction="none"))
+        m = build("BCE", hp)
+        m.fit(DATA, RunContext(seed=5, workdir=tmp_path / side))
+        runs[side] = (np.ascontiguousarray(m.predict_proba(DATA.X_val)), strip_timing(m.train_log))
+    (P_fast, log_fast), (P_torch, log_torch) = runs["vectorised"], runs["torch"]
+    assert P_fast.tobytes() == P_torch.tobytes()
+    assert [{k: v for k, v in r.items() if k != "loss"} for r in log_fast] == \
+        [{k: v for k, v in r.items() if k != "loss"} for r in log_torch]
+    assert [r["loss"] for r in log_fast] == pytest.approx([r["loss"] for r in log_torch], rel=1e-6, abs=0)
 
 
 def test_validation_ap_equals_the_argsort_form_bit_for_bit():

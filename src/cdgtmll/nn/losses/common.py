@@ -69,15 +69,25 @@ class _BCEWithLogitsCPU(torch.autograd.Function):
         return z.sigmoid().sub_(y).mul_(grad), None
 
 
+#: below this many elements :func:`bce_terms` keeps torch's op: the vectorised form's extra passes
+#: cost more in per-op overhead than the scalar loop they avoid (one thread, forward and backward
+#: of a 256-row batch: 1.06x torch's at 14 labels, 0.90x at 22, 0.52x at 983;
+#: ``benchmarks/bench_bce_terms.py`` measures a batch and a fit)
+BCE_FAST_MIN_ELEMENTS = 4096
+
+
 def bce_terms(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Element-wise BCE ``-[y log sigma(z) + (1-y) log sigma(-z)]``, the terms of
     :class:`cdgtmll.nn.losses.bce.BCELoss` and of every loss that reduces to it.
 
-    Float32/float64 CPU tensors of one shape and dtype, targets without gradient and no
-    autocast: :class:`_BCEWithLogitsCPU` (vectorised forward, torch's gradient bit for bit).
-    Otherwise (GPU, autocast, soft targets that carry gradient, broadcasting) torch's
-    ``binary_cross_entropy_with_logits``, the log-sum-exp stable op."""
-    if (logits.device.type == "cpu" and logits.dtype in (torch.float32, torch.float64)
+    Float32/float64 CPU tensors of one shape and dtype with at least
+    :data:`BCE_FAST_MIN_ELEMENTS` elements, targets without gradient and no autocast:
+    :class:`_BCEWithLogitsCPU` (vectorised forward, torch's gradient bit for bit). Otherwise
+    (small batches, GPU, autocast, soft targets that carry gradient) torch's
+    ``binary_cross_entropy_with_logits``, the log-sum-exp stable op. Either way the gradient,
+    hence every update, is torch's; only the loss values' last bits depend on the path."""
+    if (logits.numel() >= BCE_FAST_MIN_ELEMENTS and logits.device.type == "cpu"
+            and logits.dtype in (torch.float32, torch.float64)
             and targets.dtype == logits.dtype and targets.shape == logits.shape and not targets.requires_grad
             and not torch.is_autocast_enabled("cpu")):
         return _BCEWithLogitsCPU.apply(logits, targets)
