@@ -63,6 +63,19 @@ def test_bce_terms_gradient_is_torchs_bit_for_bit(dtype, weighted):
     assert torch.equal(grads[0], grads[1])
 
 
+def test_bce_terms_second_derivative_is_torchs():
+    """With ``create_graph`` the backward stays differentiable, and the second derivative equals
+    torch's (``sigmoid(z)(1 - sigmoid(z))`` per element)."""
+    z, y = _extreme_batch(torch.float64)
+    hess = []
+    for fn in (bce_terms, _bce_elem):
+        zz = z.clone().requires_grad_(True)
+        (g,) = torch.autograd.grad(fn(zz, y).sum(), zz, create_graph=True)
+        (h,) = torch.autograd.grad(g.sum(), zz)
+        hess.append(h)
+    torch.testing.assert_close(hess[0], hess[1], rtol=1e-12, atol=1e-300)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_bce_terms_values_match_torch_and_float64(dtype):
     """Forward values: within a few float32 ulps of torch's and of the float64 result, also for

@@ -52,10 +52,12 @@ class _BCEWithLogitsCPU(torch.autograd.Function):
     vectorised. The values differ from torch's in the last bits (both within 6e-7 of the
     float64 result on logits of scale 3).
 
-    Backward: ``z.sigmoid().sub_(y).mul_(grad)``, the expression and order of
-    ``binary_cross_entropy_with_logits_backward`` (ATen ``native/Loss.cpp``, no weight,
-    no ``pos_weight``, reduction none), so the gradient, and hence every update and
-    metric, is bit for bit torch's (``tests/unit/nn/test_losses.py``)."""
+    Backward: ``(sigmoid(z) - y) * grad``, the expression and order of PyTorch's
+    ``binary_cross_entropy_with_logits_backward`` (``torch/csrc/autograd/FunctionsManual.cpp``,
+    the formula ``tools/autograd/derivatives.yaml`` names; no weight, no ``pos_weight``,
+    reduction none), in place unless grad mode is on (a double backward), as there. So the
+    gradient, and hence every update and metric, is bit for bit torch's (tested on the locked
+    torch: ``tests/unit/nn/test_losses.py``, ``tests/unit/nn/test_trainer.py``)."""
 
     @staticmethod
     def forward(ctx: Any, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -66,6 +68,8 @@ class _BCEWithLogitsCPU(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         z, y = ctx.saved_tensors
+        if torch.is_grad_enabled():  # create_graph: out of place, so autograd can differentiate it
+            return z.sigmoid().sub(y).mul(grad), None
         return z.sigmoid().sub_(y).mul_(grad), None
 
 
