@@ -172,8 +172,9 @@ def test_same_outputs_as_before_issue_25(tmp_path):
 
 
 def test_bce_fit_on_the_vectorised_terms_equals_torchs_op_bit_for_bit(tmp_path, monkeypatch):
-    """A BCE fit whose batches take :func:`cdgtmll.nn.losses.common.bce_terms`' vectorised path
-    (300 x 14 = 4200 elements >= BCE_FAST_MIN_ELEMENTS) gives the predictions, validation
+    """A BCE fit whose full batches take :func:`cdgtmll.nn.losses.common.bce_terms`' vectorised
+    path (300 x 14 = 4200 elements >= BCE_FAST_MIN_ELEMENTS; the last batch of 150 rows takes
+    torch's op) gives the predictions, validation
     columns and selected epoch of the same fit on torch's ``binary_cross_entropy_with_logits``,
     bit for bit (the gradient is torch's); only the logged loss, a sum of the forward values, may
     differ in the last bits."""
