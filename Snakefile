@@ -8,12 +8,17 @@ min_version("9.0")
 
 from cdgtmll.config.dvc_params import settings_layer
 from cdgtmll.config.loader import load_files
-from cdgtmll.workflow_scheduler import one_reevaluation_timer
+from cdgtmll.workflow.env import passive_openmp_waits
+from cdgtmll.workflow.scheduler import one_reevaluation_timer
 
 # Snakemake 9's scheduler starts one more self-renewing timer per finished job (passes per
-# second grow with the jobs done); one pending timer at a time (cdgtmll/workflow_scheduler.py).
+# second grow with the jobs done); one pending timer at a time (cdgtmll/workflow/scheduler.py).
 if not one_reevaluation_timer():
     logger.info("Snakemake's scheduler is not the version cdgtmll's timer workaround was written for: left as it is.")
+
+# Jobs inherit OMP_WAIT_POLICY=PASSIVE unless the user set it: OpenMP threads that wait sleep
+# instead of spinning on cores other jobs need (cdgtmll/workflow/env.py).
+passive_openmp_waits()
 
 # A profile given with --configfile replaces the default instead of being merged into it,
 # so config/paper.yaml and config/mulan.yaml run exactly what they say.

@@ -1,5 +1,5 @@
 """Snakemake logger plugin ``cdgtmll``: after each finished job, one line with the steps done
-and the time left (:class:`cdgtmll.workflow_eta.WorkflowETA`), on stderr beside Snakemake's own
+and the time left (:class:`cdgtmll.workflow.eta.WorkflowETA`), on stderr beside Snakemake's own
 output. The workflow profile turns it on (``logger: [cdgtmll]``); Snakemake finds it by its
 module name (``snakemake_logger_plugin_<name>``), installed with the ``cdgtmll`` package."""
 
@@ -11,7 +11,7 @@ from logging import LogRecord
 from snakemake_interface_logger_plugins.base import LogHandlerBase
 from snakemake_interface_logger_plugins.common import LogEvent
 
-from cdgtmll.workflow_eta import WorkflowETA, history
+from cdgtmll.workflow.eta import WorkflowETA, history
 
 
 class LogHandler(LogHandlerBase):

@@ -35,8 +35,9 @@ def checkout_ignore(*extra_paths: str):
 
 def snakemake_env(mirror: Path | None = None) -> dict:
     """Environment for a Snakemake subprocess: this venv first on PATH, caches outside the
-    repository, and the dataset mirror when given."""
+    repository, the dataset mirror when given, and no ``OMP_WAIT_POLICY`` (a user's default)."""
     env = dict(os.environ)
+    env.pop("OMP_WAIT_POLICY", None)  # as a user's shell: the Snakefile sets it for the jobs (conftest.py sets it here)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     env["XDG_CACHE_HOME"] = env.get("XDG_CACHE_HOME", "/tmp/cdgtmll-cache")
     env["MPLCONFIGDIR"] = "/tmp/cdgtmll-mpl"

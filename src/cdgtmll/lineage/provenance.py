@@ -84,6 +84,8 @@ def device_info(device: str | None = None) -> dict[str, Any]:
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
         "cpu_count": os.cpu_count(),
+        # how idle OpenMP threads wait (the workflow's jobs: PASSIVE, cdgtmll/workflow/env.py)
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
     }
     if "torch" in sys.modules:  # never import torch just to describe the device
         import torch

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
-from cdgtmll.workflow_eta import WorkflowETA, history
+from cdgtmll.workflow.eta import WorkflowETA, history
 
 
 class Clock:

@@ -1,4 +1,4 @@
-"""cdgtmll.workflow_scheduler: at most one pending re-evaluation timer in Snakemake's job
+"""cdgtmll.workflow.scheduler: at most one pending re-evaluation timer in Snakemake's job
 scheduler, applied to the locked Snakemake, in a real Snakemake run, by the project's Snakefile."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def test_the_locked_snakemake_gets_the_workaround():
     upgrade that changes it fails here, so that the workaround is re-checked, not dropped."""
     from snakemake.scheduling.job_scheduler import JobScheduler
 
-    from cdgtmll.workflow_scheduler import _schedule_reevaluation_once, one_reevaluation_timer
+    from cdgtmll.workflow.scheduler import _schedule_reevaluation_once, one_reevaluation_timer
 
     original = JobScheduler._schedule_reevalutation
     try:
@@ -51,7 +51,7 @@ def test_requests_while_one_is_pending_give_one_release_and_the_next_request_arm
     next request arms a new one (the chain goes on)."""
     from snakemake.scheduling.job_scheduler import JobScheduler
 
-    from cdgtmll.workflow_scheduler import _schedule_reevaluation_once
+    from cdgtmll.workflow.scheduler import _schedule_reevaluation_once
 
     for method, want in ((JobScheduler._schedule_reevalutation, 5), (_schedule_reevaluation_once, 1)):
         s = _Scheduler()
@@ -70,7 +70,7 @@ def test_requests_while_one_is_pending_give_one_release_and_the_next_request_arm
 SNAKEFILE = textwrap.dedent("""
     import os, threading, time
     if os.environ.get("ONE_TIMER") == "1":
-        from cdgtmll.workflow_scheduler import one_reevaluation_timer
+        from cdgtmll.workflow.scheduler import one_reevaluation_timer
         assert one_reevaluation_timer()
     PEAK = [0]
     def _sample():  # the most timer threads alive at once, read every 10 ms in this process
@@ -108,5 +108,5 @@ def test_a_real_snakemake_run_keeps_one_timer_instead_of_one_per_job(tmp_path):
 
 def test_the_projects_snakefile_applies_it_and_says_so_when_it_cannot():
     text = (ROOT / "Snakefile").read_text()
-    assert "from cdgtmll.workflow_scheduler import one_reevaluation_timer" in text
+    assert "from cdgtmll.workflow.scheduler import one_reevaluation_timer" in text
     assert "if not one_reevaluation_timer():" in text

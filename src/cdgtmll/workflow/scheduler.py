@@ -30,7 +30,7 @@ alive until it fires (upstream's non-daemon timers hold the exit for up to ``tim
 
 The replacement is applied only where the method is exactly the upstream source it was written
 against (:data:`UPSTREAM_SHA256`); any other Snakemake keeps its own scheduler, and
-tests/unit/test_workflow_scheduler.py fails on the locked version if that stops being the case,
+tests/unit/workflow/test_scheduler.py fails on the locked version if that stops being the case,
 so that an upgrade re-checks the workaround instead of silently dropping it.
 """
 

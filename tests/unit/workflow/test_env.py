@@ -1,0 +1,44 @@
+"""The environment the Snakefile gives every job (src/cdgtmll/workflow/env.py). That a real job
+gets it is checked on the tiny pipeline's provenance (tests/integration/pipeline/test_pipeline_e2e.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from cdgtmll.workflow.env import OPENMP_WAIT_POLICY, passive_openmp_waits
+from tests.support.paths import ROOT
+
+
+def test_passive_waits_are_set_when_unset_and_a_users_choice_is_kept():
+    env: dict[str, str] = {}
+    assert passive_openmp_waits(env) is True and env == {"OMP_WAIT_POLICY": "PASSIVE"}
+    assert OPENMP_WAIT_POLICY == "PASSIVE"
+    mine = {"OMP_WAIT_POLICY": "ACTIVE"}
+    assert passive_openmp_waits(mine) is False and mine == {"OMP_WAIT_POLICY": "ACTIVE"}
+    empty = {"OMP_WAIT_POLICY": ""}  # set but empty counts as unset, as OpenMP reads it
+    assert passive_openmp_waits(empty) is True and empty["OMP_WAIT_POLICY"] == "PASSIVE"
+
+
+def test_the_snakefile_sets_it_before_its_rules():
+    """The call runs at the top of the Snakefile, before any rule file is included (every job
+    inherits Snakemake's environment)."""
+    text = (ROOT / "Snakefile").read_text()
+    call, first_include = text.index("\npassive_openmp_waits()"), text.index("\ninclude:")
+    assert call < first_include
+
+
+def test_a_process_started_with_it_keeps_torchs_results():
+    """PASSIVE changes how OpenMP threads wait, not what they compute: a 2-thread matmul and
+    convolution give the same bytes under both policies."""
+    code = ("import hashlib, torch; torch.manual_seed(0); a = torch.randn(300, 300); "
+            "w = torch.randn(8, 3, 3, 3); x = torch.randn(4, 3, 32, 32); "
+            "print(hashlib.sha256((a @ a).numpy().tobytes() + "
+            "torch.nn.functional.conv2d(x, w).numpy().tobytes()).hexdigest())")
+    outs = set()
+    for policy in ("ACTIVE", "PASSIVE"):
+        env = {**os.environ, "OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": policy}
+        outs.add(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                check=True).stdout.strip())
+    assert len(outs) == 1
