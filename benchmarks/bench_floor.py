@@ -11,8 +11,8 @@ Rows (targets from issue 25):
    the log) against a minimal hand-written loop with the same arithmetic (MLP 512x2, B 256,
    AdamW, cosine decay, global-norm clipping 5), Yeast train file, ``--overhead-epochs`` epochs
    (100 = the paper's protocol; the loop's loss is torch's ``binary_cross_entropy_with_logits``,
-   the project's the vectorised :func:`cdgtmll.nn.losses.common.bce_terms`, with the same
-   gradient bit for bit); the loop validates once at the end, and again with a
+   which :func:`cdgtmll.nn.losses.common.bce_terms` also takes at Yeast's 256 x 14 batches);
+   the loop validates once at the end, and again with a
    validation mAP and a copy of the best weights after every epoch (what ``best_val`` needs:
    that second reference isolates the trainer's overhead from the default rule's work). Target
    <= 1.10, CPU and wall.
