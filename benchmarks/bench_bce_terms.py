@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_cdgtmll_cost import DATASETS, load_mulan  # noqa: E402
-from bench_floor import project_fit, split  # noqa: E402
+from bench_floor import interleaved, project_fit, split  # noqa: E402
 
 import cdgtmll.nn.losses.bce as bce_mod  # noqa: E402
 from cdgtmll.nn.losses.common import bce_terms, reduce  # noqa: E402
@@ -40,16 +40,6 @@ def torch_terms(z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 SIDES = {"torch": torch_terms, "bce_terms": bce_terms}
-
-
-def interleaved(fns: dict, rounds: int) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = {k: [] for k in fns}
-    for r in range(rounds):
-        for side in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
-            c0 = time.process_time()
-            fns[side]()
-            out[side].append(time.process_time() - c0)
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     for fn in SIDES.values():
         step(fn)()  # warm-up
     t = interleaved({k: step(fn) for k, fn in SIDES.items()}, args.rounds)
-    med = {k: statistics.median(v) / args.steps * 1e3 for k, v in t.items()}
+    med = {k: statistics.median(c for c, _ in v) / args.steps * 1e3 for k, v in t.items()}
     print(f"1. forward + backward of one {args.batch} x {Y.shape[1]} batch: torch {med['torch']:.3f} ms, "
           f"bce_terms {med['bce_terms']:.3f} ms, ratio {med['bce_terms'] / med['torch']:.3f}")
 
@@ -102,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         project_fit(data, 1)  # warm-up
     bce_mod.bce_terms = bce_terms
     t = interleaved({k: fit(k) for k in SIDES}, args.rounds)
-    med = {k: statistics.median(v) / args.epochs for k, v in t.items()}
+    med = {k: statistics.median(c for c, _ in v) / args.epochs for k, v in t.items()}
     same = scores["torch"] == scores["bce_terms"] and len(scores["torch"]) == 1
     print(f"2. BCE fit, {args.epochs} epochs, CPU s per epoch (median of {args.rounds}): torch {med['torch']:.3f}, "
           f"bce_terms {med['bce_terms']:.3f}, ratio {med['bce_terms'] / med['torch']:.3f}; "

@@ -95,6 +95,16 @@ def cpu_wall(fn) -> tuple[float, float]:
     return time.process_time() - c0, time.perf_counter() - w0
 
 
+def interleaved(fns: dict, rounds: int) -> dict[str, list[tuple[float, float]]]:
+    """``(CPU, wall)`` seconds of each of ``fns`` per round, the order reversed every other round
+    (A, B, B, A, ...), so that a change of the machine's load falls on every side alike."""
+    out: dict[str, list[tuple[float, float]]] = {k: [] for k in fns}
+    for r in range(rounds):
+        for side in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
+            out[side].append(cpu_wall(fns[side]))
+    return out
+
+
 # ------------------------------------------------------------------ row 1: overhead
 
 
@@ -157,10 +167,7 @@ def row_overhead(mirror: Path, epochs: int, rounds: int) -> dict:
     fns = {"minimal": lambda: minimal_loop(data, epochs),
            "minimal_val": lambda: minimal_loop(data, epochs, validate_each_epoch=True),
            "project": lambda: project_fit(data, epochs)}
-    t = {k: [] for k in fns}
-    for r in range(rounds):
-        for side in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
-            t[side].append(cpu_wall(fns[side]))
+    t = interleaved(fns, rounds)
     med = {k: (statistics.median(c for c, _ in v), statistics.median(w for _, w in v)) for k, v in t.items()}
     return {ref: {"cpu": med["project"][0] / med[ref][0], "wall": med["project"][1] / med[ref][1],
                   "ref_cpu": med[ref][0], "project_cpu": med["project"][0]} for ref in ("minimal", "minimal_val")}
@@ -260,11 +267,9 @@ def row_floor(mirror: Path, epochs: int, rounds: int = 1,
     peak = matmul_peak()
     for impl in impls:
         project_fit(data, 1, optimizer_impl=impl)
-    runs: dict[str, list[float]] = {impl: [] for impl in impls}
-    for r in range(rounds):
-        for impl in (impls if r % 2 == 0 else impls[::-1]):
-            runs[impl].append(cpu_wall(lambda impl=impl: project_fit(data, epochs, optimizer_impl=impl))[0] / epochs)
-    cpu = {impl: statistics.median(v) for impl, v in runs.items()}
+    runs = interleaved({impl: (lambda impl=impl: project_fit(data, epochs, optimizer_impl=impl)) for impl in impls},
+                       rounds)
+    cpu = {impl: statistics.median(c for c, _ in v) / epochs for impl, v in runs.items()}
     cpu["matmuls alone"] = min(matmuls_alone_epoch(n, d, h, L) for _ in range(max(epochs, 2)))
     peak = max(peak, matmul_peak())  # before and after: the better of the two
     floor_epoch = flop_epoch / peak
