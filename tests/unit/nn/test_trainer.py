@@ -338,3 +338,32 @@ def test_optimizer_impl_fused_is_an_explicit_option(tmp_path):
     assert "optimizer_impl" not in default.hparams() and fused.hparams()["optimizer_impl"] == "fused"
     with pytest.raises(ValueError, match="optimizer_impl"):
         build("BCE", {"optimizer_impl": "adam8bit"})
+
+
+def test_batch_rows_are_gathered_with_index_select_and_equal_plain_indexing():
+    """``take_rows`` (the trainer's per-batch gather) returns the same bytes as ``T[idx]`` for a
+    dense tensor, also non-contiguous and int64/int32 indices with repeats, through
+    ``index_select``; CSR rows (:class:`SparseRows`) are indexed as before."""
+    import scipy.sparse as sp
+
+    from cdgtmll.nn.sparse import SparseRows
+    from cdgtmll.nn.trainer import take_rows
+
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(300, 17, generator=g)
+    for T in (X, X.t().contiguous().t(), X[:, ::2], X.double()):
+        for idx in (torch.randperm(300, generator=g)[:64], torch.tensor([5, 5, 0, 299], dtype=torch.int32)):
+            got = take_rows(T, idx)
+            assert got.dtype == T.dtype and torch.equal(got, T[idx.long()])
+    calls = []
+    real = torch.Tensor.index_select
+    try:
+        torch.Tensor.index_select = lambda self, *a: calls.append(a) or real(self, *a)
+        take_rows(X, torch.arange(3))
+    finally:
+        torch.Tensor.index_select = real
+    assert len(calls) == 1
+    M = sp.random(40, 9, density=0.3, format="csr", random_state=1, dtype=np.float32)
+    rows = SparseRows(M, dense=True)
+    idx = torch.tensor([3, 1, 3])
+    assert torch.equal(take_rows(rows, idx), rows[idx])
