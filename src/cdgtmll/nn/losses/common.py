@@ -76,8 +76,9 @@ class _BCEWithLogitsCPU(torch.autograd.Function):
 
 #: below this many elements :func:`bce_terms` keeps torch's op: the vectorised form's extra passes
 #: cost more in per-op overhead than the scalar loop they avoid (one thread, forward and backward
-#: of a 256-row batch: 1.06x torch's at 14 labels, 0.90x at 22, 0.52x at 983;
-#: ``benchmarks/bench_bce_terms.py`` measures a batch and a fit)
+#: through :func:`reduce` of a 256-row batch, median of 5 interleaved rounds, 2026-11-27, 2 cores,
+#: quiet: 1.13x torch's at 8 labels, 1.07x at 14, 0.80x at 16, 0.83x at 22, 0.69x at 45, 0.40x at
+#: 983; ``benchmarks/bench_bce_terms.py`` measures a batch and a fit)
 BCE_FAST_MIN_ELEMENTS = 4096
 
 
