@@ -671,8 +671,9 @@ def make_optimizer(
 
 def take_rows(T: Any, idx: torch.Tensor) -> Any:
     """Rows ``idx`` of a batch source: ``index_select`` for a dense tensor (the same bytes as
-    ``T[idx]``; on CPU about 5x faster for a 256-row gather: 17 against 86 us from 11,544 x 500
-    float32, one thread, ``benchmarks/bench_floor.py`` row 4), ``T[idx]`` for anything else
+    ``T[idx]``, which takes torch's slower advanced-indexing kernel: a 256-row gather from a
+    12,920 x 983 float32 tensor in a Delicious epoch, one thread, about 80-170 against 230-330
+    us; docs/benchmarks.md "Floor"), ``T[idx]`` for anything else
     (:class:`~cdgtmll.nn.sparse.SparseRows`)."""
     if isinstance(T, torch.Tensor) and T.layout == torch.strided:
         return T.index_select(0, idx)
