@@ -150,7 +150,10 @@ def test_a_training_job_imports_only_its_methods_module(tmp_path):
              "print('sklearn' in sys.modules, 'cdgtmll.methods.classic' in sys.modules)\n")
     cold = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
     assert cold.stdout.strip() == "True True", cold.stderr[-2000:]
-    subprocess.run([sys.executable, "-m", "cdgtmll.methods.catalog"], env=env, check=True, capture_output=True,
-                   timeout=300)
+    made = subprocess.run([sys.executable, "-m", "cdgtmll.methods.catalog"], env=env, check=True,
+                          capture_output=True, text=True, timeout=300)
+    # what `make venv` prints: the catalog's path, and no runpy warning (the package used to import
+    # the module before `-m` ran it: "found in sys.modules after import of package")
+    assert made.stdout.strip().endswith("built-in methods") and made.stderr == "", made.stderr
     warm = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
     assert warm.stdout.strip() == "False False", warm.stderr[-2000:]
