@@ -51,8 +51,8 @@ class _BCEWithLogitsCPU(torch.autograd.Function):
     forward is a scalar loop (about 10 ns an element, 9% of a BCE fit on Delicious:
     ``benchmarks/bench_floor.py``, docs/benchmarks.md "Floor"); ``sigmoid`` and ``log`` are
     vectorised. The values differ from torch's in the last bits (both within 6e-7 of the
-    float64 result on logits of scale 3); where :math:`\sigma(|z|)` rounds to 1 (|z| > 16.6 in
-    float32) the term's last part reads 0 instead of :math:`e^{-|z|} < 6 \cdot 10^{-8}`.
+    float64 result on logits of scale 3); where :math:`\sigma(|z|)` rounds to 1 (|z| above about
+    17 in float32) the term's last part reads 0 instead of :math:`e^{-|z|} < 5 \cdot 10^{-8}`.
 
     Backward: ``(sigmoid(z) - y) * grad``, the expression and order of PyTorch's
     ``binary_cross_entropy_with_logits_backward`` (``torch/csrc/autograd/FunctionsManual.cpp``,
