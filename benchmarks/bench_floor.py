@@ -58,12 +58,12 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-import yaml
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_cdgtmll_cost import DATASETS, load_mulan  # noqa: E402
 
+from cdgtmll.config.loader import read_yaml  # noqa: E402
 from cdgtmll.data.splits import carve_validation  # noqa: E402
 from cdgtmll.methods.base import FitData, RunContext, build  # noqa: E402
 from cdgtmll.nn.trainer import TrainConfig, cosine_factor, make_optimizer, seed_everything, train_epoch  # noqa: E402
@@ -90,7 +90,7 @@ IMPORT_SNIPPET = (
 
 def shipped_split_settings(profile: Path = DEFAULT_PROFILE) -> tuple[float, int]:
     """``(data.val_fraction, data.split_seed)`` of the shipped default profile."""
-    data = yaml.safe_load(profile.read_text())["data"]
+    data = read_yaml(profile)["data"]
     return float(data["val_fraction"]), int(data["split_seed"])
 
 
