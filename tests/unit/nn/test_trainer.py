@@ -340,7 +340,7 @@ def test_optimizer_impl_fused_is_an_explicit_option(tmp_path):
         build("BCE", {"optimizer_impl": "adam8bit"})
 
 
-def test_batch_rows_are_gathered_with_index_select_and_equal_plain_indexing():
+def test_batch_rows_are_gathered_with_index_select_and_equal_plain_indexing(monkeypatch):
     """``take_rows`` (the trainer's per-batch gather) returns the same bytes as ``T[idx]`` for a
     dense tensor, also non-contiguous and int64/int32 indices with repeats, through
     ``index_select``; CSR rows (:class:`SparseRows`) are indexed as before."""
@@ -357,11 +357,9 @@ def test_batch_rows_are_gathered_with_index_select_and_equal_plain_indexing():
             assert got.dtype == T.dtype and torch.equal(got, T[idx.long()])
     calls = []
     real = torch.Tensor.index_select
-    try:
-        torch.Tensor.index_select = lambda self, *a: calls.append(a) or real(self, *a)
-        take_rows(X, torch.arange(3))
-    finally:
-        torch.Tensor.index_select = real
+    monkeypatch.setattr(torch.Tensor, "index_select", lambda self, *a: calls.append(a) or real(self, *a))
+    take_rows(X, torch.arange(3))
+    monkeypatch.undo()
     assert len(calls) == 1
     M = sp.random(40, 9, density=0.3, format="csr", random_state=1, dtype=np.float32)
     rows = SparseRows(M, dense=True)
