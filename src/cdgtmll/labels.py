@@ -9,17 +9,21 @@ an extra player.
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
-import scipy.sparse as sp
 
 TAIL_FRACTION = 0.2
 TIE_SEED = 0
 
 
 def label_counts(Y) -> np.ndarray:
-    """Positive count per label of a dense or sparse 0/1 matrix (int64, shape [L])."""
-    if sp.issparse(Y):
+    """Positive count per label of a dense or sparse 0/1 matrix (int64, shape [L]).
+
+    scipy.sparse is not imported here: a sparse ``Y`` means it already is, and planning (the
+    Snakefile's config checks import this module) then needs no scipy."""
+    sparse = sys.modules.get("scipy.sparse")
+    if sparse is not None and sparse.issparse(Y):
         return np.asarray(Y.sum(axis=0)).ravel().astype(np.int64)
     return np.asarray(Y, dtype=np.int64).sum(axis=0)
 

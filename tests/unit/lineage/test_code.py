@@ -101,3 +101,49 @@ def test_every_rule_that_runs_package_code_has_its_code_as_a_param():
             assert found, f"{smk.name}: {name} runs {mods} without a code= param"
             if name != "rule train":
                 assert found.group(1) == "code_of(" + ", ".join(f'"{m}"' for m in dict.fromkeys(mods)) + ")", (smk.name, name)
+
+
+def _new_process(monkeypatch) -> None:
+    """What a new process starts with: empty per-process caches and an import index not yet read."""
+    code._imports.cache_clear()
+    code._file_sha.cache_clear()
+    monkeypatch.setattr(code, "_INDEX", code._ImportIndex())
+
+
+def test_a_later_process_reads_imports_from_the_index_and_parses_only_changed_files(plug, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    roots = ["plug_codeid.a", "cdgtmll.metrics.evaluate_run"]
+    _new_process(monkeypatch)
+    first = code.identity(roots)
+    assert code.index_path() == tmp_path / "cache/cdgtmll" / code.INDEX_NAME and code.index_path().is_file()
+
+    parsed: list[str] = []
+    real = code.parse_imports
+    monkeypatch.setattr(code, "parse_imports", lambda source, path, module: parsed.append(module) or real(source, path, module))
+    _new_process(monkeypatch)
+    assert code.identity(roots) == first and parsed == []  # every file's imports from the index
+
+    (plug / "b.py").write_text("import plug_codeid.c\n")  # b now imports c
+    _new_process(monkeypatch)
+    after = code.identity(roots)
+    assert sorted(parsed) == ["plug_codeid.b", "plug_codeid.c"]  # the edited file and the one it now reaches
+    assert code.changed_modules(first["modules"], after["modules"]) == ["plug_codeid.b", "plug_codeid.c"]
+
+
+def test_a_damaged_or_unwritable_index_changes_no_identity(plug, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    _new_process(monkeypatch)
+    want = code.identity(["plug_codeid.a"])
+    index = code.index_path()
+    for damaged in ('{"plug_codeid.a 00": [1, 2]', "[1, 2]", '{"plug_codeid.a x": 3}'):
+        index.write_text(damaged)
+        _new_process(monkeypatch)
+        assert code.identity(["plug_codeid.a"]) == want
+        assert isinstance(__import__("json").loads(index.read_text()), dict)  # rewritten whole
+    index.unlink()
+    index.parent.chmod(0o500)  # a cache folder this user cannot write (root writes anyway)
+    try:
+        _new_process(monkeypatch)
+        assert code.identity(["plug_codeid.a"]) == want
+    finally:
+        index.parent.chmod(0o700)
