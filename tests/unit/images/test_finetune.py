@@ -75,6 +75,28 @@ def test_augmented_batches_do_not_depend_on_workers_and_change_per_epoch(data):
     assert torch.equal(got[0][1], a[0][1][:5])  # same row, same epoch -> same crop, whatever the batch
 
 
+def test_a_rows_crop_is_seeded_on_the_cpu_generator_alone(data, monkeypatch):
+    """A training row's crop and flip are those of ``torch.manual_seed(seed of (seed, epoch,
+    row))``, bit for bit, but no other device's generator is seeded (CUDA's drives the model's
+    randomness in the same process) and the global CPU generator is left as it was."""
+    src = trainer_input.ImageSource.from_data(data)
+    rows = trainer_input._Rows(src.input(data.part("train")[0], train=True, image_size=32, seed=7, workers=0))
+    torch.manual_seed(123)
+    state = torch.get_rng_state()
+    seeded = []
+    for dev in ("cuda", "xpu", "mtia"):
+        module = getattr(torch, dev)
+        monkeypatch.setattr(module, "manual_seed_all", lambda s, dev=dev: seeded.append(dev), raising=False)
+    got = [rows[(epoch, pos)][0] for epoch in (1, 2) for pos in (0, 5)]
+    assert seeded == [] and torch.equal(torch.get_rng_state(), state)
+    for (epoch, pos), x in zip([(e, p) for e in (1, 2) for p in (0, 5)], got):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(trainer_input._seed_of(7, epoch, int(rows.rows[pos])))
+            want = rows.transform(trainer_input.load_image(rows.files[pos]))
+        assert torch.equal(x, want)
+    assert not torch.equal(got[0], got[2])  # epoch 2 draws another crop of row 0
+
+
 def test_image_source_occludes_training_rows_only(data):
     occ_data, book = occlusion.apply_to_dataset(data, 0.3, 1)
     src = trainer_input.ImageSource.from_data(occ_data)
