@@ -171,12 +171,13 @@ def _offline_page(html: str) -> None:
 #: every output dvc.yaml caches
 OUTS = ("results/raw", "results/data", "results/runs", "results/tables", "results/claims", "results/metrics",
         "results/metrics.json", "figures")
-QUICK_SCALE = ("training.default.epochs=1", "experiments.seeds=[0]", "experiments.methods=[BR-LogReg,CD-GTMLL]")
+QUICK_SCALE = ("training.default.epochs=1", "experiments.seeds=[0]", "experiments.methods=[BR-LogReg,CD-GTMLL]",
+               "r_variants.severities.yeast=[0.5]")
 
 
 @slow
 def test_quick_profile_cache_share_restore_and_experiments(tmp_path, mirror):
-    """config/quick.yaml (1 epoch, 1 seed, BR-LogReg + CD-GTMLL) reproduced with `dvc repro`
+    """config/quick.yaml (1 epoch, 1 seed, BR-LogReg + CD-GTMLL, Yeast-R at 50% only) reproduced with `dvc repro`
     and dvc.lock committed; then, on that one repository (one pipeline run for all three
     parts): the cache, the push/pull round trip, the experiments."""
     repo = _make_repo(tmp_path / "repo", QUICK, QUICK_SCALE)
@@ -208,8 +209,9 @@ def _outputs_cached_as_hardlinks(repo: Path, env: dict) -> None:
     assert "--configfile config/quick.yaml" in stage["cmd"]
     assert {d["path"] for d in stage["deps"]} >= {"Snakefile", "workflow", "src/cdgtmll", "mk", "requirements.lock"}
     assert "Data and pipelines are up to date" in _ok(_dvc(repo, env, "status")).stdout
-    # the runs ran at the scale of the settings: one seed, one epoch
+    # the runs ran at the scale of the settings: one seed, one epoch, one R-variant
     assert {p.parent.name for p in (repo / "results/runs/yeast/clean/CD-GTMLL").glob("seed*/predictions.npz")} == {"seed0"}
+    assert sorted(p.name for p in (repo / "results/runs/yeast").iterdir()) == ["R0.50-s0", "clean"]
     # checkpoints stay in the workspace (a killed job resumes from them) but out of the outputs
     ckpts = list((repo / "results/runs").rglob("checkpoint.pt"))
     assert ckpts, "CD-GTMLL trains with checkpoints"

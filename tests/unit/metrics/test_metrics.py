@@ -240,15 +240,15 @@ def test_p_at_k_larger_than_L():
 
 
 def brute_tune(y, s):
-    """Exhaustive search over the distinct scores, ties -> largest threshold."""
+    """Exhaustive search over the distinct scores, ties -> largest threshold. scikit-learn
+    scores every candidate in one call: column k of the predictions is ``s >= t_k``."""
     if y.sum() == 0:
         return 0.5, None
-    best_t, best_f = None, -1.0
-    for t in sorted(np.unique(s), reverse=True):
-        f = f1_score(y, (s >= t).astype(int), zero_division=0)
-        if f > best_f + 1e-15:
-            best_t, best_f = t, f
-    return best_t, best_f
+    cands = np.unique(s)[::-1]
+    f = f1_score(np.repeat(y[:, None], len(cands), axis=1), (s[:, None] >= cands[None, :]).astype(int),
+                 average=None, zero_division=0)
+    best = int(np.flatnonzero(f > f.max() - 1e-15)[0])  # the first (largest) candidate within 1e-15 of the best
+    return cands[best], f[best]
 
 
 @pytest.mark.parametrize("seed,n,L", [(0, 60, 10), (1, 200, 25), (2, 15, 4)])
