@@ -211,18 +211,20 @@ def closure(roots: Iterable[str]) -> dict[str, Path]:
     roots = [r for r in roots if r]
     tops = {ROOT_PACKAGE} | {r.split(".")[0] for r in roots}
     seen: dict[str, Path] = {}
+    checked: set[str] = set()  # names looked up: a module, or an imported name that is none
     todo = [p for r in roots for p in _with_parents(r)]
     while todo:
         mod = todo.pop()
-        if mod in seen or mod.split(".")[0] not in tops:
+        if mod in checked or mod.split(".")[0] not in tops:
             continue
+        checked.add(mod)
         path = module_file(mod)
         if path is None:
             continue
         seen[mod] = path
         st = path.stat()
         for name in _imports(str(path), st.st_size, st.st_mtime_ns, mod):
-            todo.extend(p for p in _with_parents(name) if p not in seen)
+            todo.extend(p for p in _with_parents(name) if p not in checked)
     _INDEX.save()
     return dict(sorted(seen.items()))
 
