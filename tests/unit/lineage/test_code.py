@@ -141,9 +141,10 @@ def test_a_damaged_or_unwritable_index_changes_no_identity(plug, tmp_path, monke
         assert code.identity(["plug_codeid.a"]) == want
         assert isinstance(__import__("json").loads(index.read_text()), dict)  # rewritten whole
     index.unlink()
-    index.parent.chmod(0o500)  # a cache folder this user cannot write (root writes anyway)
-    try:
-        _new_process(monkeypatch)
-        assert code.identity(["plug_codeid.a"]) == want
-    finally:
-        index.parent.chmod(0o700)
+
+    def refused(path, data):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(code, "atomic_write", refused)  # a cache folder this user cannot write
+    _new_process(monkeypatch)
+    assert code.identity(["plug_codeid.a"]) == want and not index.exists()
