@@ -29,8 +29,9 @@ job records its identity with the list of modules and their hashes (``provenance
 Planning cost: finding a module's imports means parsing it (``ast``). What a file imports is a
 function of its bytes and its module name, so the result is kept in an *import index* on disk,
 ``$XDG_CACHE_HOME/cdgtmll/code-imports-v1.json`` (default ``~/.cache``), under the sha256 of the
-file's bytes: a process parses only the files whose bytes no earlier process saw, and an
-edited file is parsed again because its bytes changed, not because its time did. Within one
+file's bytes (and of this module's own source, the parser): a process parses only the files
+whose bytes no earlier process saw, and an edited file is parsed again because its bytes
+changed, not because its time did. Within one
 process, hashes and imports are also kept per (path, size, mtime). An unreadable or damaged
 index is ignored and rewritten; a cache folder that cannot be written only costs the parsing.
 ``benchmarks/bench_code_identity.py`` measures both costs.
@@ -57,9 +58,11 @@ LOCK_FILE = PACKAGE.parents[1] / "requirements.lock"
 LOSS_PACKAGE = f"{ROOT_PACKAGE}.nn.losses"
 #: calls whose first argument, a string literal, names a built-in loss
 LOSS_CALLS = frozenset({"build_loss", "loss_class", "loss_hparam_space"})
-#: the import index's file name; the version changes whenever :func:`parse_imports` finds
-#: something else in the same bytes
+#: the import index's file name
 INDEX_NAME = "code-imports-v1.json"
+#: the parser's own identity (this module's source): part of every index key, so that a change
+#: to :func:`parse_imports` or to what it looks for parses every file again
+PARSER_SHA256 = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
 #: entries kept per module in the index (its most recent contents)
 INDEX_KEEP_PER_MODULE = 4
 
@@ -138,8 +141,9 @@ def index_path() -> Path:
 
 
 class _ImportIndex:
-    """``{"<module>[/] <sha256 of its bytes>": [imports]}`` (``/``: the module is a package's
-    ``__init__``, where relative imports resolve differently), read from :func:`index_path`
+    """``{"<module>[/] <sha256 of its bytes> <parser>": [imports]}`` (``/``: the module is a
+    package's ``__init__``, where relative imports resolve differently; ``<parser>``: the start
+    of :data:`PARSER_SHA256`), read from :func:`index_path`
     once per process and written back, merged with what other processes added, after a
     :func:`closure` that parsed something."""
 
@@ -165,7 +169,8 @@ class _ImportIndex:
 
     def imports(self, source: bytes, path: str, module: str) -> tuple[str, ...]:
         self._load()
-        key = f"{module}{'/' if Path(path).name == '__init__.py' else ''} {hashlib.sha256(source).hexdigest()}"
+        key = (f"{module}{'/' if Path(path).name == '__init__.py' else ''} {hashlib.sha256(source).hexdigest()} "
+               f"{PARSER_SHA256[:16]}")
         found = self.entries.get(key)
         if found is None:
             found = self.entries[key] = self.added[key] = list(parse_imports(source, path, module))

@@ -129,6 +129,11 @@ def test_a_later_process_reads_imports_from_the_index_and_parses_only_changed_fi
     assert sorted(parsed) == ["plug_codeid.b", "plug_codeid.c"]  # the edited file and the one it now reaches
     assert code.changed_modules(first["modules"], after["modules"]) == ["plug_codeid.b", "plug_codeid.c"]
 
+    parsed.clear()
+    monkeypatch.setattr(code, "PARSER_SHA256", "0" * 64)  # another parser: no entry of the old one is used
+    _new_process(monkeypatch)
+    assert code.identity(roots) == after and sorted(parsed) == sorted(after["modules"])
+
 
 def test_a_damaged_or_unwritable_index_changes_no_identity(plug, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
