@@ -167,12 +167,18 @@ class _ImportIndex:
             return {}
         return {k: v for k, v in data.items() if isinstance(v, list) and all(isinstance(x, str) for x in v)}
 
-    def imports(self, source: bytes, path: str, module: str) -> tuple[str, ...]:
+    @staticmethod
+    def _key(module: str, path: str, sha: str) -> str:
+        return f"{module}{'/' if Path(path).name == '__init__.py' else ''} {sha} {PARSER_SHA256[:16]}"
+
+    def imports(self, path: str, sha: str, module: str) -> tuple[str, ...]:
+        """The imports of ``module`` (file ``path`` whose bytes hash to ``sha``): from the index,
+        else parsed and added under the hash of the bytes parsed."""
         self._load()
-        key = (f"{module}{'/' if Path(path).name == '__init__.py' else ''} {hashlib.sha256(source).hexdigest()} "
-               f"{PARSER_SHA256[:16]}")
-        found = self.entries.get(key)
+        found = self.entries.get(self._key(module, path, sha))
         if found is None:
+            source = Path(path).read_bytes()
+            key = self._key(module, path, hashlib.sha256(source).hexdigest())
             found = self.entries[key] = self.added[key] = list(parse_imports(source, path, module))
         return tuple(found)
 
@@ -201,8 +207,8 @@ _INDEX = _ImportIndex()
 @functools.lru_cache(maxsize=4096)
 def _imports(path: str, size: int, mtime_ns: int, module: str) -> tuple[str, ...]:
     """Modules named by the imports of one source file (per process: cached on path, size and
-    mtime; across processes: the import index, on its bytes)."""
-    return _INDEX.imports(Path(path).read_bytes(), path, module)
+    mtime; across processes: the import index, on its bytes' sha256, the one the identity uses)."""
+    return _INDEX.imports(path, _file_sha(path, size, mtime_ns), module)
 
 
 def _with_parents(module: str) -> list[str]:
