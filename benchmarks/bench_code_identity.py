@@ -27,6 +27,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from cdgtmll.lineage.code import INDEX_NAME
+
 ROOT = Path(__file__).resolve().parents[1]
 
 PROBE = """
@@ -69,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     cache = Path(tempfile.mkdtemp(prefix="bench-code-identity-"))
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
-    index = cache / "cdgtmll" / "code-imports-v1.json"
+    index = cache / "cdgtmll" / INDEX_NAME
     try:
         run([sys.executable, "-m", "cdgtmll.methods.catalog"], env)  # the catalog, as make venv caches it
         sides: dict[str, dict[str, list[float]]] = {"cold": {"identity": [], "snakemake": []},
