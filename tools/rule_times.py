@@ -20,12 +20,21 @@ last CPU time is not in its file (Snakemake 9.27, benchmark.py). Snakemake's own
 (planning, scheduling, starting each job) is in no file; compare the sums with the run's total
 wall and CPU time measured around it (e.g. ``/usr/bin/time make all``).
 A file without a data row (a job still running, or killed) is counted under ``unfinished``.
+
+``--procs FILE`` reads instead the exact CPU time of every Python process of a run, logged by
+``tools/proc_cpu/sitecustomize.py`` (run the workflow with ``PYTHONPATH=tools/proc_cpu
+CDGTMLL_PROC_LOG=FILE``), and prints one row per program (the ``-m`` module, else the script's
+name) and the training processes per method (the last folder of ``--outdir``: the benchmark
+file's name). Those sums are exact for what ran in Python; other programs (make, the shell,
+uv) are in neither table.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
+import shlex
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -95,11 +104,76 @@ def render(records: list[dict], unfinished: list[Path], top: int = 0) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+PROC_KEYS = ("pid", "user", "system", "wall", "module", "argv")
+
+
+def read_procs(path: Path) -> list[dict]:
+    """Records ``{program, method, cpu, wall}`` of every line of a process log written by
+    ``tools/proc_cpu/sitecustomize.py``; SystemExit naming the file and line of a line that
+    is not such a record."""
+    if not path.is_file():
+        raise SystemExit(f"rule_times: no process log {path}: run the workflow with "
+                         f"PYTHONPATH=tools/proc_cpu CDGTMLL_PROC_LOG={path}")
+    records = []
+    for no, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            missing = [k for k in PROC_KEYS if k not in rec]
+            if missing:
+                raise ValueError(f"missing {', '.join(missing)}")
+            argv = [str(a) for a in rec["argv"]]
+            cpu, wall = float(rec["user"]) + float(rec["system"]), float(rec["wall"])
+        except (ValueError, TypeError) as exc:
+            raise SystemExit(f"rule_times: {path}:{no}: expected one JSON record with {', '.join(PROC_KEYS)} "
+                             f"per line, as tools/proc_cpu/sitecustomize.py writes ({exc})") from None
+        program = rec["module"] or (Path(argv[0]).name if argv and argv[0] else "python")
+        method, label = None, shlex.join([program, *argv[1:]])
+        if program == "cdgtmll.train" and "--outdir" in argv[:-1]:
+            outdir = argv[argv.index("--outdir") + 1]
+            method, label = Path(outdir).name, f"{program} --outdir {outdir}"  # the spec JSON left out
+        records.append({"program": program, "method": method, "cpu": cpu, "wall": wall, "label": label})
+    return records
+
+
+def render_procs(records: list[dict], top: int = 0) -> str:
+    """The process log as Markdown: CPU per program, training CPU per method, the top jobs."""
+    total = sum(r["cpu"] for r in records) or float("nan")
+
+    def grouped(key: str, rs: list[dict]) -> list[tuple[str, list[dict]]]:
+        groups: dict[str, list[dict]] = defaultdict(list)
+        for r in rs:
+            groups[r[key]].append(r)
+        return sorted(groups.items(), key=lambda kv: -sum(r["cpu"] for r in kv[1]))
+
+    rows = [[f"`{name}`", str(len(rs)), f"{sum(r['wall'] for r in rs):.0f}", f"{sum(r['cpu'] for r in rs):.1f}",
+             f"{100 * sum(r['cpu'] for r in rs) / total:.1f}%"] for name, rs in grouped("program", records)]
+    rows.append(["**all Python processes**", str(len(records)), f"{sum(r['wall'] for r in records):.0f}",
+                 f"{total:.1f}", "100%"])
+    parts = [_table(["program", "processes", "wall s (sum)", "CPU s (sum, exact)", "CPU share"], rows)]
+    train = [r for r in records if r["method"] is not None]
+    if train:
+        parts.append(_table(["train: method", "jobs", "wall s (sum)", "CPU s (sum, exact)", "CPU s per job"],
+                            [[m, str(len(rs)), f"{sum(r['wall'] for r in rs):.0f}", f"{sum(r['cpu'] for r in rs):.1f}",
+                              f"{sum(r['cpu'] for r in rs) / len(rs):.1f}"] for m, rs in grouped("method", train)]))
+    if top:
+        parts.append(_table(["process", "wall s", "CPU s"],
+                            [[f"`{r['label'][:120]}`", f"{r['wall']:.0f}", f"{r['cpu']:.1f}"]
+                             for r in sorted(records, key=lambda r: -r["cpu"])[:top]]))
+    return "\n\n".join(parts) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--root", type=Path, default=Path("."), help="the checkout that ran the workflow (default: .)")
     ap.add_argument("--top", type=int, default=0, help="also list the N jobs with the most CPU time")
+    ap.add_argument("--procs", type=Path, metavar="FILE",
+                    help="read this process log (tools/proc_cpu/sitecustomize.py) instead of the benchmark files")
     args = ap.parse_args(argv)
+    if args.procs is not None:
+        sys.stdout.write(render_procs(read_procs(args.procs), args.top))
+        return 0
     records, unfinished = read_benchmarks(args.root)
     sys.stdout.write(render(records, unfinished, args.top))
     return 0

@@ -1,9 +1,17 @@
-"""tools/rule_times.py: per-rule sums from Snakemake's benchmark files."""
+"""tools/rule_times.py: per-rule sums from Snakemake's benchmark files, and exact CPU per process from
+the log of tools/proc_cpu/sitecustomize.py."""
 
 from __future__ import annotations
 
+import json
+import os
+import resource
+import subprocess
+import sys
+
 import pytest
 
+from tests.support.paths import ROOT
 from tests.support.tools import load_tool
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
@@ -54,3 +62,78 @@ def test_missing_logs_and_a_malformed_file_name_the_path(tmp_path):
     bad.write_text("s\tmax_rss\n1.0\t2.0\n")  # no cpu_time column
     with pytest.raises(SystemExit, match=r"BCE\.tsv: expected Snakemake's benchmark columns s, cpu_time, max_rss"):
         tool.read_benchmarks(tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------
+# --procs: the exact CPU time of each Python process (tools/proc_cpu/sitecustomize.py)
+
+BURN = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass\n"
+
+
+def _python(tmp_path, *args, log=None):
+    """A child interpreter with tools/proc_cpu on PYTHONPATH; returns the CPU seconds the kernel
+    charged for it (RUSAGE_CHILDREN before and after)."""
+    env = {k: v for k, v in os.environ.items() if k != "CDGTMLL_PROC_LOG"}
+    env["PYTHONPATH"] = str(ROOT / "tools" / "proc_cpu")
+    if log is not None:
+        env["CDGTMLL_PROC_LOG"] = str(log)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, *args], env=env, cwd=tmp_path, check=True, timeout=120, capture_output=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+
+
+def test_the_process_log_holds_each_python_process_cpu_time(tmp_path):
+    log = tmp_path / "procs.jsonl"
+    _python(tmp_path, "-c", "pass")  # no CDGTMLL_PROC_LOG: the hook does nothing
+    assert not log.exists()
+    charged = _python(tmp_path, "-c", BURN, log=log)
+    charged_m = _python(tmp_path, "-m", "platform", log=log)
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    assert len(lines) == 2
+    burn, plat = lines
+    cpu = burn["user"] + burn["system"]
+    # what the kernel charged the child, less what it spent after its atexit hooks ran
+    assert 0.4 <= cpu <= charged and charged - cpu < 0.1, (cpu, charged)
+    assert burn["module"] is None and burn["argv"] == ["-c"] and burn["cwd"] == str(tmp_path)
+    assert plat["module"] == "platform" and plat["user"] + plat["system"] <= charged_m
+    assert burn["ppid"] == os.getpid() and burn["pid"] != plat["pid"]
+
+    tool = load_tool("rule_times")
+    records = tool.read_procs(log)
+    assert [r["program"] for r in records] == ["-c", "platform"]
+    assert records[0]["cpu"] == pytest.approx(cpu)
+
+
+def test_process_log_sums_per_program_and_training_method(tmp_path):
+    def rec(module, argv, user, system=0.0, wall=1.0):
+        return json.dumps({"pid": 1, "ppid": 0, "user": user, "system": system, "wall": wall, "module": module,
+                           "argv": argv, "cwd": "/x"})
+
+    train = lambda method, user: rec("cdgtmll.train", ["/r/src/cdgtmll/train.py", "--spec", '{"a": 1}',  # noqa: E731
+                                                       "--outdir", f"results/runs/yeast/clean/{method}"], user)
+    log = tmp_path / "procs.jsonl"
+    log.write_text("\n".join([train("C-Tran", 200.0), train("C-Tran", 100.0), train("CD-GTMLL@alpha=0.2", 10.0),
+                              rec(None, ["/v/bin/snakemake", "all"], 30.0, 20.0, 900.0),
+                              rec("cdgtmll.metrics.evaluate_run", ["/r/evaluate_run.py"], 1.5), ""]) + "\n")
+    tool = load_tool("rule_times")
+    text = tool.render_procs(tool.read_procs(log), top=1)
+    lines = text.splitlines()
+    assert lines[2] == "| `cdgtmll.train` | 3 | 3 | 310.0 | 85.8% |"
+    assert lines[3] == "| `snakemake` | 1 | 900 | 50.0 | 13.8% |"
+    assert lines[4] == "| `cdgtmll.metrics.evaluate_run` | 1 | 1 | 1.5 | 0.4% |"
+    assert lines[5] == "| **all Python processes** | 5 | 904 | 361.5 | 100% |"
+    assert "| C-Tran | 2 | 2 | 300.0 | 150.0 |" in lines and "| CD-GTMLL@alpha=0.2 | 1 | 1 | 10.0 | 10.0 |" in lines
+    assert lines[-1] == "| `cdgtmll.train --outdir results/runs/yeast/clean/C-Tran` | 1 | 200.0 |"
+
+
+def test_a_malformed_process_log_names_file_and_line(tmp_path):
+    tool = load_tool("rule_times")
+    with pytest.raises(SystemExit, match="no process log .*CDGTMLL_PROC_LOG="):
+        tool.read_procs(tmp_path / "absent.jsonl")
+    log = tmp_path / "procs.jsonl"
+    ok = json.dumps({"pid": 1, "ppid": 0, "user": 1, "system": 0, "wall": 1, "module": None, "argv": ["x"], "cwd": "/"})
+    for bad in ("not json", json.dumps({"pid": 1, "user": 1})):
+        log.write_text(ok + "\n" + bad + "\n")
+        with pytest.raises(SystemExit, match=r"procs\.jsonl:2: expected one JSON record with pid, user, system"):
+            tool.read_procs(log)
