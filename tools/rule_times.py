@@ -22,8 +22,8 @@ wall and CPU time measured around it (e.g. ``/usr/bin/time make all``).
 A file without a data row (a job still running, or killed) is counted under ``unfinished``.
 
 ``--procs FILE`` reads instead the exact CPU time of every Python process of a run, logged by
-``tools/proc_cpu/sitecustomize.py`` (run the workflow with ``PYTHONPATH=tools/proc_cpu
-CDGTMLL_PROC_LOG=FILE``), and prints one row per program (the ``-m`` module, else the script's
+``tools/proc_cpu/sitecustomize.py`` (run the workflow with ``PYTHONPATH=$PWD/tools/proc_cpu
+CDGTMLL_PROC_LOG=$PWD/FILE``), and prints one row per program (the ``-m`` module, else the script's
 name) and the training processes per method (the last folder of ``--outdir``: the benchmark
 file's name). Those sums are exact for what ran in Python; other programs (make, the shell,
 uv) are in neither table.
@@ -113,7 +113,7 @@ def read_procs(path: Path) -> list[dict]:
     is not such a record."""
     if not path.is_file():
         raise SystemExit(f"rule_times: no process log {path}: run the workflow with "
-                         f"PYTHONPATH=tools/proc_cpu CDGTMLL_PROC_LOG={path}")
+                         f"PYTHONPATH=$PWD/tools/proc_cpu CDGTMLL_PROC_LOG={path.absolute()}")
     records = []
     for no, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
@@ -123,6 +123,8 @@ def read_procs(path: Path) -> list[dict]:
             missing = [k for k in PROC_KEYS if k not in rec]
             if missing:
                 raise ValueError(f"missing {', '.join(missing)}")
+            if not isinstance(rec["argv"], list):
+                raise ValueError("argv is not a list")
             argv = [str(a) for a in rec["argv"]]
             cpu, wall = float(rec["user"]) + float(rec["system"]), float(rec["wall"])
         except (ValueError, TypeError) as exc:

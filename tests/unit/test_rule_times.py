@@ -133,7 +133,7 @@ def test_a_malformed_process_log_names_file_and_line(tmp_path):
         tool.read_procs(tmp_path / "absent.jsonl")
     log = tmp_path / "procs.jsonl"
     ok = json.dumps({"pid": 1, "ppid": 0, "user": 1, "system": 0, "wall": 1, "module": None, "argv": ["x"], "cwd": "/"})
-    for bad in ("not json", json.dumps({"pid": 1, "user": 1})):
+    for bad in ("not json", json.dumps({"pid": 1, "user": 1}), ok.replace('["x"]', '"x"')):
         log.write_text(ok + "\n" + bad + "\n")
         with pytest.raises(SystemExit, match=r"procs\.jsonl:2: expected one JSON record with pid, user, system"):
             tool.read_procs(log)

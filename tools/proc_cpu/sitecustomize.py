@@ -2,10 +2,11 @@
 
 Snakemake's benchmark files sample a job's CPU time (every 0.5 s for its first 15 s, then every
 30 s), so their sums are lower bounds. Put this folder first on ``PYTHONPATH`` and name a log
-file, and every Python process started under it (Snakemake's own, each job's, the installer's
-helpers) appends one JSON line when it exits:
+file, both as absolute paths (jobs may run in other folders), and every Python process started
+under it (Snakemake's own, each job's, the installer's helpers) appends one JSON line when it
+exits:
 
-    PYTHONPATH=tools/proc_cpu CDGTMLL_PROC_LOG=$PWD/procs.jsonl make all
+    PYTHONPATH=$PWD/tools/proc_cpu CDGTMLL_PROC_LOG=$PWD/procs.jsonl make all
 
 ``{"pid", "ppid", "user", "system", "wall", "module", "argv", "cwd"}``: user and system CPU
 seconds of the process itself (``getrusage(RUSAGE_SELF)``: its threads, not its child
