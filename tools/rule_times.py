@@ -72,13 +72,18 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
+def _grouped(records: list[dict], key: str) -> list[tuple[str, list[dict]]]:
+    """``records`` grouped by ``record[key]``, the groups by CPU time summed, largest first."""
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for r in records:
+        groups[r[key]].append(r)
+    return sorted(groups.items(), key=lambda kv: -sum(r["cpu"] for r in kv[1]))
+
+
 def render(records: list[dict], unfinished: list[Path], top: int = 0) -> str:
     total_cpu = sum(r["cpu"] for r in records) or float("nan")
-    by_folder: dict[str, list[dict]] = defaultdict(list)
-    for r in records:
-        by_folder[r["folder"]].append(r)
     rows = []
-    for folder, rs in sorted(by_folder.items(), key=lambda kv: -sum(r["cpu"] for r in kv[1])):
+    for folder, rs in _grouped(records, "folder"):
         cpu = sum(r["cpu"] for r in rs)
         rows.append([folder, str(len(rs)), f"{sum(r['wall'] for r in rs):.0f}", f"{cpu:.0f}",
                      f"{100 * cpu / total_cpu:.1f}%", f"{max(r['rss'] for r in rs):.0f}"])
@@ -88,12 +93,8 @@ def render(records: list[dict], unfinished: list[Path], top: int = 0) -> str:
 
     train = [r for r in records if r["folder"] == "train"]
     if train:
-        per: dict[str, list[dict]] = defaultdict(list)
-        for r in train:
-            per[r["method"]].append(r)
         mrows = [[m, str(len(rs)), f"{sum(r['wall'] for r in rs):.0f}", f"{sum(r['cpu'] for r in rs):.0f}",
-                  f"{sum(r['cpu'] for r in rs) / len(rs):.0f}"]
-                 for m, rs in sorted(per.items(), key=lambda kv: -sum(r["cpu"] for r in kv[1]))]
+                  f"{sum(r['cpu'] for r in rs) / len(rs):.0f}"] for m, rs in _grouped(train, "method")]
         parts.append(_table(["train: method", "jobs", "wall s (sum)", "CPU s (sum)", "CPU s per job"], mrows))
     if top:
         trows = [[r["path"], f"{r['wall']:.0f}", f"{r['cpu']:.0f}"]
@@ -142,15 +143,8 @@ def read_procs(path: Path) -> list[dict]:
 def render_procs(records: list[dict], top: int = 0) -> str:
     """The process log as Markdown: CPU per program, training CPU per method, the top jobs."""
     total = sum(r["cpu"] for r in records) or float("nan")
-
-    def grouped(key: str, rs: list[dict]) -> list[tuple[str, list[dict]]]:
-        groups: dict[str, list[dict]] = defaultdict(list)
-        for r in rs:
-            groups[r[key]].append(r)
-        return sorted(groups.items(), key=lambda kv: -sum(r["cpu"] for r in kv[1]))
-
     rows = [[f"`{name}`", str(len(rs)), f"{sum(r['wall'] for r in rs):.0f}", f"{sum(r['cpu'] for r in rs):.1f}",
-             f"{100 * sum(r['cpu'] for r in rs) / total:.1f}%"] for name, rs in grouped("program", records)]
+             f"{100 * sum(r['cpu'] for r in rs) / total:.1f}%"] for name, rs in _grouped(records, "program")]
     rows.append(["**all Python processes**", str(len(records)), f"{sum(r['wall'] for r in records):.0f}",
                  f"{total:.1f}", "100%"])
     parts = [_table(["program", "processes", "wall s (sum)", "CPU s (sum, exact)", "CPU share"], rows)]
@@ -158,7 +152,7 @@ def render_procs(records: list[dict], top: int = 0) -> str:
     if train:
         parts.append(_table(["train: method", "jobs", "wall s (sum)", "CPU s (sum, exact)", "CPU s per job"],
                             [[m, str(len(rs)), f"{sum(r['wall'] for r in rs):.0f}", f"{sum(r['cpu'] for r in rs):.1f}",
-                              f"{sum(r['cpu'] for r in rs) / len(rs):.1f}"] for m, rs in grouped("method", train)]))
+                              f"{sum(r['cpu'] for r in rs) / len(rs):.1f}"] for m, rs in _grouped(train, "method")]))
     if top:
         parts.append(_table(["process", "wall s", "CPU s"],
                             [[f"`{r['label'][:120]}`", f"{r['wall']:.0f}", f"{r['cpu']:.1f}"]
