@@ -401,8 +401,10 @@ def audit_provenance(rep: AuditReport, prov_path: Path, indent: int) -> None:
     pk = prov.get("packages", {})
     rep.say("packages " + ", ".join(f"{k}={v}" for k, v in pk.items() if v), indent + 1)
     dev = prov.get("device", {})
-    rep.say(f"device   {dev.get('requested')} on {dev.get('platform')} "
-            f"(cuda: {dev.get('cuda_device', 'none')}), {prov.get('started')} -> {prov.get('finished')}", indent + 1)
+    cpu = dev.get("cpu") or {}  # absent from records written before it was recorded
+    cpu_text = ", ".join(str(v) for v in (cpu.get("model"), cpu.get("torch_capability")) if v) or "not recorded"
+    rep.say(f"device   {dev.get('requested')} on {dev.get('platform')} (cpu: {cpu_text}; "
+            f"cuda: {dev.get('cuda_device', 'none')}), {prov.get('started')} -> {prov.get('finished')}", indent + 1)
     sched = prov.get("scheduler")
     if sched:
         rep.say(f"slurm    job {sched.get('slurm_job_id')} on {sched.get('slurm_job_nodelist')} "

@@ -78,11 +78,39 @@ def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]
     return out
 
 
+def cpu_model(cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> dict[str, str | None]:
+    """The CPU's vendor and model name, from the first processor of ``/proc/cpuinfo`` (Linux;
+    elsewhere ``platform.processor()`` as the model, vendor None).
+
+    Same seed, config and data give identical metrics on CPU only on the same kind of CPU,
+    because torch's CPU kernels are chosen by vendor and instruction set. Dropout, for one:
+    ``bernoulli_(p)``, which ``F.dropout`` calls, draws from MKL's MCG31 stream (``viRngBernoulli``)
+    on an Intel CPU in an MKL build and from the generator's mt19937 everywhere else
+    (``aten/src/ATen/native/cpu/DistributionKernels.cpp``, ``bernoulli_scalar_kernel``), so a
+    method with dropout trains on other masks there. The record says which CPU made a run."""
+    first: dict[str, str] = {}
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if not line.strip():
+                    if first:  # the end of the first processor's block
+                        break
+                    continue
+                key, _, value = line.partition(":")
+                first.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    fms = [first.get(k) for k in ("cpu family", "model", "stepping")]
+    return {"vendor": first.get("vendor_id"), "model": first.get("model name") or platform.processor() or None,
+            "family_model_stepping": "/".join(fms) if all(fms) else None}
+
+
 def device_info(device: str | None = None) -> dict[str, Any]:
     info: dict[str, Any] = {
         "requested": device,
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
+        "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
         # how idle OpenMP threads wait (the workflow's jobs: PASSIVE, cdgtmll/workflow/env.py)
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
@@ -91,6 +119,10 @@ def device_info(device: str | None = None) -> dict[str, Any]:
         import torch
 
         info["torch_threads"] = torch.get_num_threads()
+        # the instruction set torch's CPU kernels dispatch to (AVX512, AVX2, ...) and whether MKL is in
+        # the build: with the vendor, what decides which CPU kernels a run used (:func:`cpu_model`)
+        info["cpu"]["torch_capability"] = torch.backends.cpu.get_cpu_capability()
+        info["cpu"]["torch_mkl"] = torch.backends.mkl.is_available()
         info["cuda_available"] = torch.cuda.is_available()
         if torch.cuda.is_available():
             info["cuda_device"] = torch.cuda.get_device_name(0)

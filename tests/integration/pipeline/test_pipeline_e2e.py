@@ -70,6 +70,8 @@ def test_provenance_recorded(tiny_run):
     assert "commit" in prov["git"] and "dirty" in prov["git"] and len(prov["code_sha256"]) == 64
     assert prov["device"]["cpu_count"] >= 1 and prov["started"] <= prov["finished"]
     assert prov["device"]["omp_wait_policy"] == "PASSIVE"  # set by the Snakefile: the run's env had none
+    vendor = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("vendor_id")), None)
+    assert prov["device"]["cpu"]["vendor"] == vendor  # torch picks CPU kernels by vendor (dropout's draws)
     metrics = json.loads((repo / "results/runs/yeast/R0.50-s0/BR-LogReg/seed1/metrics.json").read_text())
     assert metrics["tail_labels"] and len(metrics["tail_labels"]) == 2  # floor(0.2 * 14)
     book = json.loads((repo / "results/data/yeast/variants/R0.50-s0.json").read_text())

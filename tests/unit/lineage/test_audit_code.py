@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from cdgtmll import cli
+from cdgtmll.lineage.provenance import cpu_model
 from tests.unit.lineage.test_audit_cell_values import TRAINING, _dataset
 
 A, B = "a" * 40, "b" * 40
@@ -72,6 +74,8 @@ def test_audit_fails_on_mixed_commits_unless_allowed(mixed, capsys, monkeypatch)
     assert "MIXED CODE: the runs come from 2 commits: aaaaaaaaaa (1 run(s)" in err
     assert "MIXED CODE: 1 run(s) were made from a working tree with uncommitted changes" in err
     assert "training code" in text and "equals the code on disk" in text  # the code itself is current
+    # the CPU that trained it: torch's CPU kernels (dropout's draws among them) depend on it
+    assert f"(cpu: {cpu_model()['model']}, {torch.backends.cpu.get_cpu_capability()}; cuda: none)" in text
     rc, _, err = _audit(capsys, monkeypatch, root, str(out / "table1_standard.md"), "--cell", "BCE", "Yeast Micro-F1",
                         "--allow-mixed")
     assert rc == 0 and "MIXED CODE" in err  # still said, as a warning
