@@ -225,7 +225,46 @@ def row_cd_over_bce(mirror: Path, name: str, epochs: int, B: int = 256) -> dict:
             one_epoch(method, ep)
     bce, cd = statistics.median(runs["BCE"][5]), statistics.median(runs["CD-GTMLL"][5])
     net = runs["CD-GTMLL"][1]
-    return {"ratio": cd / bce, "bce_s": bce, "cd_s": cd, **matmul_flop_ratio(X.shape[1], net)}
+    flops = matmul_flop_ratio(X.shape[1], net)
+    # the budget: what CD-GTMLL's epoch adds to BCE's that is matrix products (cache-warm, so at
+    # most what they cost in the epoch), and each objective alone, from fixed logits
+    h = net.heads.in_features
+    mm = {k: min(matmuls_alone_epoch(n, X.shape[1], h, K, B, peers=o) for _ in range(3))
+          for k, K, o in (("L", flops["labels"], 0), ("P", flops["pairs"], 0), ("P+peers", flops["pairs"], flops["overlap_pairs"]))}
+    obj = {method: objective_alone(*runs[method][:2], X_t, runs[method][4], B, steps) for method in runs}
+    return {"ratio": cd / bce, "bce_s": bce, "cd_s": cd, **flops,
+            "mm_bound": (bce + mm["P+peers"] - mm["L"]) / bce,
+            "bce_objective_s": obj["BCE"], "cd_objective_s": obj["CD-GTMLL"],
+            # at the target, CD-GTMLL's epoch = BCE's - BCE's loss + its extra head products + its objective
+            "cd_objective_budget_s": TARGETS[f"cd_{name}"] * bce - (bce - obj["BCE"]) - (mm["P"] - mm["L"])}
+
+
+def objective_alone(task, model: torch.nn.Module, X_t: torch.Tensor, targets: torch.Tensor, B: int, steps: int) -> float:
+    """CPU seconds of ``steps`` forward and backward passes of the method's objective alone
+    (:meth:`training_step` and ``backward``) from fixed logits of one batch: BCE's loss on its
+    [B, L] logits; CD-GTMLL's potential on its [B, P] pair logits, the EMA peers' product
+    included. The model's logit function is replaced on the instance for the duration."""
+    xb, yb = X_t[:B], targets[:B]
+    model.train()
+    attr = "pair_logits" if hasattr(model, "pair_logits") else "forward"
+    with torch.no_grad():
+        fixed = getattr(model, attr)(xb)
+    leaf = (lambda: (fixed[0], fixed[1].detach().requires_grad_(True))) if attr == "pair_logits" \
+        else (lambda: fixed.detach().requires_grad_(True))
+    setattr(model, attr, lambda x: current)
+    try:
+        best = math.inf
+        for rep in range(4):  # the first pass warms up; best of the other three
+            c0 = time.process_time()
+            for _ in range(steps):
+                current = leaf()
+                loss, _ = task.training_step(model, xb, yb, 0.5)
+                loss.backward()
+            if rep:
+                best = min(best, time.process_time() - c0)
+        return best
+    finally:
+        delattr(model, attr)
 
 
 def matmul_flop_ratio(d: int, net: torch.nn.Module) -> dict:
@@ -258,22 +297,25 @@ def matmul_peak(size: int = 2048, repeats: int = 5) -> float:
     return 2 * size**3 / best
 
 
-def matmuls_alone_epoch(n: int, d: int, h: int, L: int, B: int = 256) -> float:
+def matmuls_alone_epoch(n: int, d: int, h: int, L: int, B: int = 256, peers: int = 0) -> float:
     """CPU seconds of one epoch of the BCE fit's matrix products alone, at their shapes and in
     their layouts (per step: the three forward ``addmm`` with bias, then the weight gradients of
     all three layers and the input gradients of layers 2-3, as autograd computes them), on
     operands reused from step to step (cache-warm: a lower bound for the fit, whose batch rows
-    are gathered fresh and whose weights the optimiser rewrites every step)."""
+    are gathered fresh and whose weights the optimiser rewrites every step). ``peers``: rows of
+    CD-GTMLL's forward-only EMA-peer product on the features (0: none)."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(B, d, generator=g)
-    W = [torch.randn(o, i, generator=g) * 0.05 for i, o in ((d, h), (h, h), (h, L))]
-    b = [torch.zeros(o) for o in (h, h, L)]
+    W = [torch.randn(o, i, generator=g) * 0.05 for i, o in ((d, h), (h, h), (h, L), (h, peers))]
+    b = [torch.zeros(o) for o in (h, h, L, peers)]
     steps = -(-n // B)
 
     def step() -> None:
         a1 = torch.addmm(b[0], x, W[0].t())
         a2 = torch.addmm(b[1], a1, W[1].t())
         z = torch.addmm(b[2], a2, W[2].t())
+        if peers:
+            torch.addmm(b[3], a2, W[3].t())
         gz = z  # stands for dL/dz: same shape
         gz.t().mm(a2), gz.mm(W[2])           # layer 3: weight and input gradients
         ga2 = a2
@@ -377,6 +419,13 @@ def main(argv: list[str] | None = None) -> int:
             line(f"CD-GTMLL / BCE matmul FLOPs per row, {name.capitalize()}", r["flop_ratio"],
                  f"{r['flop_ratio']:.3f}", key, f"({r['pairs']} head rows vs {r['labels']}; EMA peers on "
                  f"{r['overlap_pairs']} overlap pairs)", reference=True)
+            line(f"CD-GTMLL / BCE if its only extra were matmuls, {name.capitalize()}", r["mm_bound"],
+                 f"{r['mm_bound']:.3f}", key, "(BCE's epoch + the extra products, timed alone)", reference=True)
+            budget = r["cd_objective_budget_s"]
+            print(f"  objective alone per epoch, fwd+bwd from fixed logits: BCE {r['bce_objective_s'] * 1e3:.0f} ms, "
+                  f"CD-GTMLL {r['cd_objective_s'] * 1e3:.0f} ms; at the target CD-GTMLL's may take "
+                  f"{'at most ' + format(budget * 1e3, '.0f') + ' ms' if budget > 0 else 'no time at all'} "
+                  f"({budget / r['bce_objective_s']:.2f}x BCE's loss)", flush=True)
     if "floor" in rows:
         for impl, r in row_floor(args.mirror, args.epochs, args.rounds).items():
             ref = impl == "matmuls alone"
