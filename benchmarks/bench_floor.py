@@ -18,9 +18,11 @@ Rows (targets from issue 25):
    <= 1.10, CPU and wall.
 2. ``CD-GTMLL / BCE`` per epoch on Delicious (983 labels) through the trainer's epoch loop
    (:func:`cdgtmll.nn.trainer.train_epoch`), ``--epochs`` timed epochs each after one warm-up.
-   Target <= 1.20. A reference line gives the ratio of the two models' matmul FLOPs per
-   training row (:func:`matmul_flop_ratio`): the part of the ratio that no element-wise work
-   causes.
+   Target <= 1.20. Reference lines: the ratio of the two models' matmul FLOPs per training row
+   (:func:`matmul_flop_ratio`); the ratio if CD-GTMLL's only extra work were its matrix
+   products (BCE's epoch plus the extra products timed alone, :func:`matmuls_alone_epoch`); and
+   each objective alone per epoch (:func:`objective_alone`) beside what the target leaves for
+   CD-GTMLL's: ``target x BCE epoch - (BCE epoch - BCE's loss) - the extra head products``.
 3. the same on Yeast. Target <= 1.15.
 4. ``BCE on Delicious / FLOP floor``: the project's BCE fit for ``--epochs`` epochs (validation
    and checkpoints included; the default ``optimizer_impl: for_loop`` and ``fused``, ``--rounds``

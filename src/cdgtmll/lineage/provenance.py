@@ -79,8 +79,8 @@ def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]
 
 
 def cpu_model(cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> dict[str, str | None]:
-    """The CPU's vendor and model name, from the first processor of ``/proc/cpuinfo`` (Linux;
-    elsewhere ``platform.processor()`` as the model, vendor None).
+    """The CPU's vendor, model name and family/model/stepping, from the first processor of
+    ``/proc/cpuinfo`` (Linux; elsewhere ``platform.processor()`` as the model, the rest None).
 
     Same seed, config and data give identical metrics on CPU only on the same kind of CPU,
     because torch's CPU kernels are chosen by vendor and instruction set. Dropout, for one:
