@@ -108,6 +108,7 @@ from cdgtmll.claims.paper import (
 from cdgtmll.claims.report import _csv_text, render_html, render_markdown
 from cdgtmll.io import atomic_write, sha256_file
 from cdgtmll.tables.code_lineage import code_footnote, code_lineage
+from cdgtmll.tables.device_lineage import device_footnote, device_lineage
 
 
 def _profile(path: Path, explicit: bool) -> dict | None:
@@ -158,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     if note:
         profile = {**(profile or {}), "code_footnote": note}
         extra.insert(0, note)
+    device_note = device_footnote(device_lineage(runs))  # runs on several kinds of machine
+    if device_note:
+        profile = {**(profile or {}), "device_footnote": device_note}
+        extra.insert(0, device_note)
     if pr is not None:
         extra.append(f"PR figure: `{pr.path}` ({', '.join(sorted(pr.datasets)) or 'dataset unknown'})")
     if spec is not None:

@@ -391,6 +391,8 @@ def _verdict_markdown(res: pd.DataFrame, profile: dict | None) -> list[str]:
         md += [f"  {line}" for line in lines[1:]]
     if (profile or {}).get("code_footnote"):
         md.append(f"- **Code**: {profile['code_footnote']}")
+    if (profile or {}).get("device_footnote"):
+        md.append(f"- **Devices**: {profile['device_footnote']}")
     return md
 
 
@@ -399,6 +401,8 @@ def _verdict_html(res: pd.DataFrame, profile: dict | None) -> str:
                     for grp, lines in verdicts(res, profile))
     if (profile or {}).get("code_footnote"):
         items += f"<li><b>Code</b>: {esc(profile['code_footnote'])}</li>"
+    if (profile or {}).get("device_footnote"):
+        items += f"<li><b>Devices</b>: {esc(profile['device_footnote'])}</li>"
     return f'<ul class="verdict">{items}</ul>'
 
 

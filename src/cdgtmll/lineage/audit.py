@@ -50,6 +50,7 @@ from typing import Any
 from cdgtmll.io import CorruptArtifactError, config_hash, load_npz, read_json, sha256_file
 from cdgtmll.lineage.code import changed_modules
 from cdgtmll.lineage.code import identity as code_identity
+from cdgtmll.lineage.provenance import device_kind
 from cdgtmll.tables.collect import mode_block
 from cdgtmll.tables.layout import header_metric, table_digits
 from cdgtmll.variants.naming import split_variant, variant_setting
@@ -216,6 +217,8 @@ class AuditReport:
     #: git commit -> runs, and the runs made from a dirty tree (training provenance)
     commits: dict[str, list[str]] = field(default_factory=dict, repr=False)
     dirty: list[str] = field(default_factory=list, repr=False)
+    #: kind of machine (:func:`device_kind`) -> runs
+    devices: dict[str, list[str]] = field(default_factory=dict, repr=False)
     _code_seen: set[tuple[str, str]] = field(default_factory=set, repr=False)
 
     def check_code(self, record: dict | None, what: str, where: Path, indent: int) -> None:
@@ -250,6 +253,21 @@ class AuditReport:
         self.commits.setdefault(str(git.get("commit")), []).append(run)
         if git.get("dirty"):
             self.dirty.append(run)
+
+    def note_device(self, device: dict | None, run: str) -> None:
+        kind = device_kind(device)
+        if kind is not None:
+            self.devices.setdefault(kind, []).append(run)
+
+    def check_devices(self) -> None:
+        """Runs on more than one kind of machine: MIXED DEVICES, a warning (a cluster may hold
+        several kinds of node; the same seed gives the same numbers on the same kind only)."""
+        if len(self.devices) > 1:
+            text = (f"MIXED DEVICES: the runs ran on {len(self.devices)} kinds of machine: "
+                    + ", ".join(f"{k} ({len(r)} run(s), e.g. {r[0]})" for k, r in sorted(self.devices.items()))
+                    + "; the same seed gives the same numbers on the same kind of machine only")
+            self.say(text, 1)
+            self.warnings.append(text)
 
     def check_mixed(self) -> None:
         """Runs of more than one commit, or of a dirty tree: MIXED CODE (a problem unless
@@ -390,6 +408,7 @@ def audit_provenance(rep: AuditReport, prov_path: Path, indent: int) -> None:
     rep.say(f"code     commit {git.get('commit')} dirty={git.get('dirty')} "
             f"code sha256 {str(prov.get('code_sha256'))[:16]}…", indent + 1)
     rep.note_git(git, str(prov_path.parent))
+    rep.note_device(prov.get("device"), str(prov_path.parent))
     rep.check_code(prov.get("code"), "training", prov_path, indent + 1)
     recomputed = config_hash(spec)
     if recomputed != prov.get("config_sha256"):
@@ -526,6 +545,7 @@ def audit(artifact: str | Path, cell: tuple[str, str] | None = None, allow_stale
                     else:
                         rep.problems.append(f"MISSING provenance: {prov}")
     rep.check_mixed()
+    rep.check_devices()
     dvc = (f", {rep.dvc_checked} file(s) against {rep.dvc.root / 'dvc.lock'}" if rep.dvc is not None
            else " (no dvc.lock: DVC lineage not checked)")
     warned = f", {len(rep.warnings)} warning(s)" if rep.warnings else ""

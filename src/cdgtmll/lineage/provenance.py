@@ -130,6 +130,25 @@ def device_info(device: str | None = None) -> dict[str, Any]:
     return info
 
 
+def device_kind(device: dict | None) -> str | None:
+    """The kind of machine a run's numbers depend on, as one line, from its record's ``device``
+    block: the CPU's model name (or vendor) with its family/model/stepping, and the GPU for a run
+    that did not ask for the CPU, e.g. ``AMD EPYC (26/2/1)`` or ``Intel(R) Xeon(R) Platinum 8480+
+    (6/143/8) + NVIDIA H100 80GB HBM3``. None for a record without the CPU (written before it was
+    recorded). Thread counts are left out (a job's setting, not the machine's), and so is torch's
+    instruction set, which processes that never load torch do not record: both would make one
+    machine look like two."""
+    device = device or {}
+    cpu = device.get("cpu") or {}
+    name = cpu.get("model") or cpu.get("vendor")
+    if not name:
+        return None
+    kind = f"{name} ({cpu['family_model_stepping']})" if cpu.get("family_model_stepping") else str(name)
+    if device.get("requested") not in (None, "cpu") and device.get("cuda_device"):
+        kind += f" + {device['cuda_device']}"
+    return kind
+
+
 SCHEDULER_VARS = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_CLUSTER_NAME",
                   "SLURM_JOB_PARTITION", "SLURM_JOB_NODELIST", "SLURM_CPUS_PER_TASK", "SLURM_MEM_PER_NODE")
 

@@ -76,6 +76,7 @@ from cdgtmll.io import CorruptArtifactError, atomic_write, staged_dir, write_jso
 from cdgtmll.lineage.code import identity
 from cdgtmll.tables.code_lineage import code_footnote, code_lineage, is_mixed
 from cdgtmll.tables.collect import METRICS, MODES, collect, summarise, write_summary_dir
+from cdgtmll.tables.device_lineage import device_footnote, device_lineage
 from cdgtmll.tables.footnotes import ProfileContext, _full_notes, default_profiles_dir, footnotes, shipped_profiles
 from cdgtmll.tables.layout import (
     CONFIGURED_CAPTIONS,
@@ -143,7 +144,7 @@ def _context(args: argparse.Namespace, severities: dict[str, list[float]]) -> Pr
 
 
 def _write_tables(args: argparse.Namespace, out: Path, summary, stamp: str, lineage: dict, code_note: list[str],
-                  n_runs: int) -> None:
+                  n_runs: int, devices: dict, device_note: list[str]) -> None:
     """The paper's tables (both threshold modes, as in the paper and with the configured
     columns), each with its ``.sources.json``, and ``profile.json``, into ``out``."""
     datasets = _datasets(args.datasets, summary)
@@ -167,12 +168,14 @@ def _write_tables(args: argparse.Namespace, out: Path, summary, stamp: str, line
                 name = f"table{number}_configured" if configured else stem
                 what = "configured datasets" if configured else "as in the paper"
                 write_table(table, out, f"{name}{suffix}", CONFIGURED_CAPTIONS[number] if configured else caption,
-                            footnotes(table, summary, mode, args.threshold, context) + code_note,
+                            footnotes(table, summary, mode, args.threshold, context) + code_note + device_note,
                             title=f"Table {number} ({what}), {mode_title}", stamp=stamp, record=record)
     write_json(out / "profile.json", {"profile": args.profile, "configfiles": args.profile_file,
                                       "datasets": [d for d, _ in datasets], "methods": args.methods,
                                       "runs": n_runs, "code_lineage": lineage,
-                                      "mixed_code": is_mixed(lineage), "code_footnote": code_note[0] if code_note else None})
+                                      "mixed_code": is_mixed(lineage), "code_footnote": code_note[0] if code_note else None,
+                                      "device_lineage": devices,
+                                      "device_footnote": device_note[0] if device_note else None})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -219,14 +222,16 @@ def main(argv: list[str] | None = None) -> int:
              if args.profile else "") + f"{n_runs} runs (metrics.json files); written by python -m cdgtmll.tables.build."
     lineage = code_lineage(df)  # which commits and code the runs come from
     code_note = [n] if (n := code_footnote(lineage)) else []
+    devices = device_lineage(df)  # which kinds of machine the runs ran on
+    device_note = [n] if (n := device_footnote(devices)) else []
     # every file into a folder beside the tables first, moved in once all are written (each table's
     # .sources.json last): a failure leaves the previous set, never a sources file without its table
     with staged_dir(args.out, last=(".sources.json",)) as out:
         if args.part in ("all", "summary"):
             atomic_write(out / "all_runs.csv", df.to_csv(index=False))
-            write_metrics_full(summary, out, _full_notes(summary) + code_note, stamp)
+            write_metrics_full(summary, out, _full_notes(summary) + code_note + device_note, stamp)
         if args.part in ("all", "tables"):
-            _write_tables(args, out, summary, stamp, lineage, code_note, n_runs)
+            _write_tables(args, out, summary, stamp, lineage, code_note, n_runs, devices, device_note)
     if args.part in ("all", "summary"):
         if args.summary_json:
             flat: dict = {}

@@ -37,7 +37,7 @@ from pathlib import Path
 import pandas as pd
 
 from cdgtmll.io import read_json, sha256_file, write_json
-from cdgtmll.lineage.provenance import used_hparams
+from cdgtmll.lineage.provenance import device_kind, used_hparams
 from cdgtmll.variants.naming import parse_variant, variant_setting
 
 METRICS = ("mAP", "micro_f1", "macro_f1", "rare_f1", "p@1", "p@3", "p@5")
@@ -160,9 +160,11 @@ def epoch_selection_record(prov: dict) -> dict:
 
 def run_code(prov: dict) -> dict:
     """The git commit, dirty flag and code identity (:mod:`cdgtmll.lineage.code`) a run was
-    trained with, from its provenance (None where not recorded)."""
+    trained with, and the kind of machine it ran on (:func:`device_kind`), from its provenance
+    (None where not recorded)."""
     git = prov.get("git") or {}
-    return {"git_commit": git.get("commit"), "git_dirty": git.get("dirty"), "code_sha256": prov.get("code_sha256")}
+    return {"git_commit": git.get("commit"), "git_dirty": git.get("dirty"), "code_sha256": prov.get("code_sha256"),
+            "device": device_kind(prov.get("device"))}
 
 
 def collect(paths: list[Path], aliases: dict[str, str] | None = None) -> pd.DataFrame:
@@ -219,7 +221,7 @@ def collect(paths: list[Path], aliases: dict[str, str] | None = None) -> pd.Data
     cols = ["dataset", "variant", "setting", "severity", "sampling_seed", "method", "seed", "mode", "own_thresholds", *METRICS,
             *RULE_COLUMNS, *EXCLUSION_COLUMNS, *ORACLE_COLUMNS, "equal_by_construction", "deviation", "untrained_labels",
             "backbone", "select_epoch", "selected_epoch", "epochs_trained", "git_commit", "git_dirty", "code_sha256",
-            "alias_of", "metrics_path", "metrics_sha256"]
+            "device", "alias_of", "metrics_path", "metrics_sha256"]
     return pd.DataFrame(rows, columns=cols)
 
 

@@ -57,3 +57,16 @@ def test_device_info_names_the_cpu_and_torch_kernels():
     # torch is imported here, so the record says which kernels it dispatches to
     assert info["cpu"]["torch_capability"] == torch.backends.cpu.get_cpu_capability()
     assert info["cpu"]["torch_mkl"] is torch.backends.mkl.is_available()
+
+
+def test_device_kind_is_the_machine_not_the_process():
+    cpu = {"vendor": "AuthenticAMD", "model": "AMD EPYC", "family_model_stepping": "26/2/1"}
+    # a process that loaded torch records more of the CPU than one that did not: the same machine
+    with_torch = {"requested": "cpu", "cpu": {**cpu, "torch_capability": "AVX512", "torch_mkl": True},
+                  "torch_threads": 4, "cuda_available": True, "cuda_device": "NVIDIA H100 80GB HBM3"}
+    assert provenance.device_kind(with_torch) == provenance.device_kind({"requested": "cpu", "cpu": cpu}) \
+        == "AMD EPYC (26/2/1)"
+    assert provenance.device_kind({**with_torch, "requested": "cuda"}) == "AMD EPYC (26/2/1) + NVIDIA H100 80GB HBM3"
+    assert provenance.device_kind({"requested": "cpu", "cpu": {"vendor": "ARM", "model": None}}) == "ARM"
+    assert provenance.device_kind({"requested": "cpu", "platform": "Linux"}) is None  # recorded before the CPU was
+    assert provenance.device_kind(None) is None

@@ -373,7 +373,9 @@ def test_html_pages_keep_marks_blocks_and_footnotes(runs):
     assert profile == {
         "profile": "quick", "configfiles": ["config/quick.yaml"], "datasets": ["yeast"],
         "methods": ["BR-LogReg", "CD-GTMLL", "BCE", "XR-Transformer"], "runs": 27,
-        "mixed_code": False, "code_footnote": None}
+        "mixed_code": False, "code_footnote": None,
+        # fixture runs without provenance: no machine recorded, so nothing to footnote
+        "device_lineage": {"devices": {}, "runs": 27, "unrecorded_runs": 27}, "device_footnote": None}
     assert lineage["runs"] == 27 and lineage["unrecorded_runs"] == 27  # fixture runs without provenance
 
 

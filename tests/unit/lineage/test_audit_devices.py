@@ -1,0 +1,104 @@
+"""Device lineage in the tables and in `cdgtmll audit`: runs made on two kinds of machine give
+the tables a footnote and profile.json a record, and the audit a MIXED DEVICES warning (not a
+failure: a cluster may hold several kinds of node); runs on one kind give neither.
+
+The runs are real (trained by :func:`cdgtmll.train.run_seed`, scored by
+``cdgtmll.metrics.evaluate_run``, tabulated by ``cdgtmll.tables.build``); only the CPU that
+``/proc/cpuinfo`` names (:func:`cdgtmll.lineage.provenance.cpu_model`) is set per seed, as two
+nodes of a cluster would give."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cdgtmll import cli
+from cdgtmll.lineage import provenance
+from tests.unit.lineage.test_audit_cell_values import TRAINING, _dataset
+
+INTEL = {"vendor": "GenuineIntel", "model": "Intel(R) Xeon(R) Platinum 8480+", "family_model_stepping": "6/143/8"}
+AMD = {"vendor": "AuthenticAMD", "model": "AMD EPYC 7763 64-Core Processor", "family_model_stepping": "25/1/1"}
+
+
+def _runs(root, cpus: dict[int, dict]):
+    from cdgtmll import train
+    from cdgtmll.labels import tail_labels
+    from cdgtmll.metrics import evaluate_run
+    from cdgtmll.tables import build
+
+    clean, clean_path = _dataset(root)
+    tail = tail_labels(clean.part("train")[1])
+    spec = {"dataset": "yeast", "variant": "clean", "method": "BCE", "registered_method": "BCE", "seeds": list(cpus),
+            "hparams": {}, "resolved_hparams": {"loss": "bce"}, "device": "cpu", "training": TRAINING,
+            "r_variants": {"tail_fraction": 0.2, "tie_seed": 0}}
+    rundir = root / "runs" / "yeast" / "clean" / "BCE"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(provenance, "git_state", lambda cwd=None: {"commit": "a" * 40, "dirty": False})
+        for seed, cpu in cpus.items():
+            mp.setattr(provenance, "cpu_model", lambda cpuinfo="/proc/cpuinfo", c=cpu: dict(c))
+            train.run_seed(clean, tail, spec, seed, rundir / f"seed{seed}", {"data": clean_path, "clean": clean_path})
+        seeds = [str(s) for s in cpus]
+        assert evaluate_run.main(["--clean", str(clean_path), "--rundir", str(rundir), "--seeds", *seeds]) == 0
+    out = root / "tables"
+    paths = [str(rundir / f"seed{s}" / "metrics.json") for s in cpus]
+    assert build.main(["--metrics", *paths, "--methods", "BCE", "--out", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def two_kinds(tmp_path_factory):
+    root = tmp_path_factory.mktemp("audit_devices")
+    return root, _runs(root, {0: INTEL, 1: AMD, 2: AMD})
+
+
+def _audit(capsys, monkeypatch, root, table):
+    monkeypatch.chdir(root)
+    rc = cli.main(["audit", str(table), "--cell", "BCE", "Yeast Micro-F1"])
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
+
+
+def test_tables_name_the_kinds_of_machine(two_kinds):
+    _, out = two_kinds
+    note = ("Device lineage: the 3 runs behind these tables ran on 2 kinds of machine: "
+            "AMD EPYC 7763 64-Core Processor (25/1/1) (2 runs), Intel(R) Xeon(R) Platinum 8480+ (6/143/8) (1 run). "
+            "The same seed gives the same numbers on the same kind of machine only")
+    assert note in (out / "table1_standard.md").read_text()
+    assert note in (out / "metrics_full.md").read_text()
+    profile = json.loads((out / "profile.json").read_text())
+    assert profile["device_lineage"] == {"devices": {"AMD EPYC 7763 64-Core Processor (25/1/1)": 2,
+                                                     "Intel(R) Xeon(R) Platinum 8480+ (6/143/8)": 1},
+                                         "unrecorded_runs": 0, "runs": 3}
+    assert profile["device_footnote"].startswith("Device lineage: the 3 runs")
+    rows = (out / "all_runs.csv").read_text()
+    assert "Intel(R) Xeon(R) Platinum 8480+ (6/143/8)" in rows
+
+
+def test_claims_page_names_the_kinds_of_machine(two_kinds):
+    from cdgtmll.claims import check
+
+    _, out = two_kinds
+    assert check.main(["--runs", str(out / "all_runs.csv"), "--out", str(out / "claims_check")]) == 0
+    md = (out / "claims_check.md").read_text()
+    assert "- **Devices**: Device lineage: the 3 runs behind these tables ran on 2 kinds of machine" in md
+    assert "<li><b>Devices</b>: Device lineage: the 3 runs" in (out / "claims_check.html").read_text()
+
+
+def test_audit_warns_of_two_kinds_of_machine_and_passes(two_kinds, capsys, monkeypatch):
+    root, out = two_kinds
+    rc, text, err = _audit(capsys, monkeypatch, root, out / "table1_standard.md")
+    assert rc == 0, err  # a warning, not a problem
+    assert ("MIXED DEVICES: the runs ran on 2 kinds of machine: AMD EPYC 7763 64-Core Processor (25/1/1) (2 run(s), "
+            "e.g. ") in err
+    assert "(cpu: Intel(R) Xeon(R) Platinum 8480+, " in text  # each run's own device line
+
+
+def test_one_kind_of_machine_gives_no_footnote_and_no_warning(tmp_path, capsys, monkeypatch):
+    out = _runs(tmp_path, {0: AMD, 1: AMD})
+    assert "Device lineage" not in (out / "table1_standard.md").read_text()
+    profile = json.loads((out / "profile.json").read_text())
+    assert profile["device_footnote"] is None and profile["device_lineage"]["devices"] == {
+        "AMD EPYC 7763 64-Core Processor (25/1/1)": 2}
+    rc, _, err = _audit(capsys, monkeypatch, tmp_path, out / "table1_standard.md")
+    assert rc == 0 and "MIXED DEVICES" not in err
