@@ -192,6 +192,8 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
                                    "data_sources": data.meta.get("source_files"),
                                    "backbone": backbone_record(data, method),
                                    "epoch_selection": getattr(method, "epoch_selection", None),
+                                   # which kinds of machine trained which epochs (more than one: resumed elsewhere)
+                                   "training_machines": provenance.training_machines(getattr(method, "train_log", None)),
                                    # the tables' footnote on how this run differs from its paper, in the
                                    # words of the code that trained it (tables need not import the method)
                                    "table_note": type(method).table_note(provenance.used_hparams(spec)) or "",

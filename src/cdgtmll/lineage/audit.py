@@ -50,7 +50,7 @@ from typing import Any
 from cdgtmll.io import CorruptArtifactError, config_hash, load_npz, read_json, sha256_file
 from cdgtmll.lineage.code import changed_modules
 from cdgtmll.lineage.code import identity as code_identity
-from cdgtmll.lineage.provenance import device_kind
+from cdgtmll.lineage.provenance import run_machine
 from cdgtmll.tables.collect import mode_block
 from cdgtmll.tables.layout import header_metric, table_digits
 from cdgtmll.variants.naming import split_variant, variant_setting
@@ -217,7 +217,7 @@ class AuditReport:
     #: git commit -> runs, and the runs made from a dirty tree (training provenance)
     commits: dict[str, list[str]] = field(default_factory=dict, repr=False)
     dirty: list[str] = field(default_factory=list, repr=False)
-    #: kind of machine (:func:`device_kind`) -> runs
+    #: kind of machine (:func:`run_machine`) -> runs
     devices: dict[str, list[str]] = field(default_factory=dict, repr=False)
     _code_seen: set[tuple[str, str]] = field(default_factory=set, repr=False)
 
@@ -254,8 +254,8 @@ class AuditReport:
         if git.get("dirty"):
             self.dirty.append(run)
 
-    def note_device(self, device: dict | None, run: str) -> None:
-        kind = device_kind(device)
+    def note_device(self, prov: dict, run: str) -> None:
+        kind = run_machine(prov)
         if kind is not None:
             self.devices.setdefault(kind, []).append(run)
 
@@ -408,7 +408,7 @@ def audit_provenance(rep: AuditReport, prov_path: Path, indent: int) -> None:
     rep.say(f"code     commit {git.get('commit')} dirty={git.get('dirty')} "
             f"code sha256 {str(prov.get('code_sha256'))[:16]}…", indent + 1)
     rep.note_git(git, str(prov_path.parent))
-    rep.note_device(prov.get("device"), str(prov_path.parent))
+    rep.note_device(prov, str(prov_path.parent))
     rep.check_code(prov.get("code"), "training", prov_path, indent + 1)
     recomputed = config_hash(spec)
     if recomputed != prov.get("config_sha256"):
@@ -424,6 +424,10 @@ def audit_provenance(rep: AuditReport, prov_path: Path, indent: int) -> None:
     cpu_text = ", ".join(str(v) for v in (cpu.get("model"), cpu.get("torch_capability")) if v) or "not recorded"
     rep.say(f"device   {dev.get('requested')} on {dev.get('platform')} (cpu: {cpu_text}; "
             f"cuda: {dev.get('cuda_device', 'none')}), {prov.get('started')} -> {prov.get('finished')}", indent + 1)
+    trained = prov.get("training_machines") or []
+    if len(trained) > 1:  # resumed from a checkpoint on another kind of machine
+        rep.say("trained  " + ", then ".join(f"on {t['machine']} (epochs {t['epochs'][0]}-{t['epochs'][1]})"
+                                            for t in trained), indent + 1)
     sched = prov.get("scheduler")
     if sched:
         rep.say(f"slurm    job {sched.get('slurm_job_id')} on {sched.get('slurm_job_nodelist')} "

@@ -149,6 +149,34 @@ def device_kind(device: dict | None) -> str | None:
     return kind
 
 
+def training_machines(rows: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """The kinds of machine that trained a run, in order, from its training log's ``machine``
+    column (:mod:`cdgtmll.nn.trainer`): ``[{"machine": kind, "epochs": [first, last]}, ...]``,
+    one entry per stretch of epochs on one kind. More than one entry means the run was resumed
+    from a checkpoint on another kind of machine. None without a log (a method that does not
+    train epoch by epoch) or without the column."""
+    out: list[dict[str, Any]] = []
+    for r in rows or []:
+        kind = r.get("machine")
+        if not kind:
+            return None
+        if out and out[-1]["machine"] == kind:
+            out[-1]["epochs"][1] = int(r["epoch"])
+        else:
+            out.append({"machine": kind, "epochs": [int(r["epoch"]), int(r["epoch"])]})
+    return out or None
+
+
+def run_machine(prov: dict[str, Any]) -> str | None:
+    """The kind of machine behind a run's numbers, from its provenance: the kinds that trained it
+    in order (``A, then B`` for a run resumed on another kind of machine: its numbers match a
+    run from scratch on neither), else the kind that recorded it (:func:`device_kind`)."""
+    trained = prov.get("training_machines") or []
+    if len(trained) > 1:
+        return ", then ".join(t["machine"] for t in trained)
+    return device_kind(prov.get("device"))
+
+
 SCHEDULER_VARS = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_CLUSTER_NAME",
                   "SLURM_JOB_PARTITION", "SLURM_JOB_NODELIST", "SLURM_CPUS_PER_TASK", "SLURM_MEM_PER_NODE")
 

@@ -28,7 +28,9 @@ everything else, identically for BCE, the other loss-based baselines and CD-GTML
   AP over the labels with a validation positive, = scikit-learn's per-label
   ``average_precision_score``, vectorised), ``val_microF1``
   (threshold 0.5, ``p > 0.5``), the task's ``epoch_end`` columns, ``epoch_time``
-  (seconds of the training loop only) and ``val_time``;
+  (seconds of the training loop only), ``val_time`` and ``machine`` (the kind of machine
+  that trained the epoch, :func:`cdgtmll.lineage.provenance.device_kind`: a run resumed on
+  another kind of machine keeps both in its log);
 * divergence stops training at once: a non-finite loss or gradient norm (the norm that
   clipping computes anyway) raises :class:`TrainingDiverged` at that step, naming the
   epoch, the step, the non-finite loss term(s) and the learning rates; nothing is
@@ -126,6 +128,7 @@ from torch import nn
 
 from cdgtmll.images.trainer_input import ImageInput, iter_rows, needs_grad_scaler
 from cdgtmll.io import remove_stale_temps
+from cdgtmll.lineage.provenance import device_info, device_kind
 from cdgtmll.nn import sparse as sparse_mod
 from cdgtmll.nn.checkpoint import (
     CHECKPOINT,
@@ -559,6 +562,7 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
     if every < 1:
         raise ValueError(f"checkpoint_every must be >= 1 epoch, got {every}")
     ckpt_epoch, ckpt_t = start_epoch - 1, time.perf_counter()
+    machine = device_kind(device_info(str(device))) or ""
     lr_names = [g["name"] for g in opt.param_groups]
     watch = FiniteWatch(device, immediate=device.type == "cpu" or scaler is not None)
     method_name = str(fingerprint.get("method") or type(task).__name__)
@@ -593,6 +597,7 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
                 row.update(task.epoch_end(model, epoch, Xv_t, Yv_t, workdir))
             row["epoch_time"] = epoch_time
             row["val_time"] = time.perf_counter() - t1
+            row["machine"] = machine  # rows restored from a checkpoint keep the machine that trained them
             rows.append(row)
             if keep_best and _is_new_best(row, best):  # = epoch_selection(rows, "best_val") picks this epoch
                 best = {"epoch": epoch, SELECT_METRIC: row[SELECT_METRIC], "model": _state_copy(model)}

@@ -37,7 +37,7 @@ from pathlib import Path
 import pandas as pd
 
 from cdgtmll.io import read_json, sha256_file, write_json
-from cdgtmll.lineage.provenance import device_kind, used_hparams
+from cdgtmll.lineage.provenance import run_machine, used_hparams
 from cdgtmll.variants.naming import parse_variant, variant_setting
 
 METRICS = ("mAP", "micro_f1", "macro_f1", "rare_f1", "p@1", "p@3", "p@5")
@@ -160,11 +160,11 @@ def epoch_selection_record(prov: dict) -> dict:
 
 def run_code(prov: dict) -> dict:
     """The git commit, dirty flag and code identity (:mod:`cdgtmll.lineage.code`) a run was
-    trained with, and the kind of machine it ran on (:func:`device_kind`), from its provenance
+    trained with, and the kind of machine it ran on (:func:`run_machine`), from its provenance
     (None where not recorded)."""
     git = prov.get("git") or {}
     return {"git_commit": git.get("commit"), "git_dirty": git.get("dirty"), "code_sha256": prov.get("code_sha256"),
-            "device": device_kind(prov.get("device"))}
+            "device": run_machine(prov)}
 
 
 def collect(paths: list[Path], aliases: dict[str, str] | None = None) -> pd.DataFrame:

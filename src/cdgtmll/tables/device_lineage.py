@@ -2,7 +2,8 @@
 
 Every run records its CPU (and GPU) in ``provenance.json`` (:func:`cdgtmll.lineage.provenance.device_info`);
 :func:`cdgtmll.tables.collect.collect` copies the kind of machine into ``all_runs.csv`` (``device``,
-:func:`cdgtmll.lineage.provenance.device_kind`). The same seed, config and data give identical
+:func:`cdgtmll.lineage.provenance.run_machine`: ``A, then B`` for a run resumed from its
+checkpoint on another kind of machine). The same seed, config and data give identical
 numbers on the same kind of machine only: torch picks its CPU kernels by vendor and instruction
 set (dropout's masks, for one: :func:`cdgtmll.lineage.provenance.cpu_model`), and GPUs of
 different models round differently. :func:`device_lineage` summarises it for ``profile.json``,

@@ -1,6 +1,7 @@
 """Device lineage in the tables and in `cdgtmll audit`: runs made on two kinds of machine give
 the tables a footnote and profile.json a record, and the audit a MIXED DEVICES warning (not a
-failure: a cluster may hold several kinds of node); runs on one kind give neither.
+failure: a cluster may hold several kinds of node); runs on one kind give neither. A run resumed
+from its checkpoint on another kind of machine keeps both in its training log and provenance.
 
 The runs are real (trained by :func:`cdgtmll.train.run_seed`, scored by
 ``cdgtmll.metrics.evaluate_run``, tabulated by ``cdgtmll.tables.build``); only the CPU that
@@ -10,11 +11,17 @@ nodes of a cluster would give."""
 from __future__ import annotations
 
 import json
+import warnings
 
+import numpy as np
 import pytest
 
 from cdgtmll import cli
+from cdgtmll.io import sha256_file, write_json
 from cdgtmll.lineage import provenance
+from cdgtmll.methods.base import FitData, RunContext, build
+from cdgtmll.nn.checkpoint import TRAIN_LOG, read_log
+from cdgtmll.nn.trainer import TrainingInterrupted
 from tests.unit.lineage.test_audit_cell_values import TRAINING, _dataset
 
 INTEL = {"vendor": "GenuineIntel", "model": "Intel(R) Xeon(R) Platinum 8480+", "family_model_stepping": "6/143/8"}
@@ -102,3 +109,46 @@ def test_one_kind_of_machine_gives_no_footnote_and_no_warning(tmp_path, capsys, 
         "AMD EPYC 7763 64-Core Processor (25/1/1)": 2}
     rc, _, err = _audit(capsys, monkeypatch, tmp_path, out / "table1_standard.md")
     assert rc == 0 and "MIXED DEVICES" not in err
+
+
+def test_a_run_resumed_on_another_kind_of_machine_keeps_both(tmp_path, capsys, monkeypatch):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 8)).astype(np.float32)
+    Y = (rng.random((200, 5)) < 0.3).astype(np.uint8)
+    data = FitData(X[:160], Y[:160], X[160:], Y[160:], [f"l{k}" for k in range(5)])
+    hp = {"epochs": 4, "hidden_dim": 16, "batch_size": 32}
+    with monkeypatch.context() as mp:  # epochs 1-2 on the Intel node, then killed
+        mp.setattr(provenance, "cpu_model", lambda cpuinfo="/proc/cpuinfo": dict(INTEL))
+        with pytest.raises(TrainingInterrupted):
+            build("BCE", hp).fit(data, RunContext(seed=0, workdir=tmp_path, extra={"_stop_after_epoch": 2}))
+    with monkeypatch.context() as mp, warnings.catch_warnings():  # requeued on an AMD node: resumes
+        warnings.simplefilter("error")  # the checkpoint matches (no "ignoring" warning)
+        mp.setattr(provenance, "cpu_model", lambda cpuinfo="/proc/cpuinfo": dict(AMD))
+        m = build("BCE", hp).fit(data, RunContext(seed=0, workdir=tmp_path))
+    intel, amd = "Intel(R) Xeon(R) Platinum 8480+ (6/143/8)", "AMD EPYC 7763 64-Core Processor (25/1/1)"
+    assert [r["machine"] for r in read_log(tmp_path / TRAIN_LOG)] == [intel, intel, amd, amd]
+    trained = provenance.training_machines(m.train_log)
+    assert trained == [{"machine": intel, "epochs": [1, 2]}, {"machine": amd, "epochs": [3, 4]}]
+    prov = {"device": {"requested": "cpu", "cpu": AMD}, "training_machines": trained}
+    assert provenance.run_machine(prov) == f"{intel}, then {amd}"  # matches a run from scratch on neither
+    assert provenance.run_machine({**prov, "training_machines": trained[1:]}) == amd
+    assert provenance.training_machines([{"epoch": 1, "loss": 0.5}]) is None  # a log from before the column
+
+    # the audit names both: one run of a real table, its provenance re-recorded as such a run's would be
+    root = tmp_path / "table"
+    out = _runs(root, {0: AMD})
+    seed_dir = root / "runs" / "yeast" / "clean" / "BCE" / "seed0"
+    rec = json.loads((seed_dir / "provenance.json").read_text())
+    rec["training_machines"] = trained
+    write_json(seed_dir / "provenance.json", rec)
+    metrics = json.loads((seed_dir / "metrics.json").read_text())
+    metrics["inputs"]["provenance"]["sha256"] = sha256_file(seed_dir / "provenance.json")
+    write_json(seed_dir / "metrics.json", metrics)
+    sources = json.loads((out / "table1_standard.sources.json").read_text())
+    for runs in sources["cells"].values():
+        for r in runs:
+            r["sha256"] = sha256_file(seed_dir / "metrics.json")
+    write_json(out / "table1_standard.sources.json", sources)
+    rc, text, err = _audit(capsys, monkeypatch, root, out / "table1_standard.md")
+    assert rc == 0, err
+    assert f"trained  on {intel} (epochs 1-2), then on {amd} (epochs 3-4)" in text
