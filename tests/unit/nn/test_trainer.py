@@ -158,7 +158,8 @@ def test_param_groups_must_cover_model(tmp_path):
 def test_same_outputs_as_before_issue_25(tmp_path):
     """Issue 25 made the trainer cheaper (checkpoint cadence, buffered log, validation AP without
     argsort, determinism without torch._inductor) without changing its arithmetic: BCE's predictions
-    and log (timings aside) equal, bit for bit, those computed once with the code before it
+    and log (timings and the later ``machine`` column aside) equal, bit for bit, those computed once
+    with the code before it
     (tests/fixtures/issue25_reference.json), under both epoch-selection rules."""
     import hashlib
 
