@@ -8,6 +8,7 @@ min_version("9.0")
 
 from cdgtmll.config.dvc_params import settings_layer
 from cdgtmll.config.loader import load_files
+from cdgtmll.lineage.integrity import check_recorded_metrics
 from cdgtmll.workflow.env import passive_openmp_waits
 from cdgtmll.workflow.scheduler import one_reevaluation_timer
 
@@ -19,6 +20,24 @@ if not one_reevaluation_timer():
 # Jobs inherit OMP_WAIT_POLICY=PASSIVE unless the user set it: OpenMP threads that wait sleep
 # instead of spinning on cores other jobs need (cdgtmll/workflow/env.py).
 passive_openmp_waits()
+
+# A metrics.json whose bytes differ from the sha256 the tables recorded for it is noticed even
+# with an old modification time (`cp -a`): deleted when its self-hash fails (edited by hand),
+# else marked as changed, so that this run re-evaluates or rebuilds (cdgtmll/lineage/integrity.py).
+# Main process only: a job's own Snakemake (cluster, Slurm) must not act on shared files.
+if workflow.is_main_process:
+    for _line in check_recorded_metrics():
+        logger.warning(f"cdgtmll integrity: {_line}")
+
+# Jobs run `python -m cdgtmll...`: the interpreter of the environment this Snakemake runs in, even
+# when it was started as .venv/bin/snakemake without that environment on PATH. Not with --sdm conda
+# or apptainer, where each job's own environment provides its python.
+if not {m.name for m in workflow.deployment_settings.deployment_method} & {"CONDA", "APPTAINER"}:
+    import sys
+
+    _bin = os.path.dirname(sys.executable)
+    if os.environ.get("PATH", "").split(os.pathsep)[0] != _bin:
+        os.environ["PATH"] = _bin + os.pathsep + os.environ.get("PATH", "")
 
 # A profile given with --configfile replaces the default instead of being merged into it,
 # so config/paper.yaml and config/mulan.yaml run exactly what they say.

@@ -4,13 +4,20 @@
 ``cdgtmll audit figures/pr_tail.pdf``
 
 For a table, each cell's value comes first (:func:`audit_cell_value`), recomputed from the
-``metrics.json`` files its ``.sources.json`` lists as the tables compute it: the cell as the
-table prints it (mean ± sample std in percent, n runs), then one line per run (its folder,
-variant, sampling seed and training seed, and the metric's value in that file, read in the
-table's threshold mode: ``global`` for the unsuffixed files, ``adaptive`` for ``*_adaptive``).
-The recomputed mean / std / n are compared with the table's CSV (``<stem>.csv`` beside the
-artifact); a cell whose CSV differs gets a ``MISMATCH`` line and fails the audit (a table that
-shows a number its sources do not support); the hashes below say which file changed.
+*predictions* behind it, not from what ``metrics.json`` says: each run its ``.sources.json``
+lists is evaluated again by the evaluate job's own code
+(:func:`cdgtmll.metrics.evaluate_run.reevaluate`, with the settings the job recorded), and the
+cell is computed as the tables compute it: the cell as the table prints it (mean ± sample std
+in percent, n runs), then one line per run (its folder, variant, sampling seed and training
+seed, and the metric's value, read in the table's threshold mode: ``global`` for the unsuffixed
+files, ``adaptive`` for ``*_adaptive``). Every field of a run's ``metrics.json`` that differs
+from its re-evaluation fails the audit (``DIFFERS FROM ITS PREDICTIONS``, naming the file and
+the field, e.g. ``global@0.5.micro_f1``): a forged or stale metrics file. The recomputed
+mean / std / n are compared with the table's CSV (``<stem>.csv`` beside the artifact); a cell
+whose CSV differs gets a ``MISMATCH`` line and fails the audit (a table that shows a number
+its sources do not support); the hashes below say which file changed. A ``metrics.json``
+whose content does not match the self-hash its evaluate job sealed it with
+(:func:`cdgtmll.io.seal_problem`) fails too.
 
 The chain, for each run behind the artifact::
 
@@ -25,6 +32,10 @@ The chain, for each run behind the artifact::
                                      frozen features): the image listing (path + size of
                                      every image), the image archives in the raw folder, and
                                      the ResNet-50 weights file
+    raw copy  --origin-->            the source it was copied from (mirror file, packaged
+                                     copy, file:// download) and the source configured now
+                                     (``CDGTMLL_DATA_MIRROR``), when present here: re-hashed,
+                                     ``SOURCE CHANGED`` when it is no longer the raw copy's bytes
 
 Every hash is recomputed from the file on disk. A missing or modified file makes the
 audit fail (exit 1) and names the file, the expected and the actual hash.
@@ -47,13 +58,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cdgtmll.io import CorruptArtifactError, config_hash, load_npz, read_json, sha256_file
+from cdgtmll.data.acquire import local_source
+from cdgtmll.data.processed import ProcessedData
+from cdgtmll.data.registry import REGISTRY
+from cdgtmll.io import NPZ_ERRORS, CorruptArtifactError, config_hash, load_npz, read_json, seal_problem, sha256_file
 from cdgtmll.lineage.code import changed_modules
 from cdgtmll.lineage.code import identity as code_identity
 from cdgtmll.lineage.provenance import run_machine
+from cdgtmll.metrics.evaluate_run import differences, reevaluate
 from cdgtmll.tables.collect import mode_block
 from cdgtmll.tables.layout import header_metric, table_digits
 from cdgtmll.variants.naming import split_variant, variant_setting
+
+#: how many differing fields of one metrics.json the audit names (the rest are counted)
+MAX_DIFFS_SAID = 12
 
 #: where the raw copies of data prepared before ``source_files`` recorded their ``path`` are
 #: (the default ``data.raw_dir``)
@@ -220,6 +238,55 @@ class AuditReport:
     #: kind of machine (:func:`run_machine`) -> runs
     devices: dict[str, list[str]] = field(default_factory=dict, repr=False)
     _code_seen: set[tuple[str, str]] = field(default_factory=set, repr=False)
+    #: each run re-evaluated once per audit (its cells share it), and each clean data file loaded once:
+    #: metrics path -> (re-evaluated record, or None, and why not)
+    _reevaluated: dict[Path, tuple[dict | None, str]] = field(default_factory=dict, repr=False)
+    _clean: dict[Path, ProcessedData] = field(default_factory=dict, repr=False)
+    _diffs_said: set[Path] = field(default_factory=set, repr=False)
+
+    def reevaluated(self, path: Path, record: dict) -> tuple[dict | None, str]:
+        """``(the metrics of the run's predictions, evaluated again, '')``, or ``(None, why not)``;
+        the differences from ``record`` are problems, said once per run (one line each,
+        naming the file and the field)."""
+        key = path.resolve()
+        if key in self._reevaluated:
+            return self._reevaluated[key]
+        try:
+            clean_path = Path(((record.get("inputs") or {}).get("clean_data") or {}).get("path", ""))
+            ckey = clean_path.resolve()
+            if ckey not in self._clean:
+                self._clean[ckey] = ProcessedData.load(clean_path)
+            result: tuple[dict | None, str] = (reevaluate(record, path, self._clean[ckey]), "")
+        except (OSError, KeyError, CorruptArtifactError, *NPZ_ERRORS) as exc:
+            text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else f"{type(exc).__name__}: {exc}"
+            result = (None, text)
+        self._reevaluated[key] = result
+        return result
+
+    def say_differences(self, path: Path, record: dict, indent: int) -> None:
+        """One problem per field of ``record`` that its predictions do not give (said once per run)."""
+        if path.resolve() in self._diffs_said:
+            return
+        self._diffs_said.add(path.resolve())
+        new, why = self.reevaluated(path, record)
+        if new is None:
+            text = f"UNVERIFIED metrics: {path}: its values cannot be re-computed from its predictions ({why})"
+            self.problems.append(text)
+            self.say(text, indent)
+            return
+        pred = ((record.get("inputs") or {}).get("predictions") or {}).get("path")
+        diffs = differences(record, new)
+        for fld, was, now in diffs[:MAX_DIFFS_SAID]:
+            text = (f"DIFFERS FROM ITS PREDICTIONS metrics: {path}: field '{fld}' is {was!r}, evaluating {pred} "
+                    f"again gives {now!r}")
+            self.problems.append(text)
+            self.say(text, indent)
+        if len(diffs) > MAX_DIFFS_SAID:
+            text = f"DIFFERS FROM ITS PREDICTIONS metrics: {path}: and {len(diffs) - MAX_DIFFS_SAID} more field(s)"
+            self.problems.append(text)
+            self.say(text, indent)
+        if not diffs:
+            self.checked += 1
 
     def check_code(self, record: dict | None, what: str, where: Path, indent: int) -> None:
         """Recompute a recorded code identity (:mod:`cdgtmll.lineage.code`) from the code on
@@ -374,6 +441,12 @@ def audit_run_metrics(rep: AuditReport, metrics_path: Path, expected: str | None
     m = _read(rep, metrics_path, "metrics", indent)
     if m is None:
         return
+    sealed = seal_problem(m)
+    if sealed is not None:  # edited after its evaluate job wrote it (or written before the seal)
+        rep.problems.append(f"MODIFIED metrics: {metrics_path}: {sealed}")
+        rep.say(f"MODIFIED metrics: {metrics_path}: {sealed}", indent + 1)
+    else:
+        rep.checked += 1
     rep.check_code((m.get("code") or {}).get("evaluate"), "evaluation", metrics_path, indent + 1)
     inputs = m.get("inputs", {})
     for role in ("predictions", "provenance", "clean_data"):
@@ -459,6 +532,57 @@ def audit_raw(rep: AuditReport, src: dict, dataset: str | None, indent: int) -> 
         rep.say(f"UNRECORDED raw file: {path}", indent)
         return
     rep.verify(path, src["sha256"], "raw file", indent)
+    audit_source(rep, src, dataset, Path(path), indent)
+
+
+def _source_candidates(src: dict, dataset: str | None) -> list[tuple[str, Path]]:
+    """``(what, path)`` of the local files a raw copy came from or would come from now: the
+    recorded origin (a mirror file, a packaged copy, a ``file://`` download) and the source
+    the registry configures now (:func:`cdgtmll.data.acquire.local_source`: the mirror of
+    ``CDGTMLL_DATA_MIRROR``), each once. URLs and sources not present here are left out."""
+    out: list[tuple[str, Path]] = []
+    origin = str(src.get("origin") or "")
+    kind = str(src.get("original_source") or src.get("source") or "source")
+    if origin.lower().startswith("file:"):
+        import urllib.parse
+        import urllib.request
+
+        out.append((f"{kind} (recorded)", Path(urllib.request.url2pathname(urllib.parse.urlparse(origin).path))))
+    elif origin and "://" not in origin:
+        out.append((f"{kind} (recorded)", Path(origin)))
+    spec = REGISTRY.get(str(dataset))
+    rf = next((f for f in spec.files if f.name == src.get("file")), None) if spec is not None else None
+    if rf is not None:
+        now = local_source(spec, rf)
+        if now is not None:
+            out.append((f"{now[0]} (configured now)", now[1]))
+    seen: set[Path] = set()
+    kept = []
+    for what, p in out:
+        if p.is_file() and p.resolve() not in seen:
+            seen.add(p.resolve())
+            kept.append((what, p))
+    return kept
+
+
+def audit_source(rep: AuditReport, src: dict, dataset: str | None, raw: Path, indent: int) -> None:
+    """Re-hash the source a raw copy came from (and the one configured now) when it is present:
+    a source whose bytes are no longer the raw copy's (a mirror file that changed after the
+    run) is ``SOURCE CHANGED``, a problem: the runs behind the table were made from other data
+    than a run from this source would be."""
+    for what, path in _source_candidates(src, dataset):
+        key = path.resolve()
+        if key not in rep._sha256:
+            rep._sha256[key] = sha256_file(path)
+        actual = rep._sha256[key]
+        rep.checked += 1
+        if actual != src["sha256"]:
+            text = (f"SOURCE CHANGED {what}: {path} has sha256 {actual}, the raw copy {raw} it gave was {src['sha256']} "
+                    "when acquired: the source changed after the run (a re-run would prepare other data)")
+            rep.problems.append(text)
+            rep.say(text, indent)
+        else:
+            rep.say(f"ok       source {what}: {path} sha256 {actual[:16]}… equals the raw copy", indent)
 
 
 def audit_images(rep: AuditReport, data_path: Path, indent: int) -> None:
@@ -604,15 +728,19 @@ def audit_cell_value(rep: AuditReport, key: str, runs: list[dict], stem: str,
         return None
     per_run: list[tuple[Path, str, str, float]] = []
     unread: list[str] = []
+    records: list[tuple[Path, dict]] = []
     for r in runs:
         path = Path(r["path"])
         seed_dir = path.parent
         variant = seed_dir.parent.parent.name
         try:
-            block_key, block = mode_block(read_json(path), mode)
+            record = read_json(path)
+            new, _ = rep.reevaluated(path, record)  # the value from the predictions, not from metrics.json
+            block_key, block = mode_block(new if new is not None else record, mode)
         except (OSError, ValueError, KeyError) as exc:
             unread.append(f"{seed_dir}: {path.name} cannot be read ({type(exc).__name__}: {exc})")
             continue
+        records.append((path, record))
         v = block.get(metric)
         per_run.append((seed_dir, variant, block_key, math.nan if v is None else float(v)))
     values = pd.Series([v for *_, v in per_run], dtype=float)
@@ -626,6 +754,8 @@ def audit_cell_value(rep: AuditReport, key: str, runs: list[dict], stem: str,
         sampling = _variant_names(variant)[1]
         rep.say(f"run      {seed_dir}  variant {variant} ({sampling}), training seed {seed_dir.name[4:]}: "
                 f"{metric} = {v!r} ({_pct(v)}) [{block_key}]", indent + 1)
+    for path, record in records:  # a metrics.json that says other than its predictions: file and field
+        rep.say_differences(path, record, indent + 1)
     for u in unread:
         rep.say(f"UNREAD   {u}", indent + 1)
     if unread:

@@ -64,7 +64,16 @@ import numpy as np
 import scipy.sparse as sp
 
 from cdgtmll.data.processed import ProcessedData
-from cdgtmll.io import NPZ_ERRORS, CorruptArtifactError, corrupt_artifact, load_npz, read_json, sha256_file, write_json
+from cdgtmll.io import (
+    NPZ_ERRORS,
+    CorruptArtifactError,
+    as_read,
+    corrupt_artifact,
+    load_npz,
+    read_json,
+    sha256_file,
+    write_sealed_json,
+)
 from cdgtmll.labels import label_counts, tail_labels
 from cdgtmll.lineage import provenance
 from cdgtmll.lineage.code import identity
@@ -112,11 +121,12 @@ def _method_block(Y_test, s_test, tail, own: np.ndarray, by_rule: dict[str, np.n
 
 
 def evaluate_run(clean: ProcessedData, pred_path: Path, tail: np.ndarray, threshold: float,
-                 no_positive_labels: str = definitions.DEFAULT_F1_NO_POSITIVE) -> dict:
+                 no_positive_labels: str = definitions.DEFAULT_F1_NO_POSITIVE, remove: bool = True) -> dict:
     """Metrics of one seed's ``predictions.npz`` (module docstring). A truncated or edited
-    file is deleted and raises :class:`cdgtmll.io.CorruptArtifactError` (the next
-    ``snakemake`` run re-runs its training job)."""
-    z = load_npz(pred_path, remove=True)
+    file raises :class:`cdgtmll.io.CorruptArtifactError` and, with ``remove`` (the evaluate
+    job), is deleted so that the next ``snakemake`` run re-runs its training job; ``cdgtmll
+    audit`` re-evaluates with ``remove=False`` (an audit never deletes)."""
+    z = load_npz(pred_path, remove=remove)
     if "format" in z and str(z["format"]) == "topk":
         own = z["method_thresholds"] if "method_thresholds" in z else None
         for split, key in (("val", "idx_val"), ("test", "idx_test")):
@@ -220,6 +230,80 @@ def evaluate_code() -> dict:
     return identity([__spec__.name if __spec__ is not None else "cdgtmll.metrics.evaluate_run"])
 
 
+#: the evaluate job's settings, recorded in every ``metrics.json`` (``settings``) so that
+#: :func:`reevaluate` scores the predictions exactly as the job did: command-line flag -> key
+SETTINGS = ("threshold", "tail_fraction", "tie_seed", "f1_no_positive_labels")
+#: top-level fields of ``metrics.json`` that are not computed from the predictions and data
+#: (where they came from, when and by which code); every other field :func:`reevaluate` re-makes
+RECORD_FIELDS = frozenset({"inputs", "evaluated", "git", "code", "settings", "integrity",
+                           "labels_without_train_positives"})
+
+
+def settings_record(args: argparse.Namespace) -> dict:
+    """The ``settings`` block of ``metrics.json``: every flag that changes a metric."""
+    return {"threshold": float(args.threshold), "tail_fraction": float(args.tail_fraction),
+            "tie_seed": int(args.tie_seed), "f1_no_positive_labels": args.f1_no_positive_labels}
+
+
+def reevaluate(record: dict, where: str | Path = "metrics.json", clean: ProcessedData | None = None) -> dict:
+    """Every computed field of a ``metrics.json`` record made again, by this module's own code,
+    from the predictions and clean data its ``inputs`` name, with the ``settings`` it records
+    (``cdgtmll audit`` compares them with the record: :func:`differences`). Deletes nothing.
+    ``clean``: the clean data, when the caller has it loaded already. Raises ``KeyError``
+    naming ``where`` and the field when the record lacks what is needed (a file written
+    before the settings were recorded: re-run its evaluate job)."""
+    settings = record.get("settings")
+    if not isinstance(settings, dict) or any(k not in settings for k in SETTINGS):
+        raise KeyError(f"{where}: field 'settings' ({', '.join(SETTINGS)}) is missing: written before the evaluate "
+                       "job recorded its settings; re-run it (`snakemake all`)")
+    inputs = record.get("inputs") or {}
+    for role in ("predictions", "clean_data"):
+        if not (inputs.get(role) or {}).get("path"):
+            raise KeyError(f"{where}: field 'inputs.{role}.path' is missing")
+    clean = clean if clean is not None else ProcessedData.load(Path(inputs["clean_data"]["path"]))
+    Y_train = clean.part("train")[1]
+    tail = tail_labels(Y_train, q=settings["tail_fraction"], tie_seed=settings["tie_seed"])
+    result = evaluate_run(clean, Path(inputs["predictions"]["path"]), tail, settings["threshold"],
+                          settings["f1_no_positive_labels"], remove=False)
+    result.update(_label_fields(clean, tail, Y_train))
+    return as_read(result)  # as the record's reader sees it (JSON numbers, lists)
+
+
+def _label_fields(clean: ProcessedData, tail: np.ndarray, Y_train) -> dict:
+    return {"tail_labels": [int(t) for t in tail], "tail_label_names": [clean.label_names[t] for t in tail],
+            "train_counts": [int(c) for c in label_counts(Y_train)]}
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool) or not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
+        return a == b
+    if np.isnan(a) or np.isnan(b):
+        return bool(np.isnan(a) and np.isnan(b))
+    return abs(a - b) <= 1e-12 + 1e-9 * abs(b)  # the same code on the same bytes: equal up to summation order
+
+
+def differences(recorded: dict, recomputed: dict) -> list[tuple[str, object, object]]:
+    """``(field, recorded value, recomputed value)`` for every field of :func:`reevaluate`'s
+    result that the record holds otherwise (dotted path, ``[i]`` for list items, e.g.
+    ``global@0.5.micro_f1``), and every top-level field of the record evaluation does not
+    make (recomputed value ``None``: a block added by hand). Empty when they agree."""
+    out: list[tuple[str, object, object]] = []
+    missing = "(absent)"
+
+    def walk(path: str, rec, new) -> None:
+        if isinstance(new, dict) and isinstance(rec, dict):
+            for k in sorted(set(new) | set(rec)):
+                walk(f"{path}.{k}" if path else k, rec.get(k, missing), new.get(k, missing))
+        elif isinstance(new, list) and isinstance(rec, list) and len(new) == len(rec):
+            for i, (r, n) in enumerate(zip(rec, new)):
+                walk(f"{path}[{i}]", r, n)
+        elif not _same(rec, new):
+            out.append((path, rec, new))
+
+    walk("", {k: v for k, v in recorded.items() if k not in RECORD_FIELDS}, recomputed)
+    return out
+
+
 def _main(args: argparse.Namespace) -> int:
     clean = load_clean(args.clean)
     Y_train = clean.part("train")[1]
@@ -233,10 +317,9 @@ def _main(args: argparse.Namespace) -> int:
         result = evaluate_run(clean, pred, tail, args.threshold, args.f1_no_positive_labels)  # unreadable: named
         pred_sha = check_predictions(pred, train_prov)  # readable, but not the bytes training wrote
         result["labels_without_train_positives"] = untrained_record(train_prov, d, tail)
+        result.update(_label_fields(clean, tail, Y_train))
         result.update({
-            "tail_labels": [int(t) for t in tail],
-            "tail_label_names": [clean.label_names[t] for t in tail],
-            "train_counts": [int(c) for c in label_counts(Y_train)],
+            "settings": settings_record(args),
             "inputs": {
                 "predictions": {"path": str(pred), "sha256": pred_sha},
                 "provenance": {"path": str(d / "provenance.json"), "sha256": sha256_file(d / "provenance.json")},
@@ -247,7 +330,7 @@ def _main(args: argparse.Namespace) -> int:
             # the code identity of this evaluation (cdgtmll.lineage.code) and the training code's
             "code": {"evaluate": code, "train_sha256": (train_prov or {}).get("code_sha256")},
         })
-        write_json(d / "metrics.json", result)
+        write_sealed_json(d / "metrics.json", result)  # self-hash: a hand edit is refused by its readers
     return 0
 
 

@@ -21,12 +21,16 @@ What a row records beside the metrics, from each run's files:
 * which epoch's weights a neural run predicted with (``select_epoch``: the rule, and
   ``selected_epoch`` of ``epochs_trained``; :func:`epoch_selection_record`, from ``provenance.json``;
   empty for methods without training epochs);
-* the path and sha256 of the metrics file (the ``.sources.json`` sidecars and
-  ``cdgtmll audit`` follow them).
+* the path and sha256 of the metrics file, hashed from the very bytes the row was read from
+  (the ``.sources.json`` sidecars and ``cdgtmll audit`` follow them; the Snakefile compares
+  them with the files on disk before every run: :mod:`cdgtmll.lineage.integrity`).
 
 A ``metrics.json`` or ``provenance.json`` that cannot be read (truncated, edited) is deleted
 and raises :class:`cdgtmll.io.CorruptArtifactError` naming it: the tables job fails before it
-writes anything, and the next ``snakemake`` run re-runs the job that writes the file.
+writes anything, and the next ``snakemake`` run re-runs the job that writes the file. "Edited"
+includes a ``metrics.json`` whose content no longer matches the self-hash the evaluate job
+sealed it with (:func:`cdgtmll.io.read_sealed_json`): a value changed by hand never reaches a
+table.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from cdgtmll.io import read_json, sha256_file, write_json
+from cdgtmll.io import read_json, read_sealed_json, write_json
 from cdgtmll.lineage.provenance import run_machine, used_hparams
 from cdgtmll.variants.naming import parse_variant, variant_setting
 
@@ -190,14 +194,16 @@ def collect(paths: list[Path], aliases: dict[str, str] | None = None) -> pd.Data
         seed_dir = mpath.parent
         method_dir = seed_dir.parent
         dataset, variant = method_dir.parent.parent.name, method_dir.parent.name
-        m = read_json(mpath, remove=True)
+        # a hand-edited value breaks its self-hash: refused. A file without one (written before files were
+        # sealed: its evaluate job re-runs for the new code anyway) is read; the Snakefile's check
+        # (cdgtmll.lineage.integrity) deletes one whose bytes differ from what the tables recorded
+        m, digest = read_sealed_json(mpath, remove=True, unsealed_ok=True)
         parsed = parse_variant(variant)
         sev, sseed = (None, None) if parsed is None else parsed
         prov = run_provenance(seed_dir)
         backbone = backbone_use(prov)
         construction = run_construction(prov, method)
         deviation = run_deviation(prov, method)
-        digest = sha256_file(mpath)
         code = run_code(prov)
         selection = epoch_selection_record(prov)
         for mode in MODES:

@@ -84,7 +84,7 @@ def test_audit_fails_on_mixed_commits_unless_allowed(mixed, capsys, monkeypatch)
 def test_audit_fails_on_stale_code_unless_allowed(mixed, capsys, monkeypatch):
     """A run made by other code than the code on disk: its recorded identity names a module
     whose source hash differs (as after an edit of nn/losses/bce.py)."""
-    from cdgtmll.io import sha256_file, write_json
+    from cdgtmll.io import sha256_file, write_json, write_sealed_json
 
     root, out, rundir = mixed
     prov_path = rundir / "seed0" / "provenance.json"
@@ -99,7 +99,7 @@ def test_audit_fails_on_stale_code_unless_allowed(mixed, capsys, monkeypatch):
         write_json(prov_path, prov)  # re-record the hashes downstream, as a run by that code would have
         m = json.loads(metrics_before)
         m["inputs"]["provenance"]["sha256"] = sha256_file(prov_path)
-        write_json(metrics_path, m)
+        write_sealed_json(metrics_path, m)  # as its evaluate job would have sealed it
         src = json.loads(sources_before)
         for runs in src["cells"].values():
             for r in runs:

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from cdgtmll import cli
-from cdgtmll.io import sha256_file, write_json
+from cdgtmll.io import sha256_file, write_json, write_sealed_json
 from cdgtmll.lineage import provenance
 from cdgtmll.methods.base import FitData, RunContext, build
 from cdgtmll.nn.checkpoint import TRAIN_LOG, read_log
@@ -143,7 +143,7 @@ def test_a_run_resumed_on_another_kind_of_machine_keeps_both(tmp_path, capsys, m
     write_json(seed_dir / "provenance.json", rec)
     metrics = json.loads((seed_dir / "metrics.json").read_text())
     metrics["inputs"]["provenance"]["sha256"] = sha256_file(seed_dir / "provenance.json")
-    write_json(seed_dir / "metrics.json", metrics)
+    write_sealed_json(seed_dir / "metrics.json", metrics)  # as its evaluate job would have sealed it
     sources = json.loads((out / "table1_standard.sources.json").read_text())
     for runs in sources["cells"].values():
         for r in runs:
