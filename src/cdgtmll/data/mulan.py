@@ -30,6 +30,7 @@ Delicious declares ``TAG_m\\'usica`` unquoted and its XML spells it the same way
 from __future__ import annotations
 
 import csv
+import fnmatch
 import gzip
 import re
 import xml.etree.ElementTree as ET
@@ -58,6 +59,7 @@ def read_mulan_xml(path: str | Path) -> list[str]:
     """Label names of a MULAN XML file, in document order (nested, i.e. hierarchical,
     labels flattened depth-first)."""
     path = Path(path)
+    _refuse_empty(path)
     try:
         root = ET.parse(path).getroot()
     except ET.ParseError as exc:
@@ -222,14 +224,196 @@ def _to_float(value: Any, path: Path, attr: str) -> float:
         raise ValueError(f"{path}: attribute '{attr}' has non-numeric value {value!r}") from None
 
 
+def _refuse_empty(path: Path) -> None:
+    """A 0-byte file is named as empty: parsed, it only gives 'malformed ... at line 0' (liac-arff)
+    or 'no element found' (XML), which sends the user looking for a syntax error."""
+    try:
+        empty = path.stat().st_size == 0
+    except OSError:
+        return  # the reader's own error names a missing or unreadable file
+    if empty:
+        raise ValueError(f"{path}: the file is empty (0 bytes)")
+
+
+# --------------------------------------------------------------------------- feature encoding
+#: how a feature attribute is read (``data.custom.<name>.features.<attribute or glob>``)
+FEATURE_ACTIONS = ("drop", "onehot", "numeric")
+_NUMERIC_TYPES = ("NUMERIC", "REAL", "INTEGER")
+_GLOB_CHARS = frozenset("*?[")
+#: the default, in words (recorded with the encoding, and the docs say the same)
+DEFAULT_ENCODING = ("numeric attributes and nominal {0,1} attributes (MULAN's binary features) as numbers; "
+                    "other nominal attributes one-hot, one column per category in the header's declared order; "
+                    "string and date attributes refused")
+
+
+def is_glob(rule: str) -> bool:
+    """Whether a ``features`` key is a glob pattern (``fnmatch``: ``*``, ``?``, ``[...]``), not a name."""
+    return any(ch in _GLOB_CHARS for ch in rule)
+
+
+def _attr_kind(t: Any) -> str:
+    if isinstance(t, list):
+        return "nominal"
+    if t in _NUMERIC_TYPES:
+        return "numeric"
+    return "date" if isinstance(t, str) and t.upper().startswith("DATE") else "string"
+
+
+@dataclass(frozen=True)
+class FeatureColumn:
+    """One feature attribute as read: ``action`` numeric (one column), onehot (one column per
+    declared category, ``columns`` named ``<attribute>=<category>``) or drop (no column)."""
+
+    attribute: int  # index among the ARFF's attributes
+    name: str
+    kind: str  # numeric | nominal | string | date
+    action: str
+    by: str  # 'default' or the config key that chose the action
+    categories: tuple[str, ...] = ()
+
+    @property
+    def columns(self) -> list[str]:
+        if self.action == "drop":
+            return []
+        return [f"{self.name}={c}" for c in self.categories] if self.action == "onehot" else [self.name]
+
+
+def feature_plan(
+    path: Path,
+    attrs: Sequence[tuple[str, Any]],
+    names: Sequence[str],
+    n_features: int,
+    rules: Mapping[str, str] | None = None,
+    key: str = "data.custom.<name>.features",
+) -> list[FeatureColumn]:
+    """How each of the first ``n_features`` attributes (the labels follow them) becomes columns.
+
+    ``rules`` maps an attribute name, or a glob pattern (:func:`is_glob`, matched case-sensitively
+    against the whole name), to one of :data:`FEATURE_ACTIONS`; an exact name wins over patterns,
+    and two patterns giving one attribute different actions are an error (the config's key order
+    is not kept on the way to ``prepare``). A rule that matches no feature attribute, or that names
+    a label attribute, is an error too: a typo must not leave a feature read the default way. The
+    defaults (:data:`DEFAULT_ENCODING`) keep the registry's MULAN files exactly as they were read
+    before (their ``{0,1}`` nominal features are numbers) and stop reading ``{1,2,3}`` as an
+    ordinal: its categories are not quantities. ``key`` is the config key ``rules`` came from,
+    for the messages."""
+    rules = dict(rules or {})
+    feats = list(names[:n_features])
+    labels = set(names[n_features:])
+    lines = _attribute_lines(path)
+    for rule, action in rules.items():
+        if action not in FEATURE_ACTIONS:
+            raise ValueError(f"config error at '{key}.{rule}': must be one of {', '.join(FEATURE_ACTIONS)}, got {action!r}")
+        hits = [n for n in feats if (fnmatch.fnmatchcase(n, rule) if is_glob(rule) else n == rule)]
+        if not hits:
+            label = rule in labels or (is_glob(rule) and any(fnmatch.fnmatchcase(n, rule) for n in labels))
+            why = ("matches only label attributes (a label is never a feature)" if label
+                   else "matches no feature attribute")
+            raise ValueError(f"config error at '{key}.{rule}': {why} of {path} ({n_features} feature attributes, "
+                             f"e.g. {', '.join(repr(n) for n in feats[:5])})")
+    patterns = sorted(r for r in rules if is_glob(r))
+    plan = []
+    for j, name in enumerate(feats):
+        t = attrs[j][1]
+        kind = _attr_kind(t)
+        where = f"{path} line {lines[j]}" if j < len(lines) else str(path)
+        if name in rules:
+            action, by = rules[name], f"{key}.{name}"
+        else:
+            hit = [r for r in patterns if fnmatch.fnmatchcase(name, r)]
+            if len({rules[r] for r in hit}) > 1:
+                raise ValueError(f"config error at '{key}': attribute '{name}' ({where}) matches patterns "
+                                 + " and ".join(f"{r!r} ({rules[r]})" for r in hit)
+                                 + f"; give the attribute its own key ({key}.{name})")
+            action, by = (rules[hit[0]], f"{key}.{hit[0]}") if hit else (None, "default")
+        if action is None:
+            if kind in ("string", "date"):
+                raise ValueError(
+                    f"{where}: attribute '{name}' is a {kind} attribute ({t}): it cannot be a feature; "
+                    f"drop it with '{key}.{name}: drop' in the config (or encode it into numbers in the file)")
+            action = "numeric" if kind == "numeric" or list(t) == ["0", "1"] else "onehot"
+        elif kind in ("string", "date") and action != "drop":
+            raise ValueError(f"config error at '{by}': attribute '{name}' ({where}) is a {kind} attribute; "
+                             f"it can only be dropped ('drop'), not '{action}'")
+        elif kind == "numeric" and action == "onehot":
+            raise ValueError(f"config error at '{by}': attribute '{name}' ({where}) is numeric ({t}); 'onehot' "
+                             "needs a nominal attribute, whose header declares the categories")
+        elif kind == "nominal" and action == "numeric":
+            for v in t:
+                try:
+                    float(v)
+                except ValueError:
+                    raise ValueError(f"config error at '{by}': nominal attribute '{name}' ({where}) declares the "
+                                     f"value {v!r}, which is not a number; use 'onehot' or 'drop'") from None
+        cats = tuple(t) if kind == "nominal" and action == "onehot" else ()
+        if action == "onehot" and not cats:
+            raise ValueError(f"{where}: nominal attribute '{name}' declares no categories")
+        plan.append(FeatureColumn(j, name, kind, action, by, cats))
+    return plan
+
+
+def is_identity(plan: Sequence[FeatureColumn]) -> bool:
+    """Whether the plan reads every attribute as one number by default (the registry's files)."""
+    return all(c.action == "numeric" and c.by == "default" for c in plan)
+
+
+def encoding_record(plan: Sequence[FeatureColumn], rules: Mapping[str, str] | None) -> dict[str, Any]:
+    """What prepare records about the encoding (``meta['feature_encoding']``): the configured
+    rules, the default in words, and every attribute not read as one number by default, with the
+    key that decided it and its columns, so that a column of X can be traced to the file."""
+    return {
+        "rules": dict(sorted((rules or {}).items())),
+        "default": DEFAULT_ENCODING,
+        "n_attributes": len(plan),
+        "n_columns": sum(len(c.columns) for c in plan),
+        "counts": {a: sum(c.action == a for c in plan) for a in FEATURE_ACTIONS},
+        "attributes": [
+            {"attribute": c.name, "type": c.kind, "action": c.action, "by": c.by,
+             **({"columns": c.columns} if c.action == "onehot" else {})}
+            for c in plan if not (c.action == "numeric" and c.by == "default" and c.kind == "numeric")
+        ],
+    }
+
+
+def _attribute_lines(path: Path) -> list[int]:
+    """The 1-based line of each ``@attribute`` declaration, in order (for the messages)."""
+    out = []
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for lineno, line in enumerate(fh, 1):
+            head = line.strip(" \r\n\t")[:10].upper()
+            if head.startswith("@DATA"):
+                break
+            if head.startswith("@ATTRIBUTE"):
+                out.append(lineno)
+    return out
+
+
+@dataclass
+class ArffRead:
+    """One ARFF file as read: X's columns follow ``plan`` (``feature_names`` their names,
+    ``feature_attributes`` the ARFF attribute index of each), Y the labels in file order."""
+
+    X: Any
+    Y: np.ndarray
+    feature_names: list[str]
+    label_names: list[str]
+    attribute_names: list[str]
+    feature_attributes: list[int]
+    plan: list[FeatureColumn]
+
+
 def _read_arff(
     path: str | Path,
     labels: Sequence[str] | int,
     n_rows: int | None = None,
     dense: bool | None = None,
-) -> tuple[Any, np.ndarray, list[str], list[str]]:
-    """(X, Y, feature_names, label_names in column order). See :func:`read_mulan_arff`."""
+    features: Mapping[str, str] | None = None,
+    features_key: str = "data.custom.<name>.features",
+) -> ArffRead:
+    """One ARFF file read with the feature ``features`` rules (:func:`feature_plan`). See
+    :func:`read_mulan_arff`."""
     path = Path(path)
+    _refuse_empty(path)
     sparse_rows = _is_sparse(path)
     try:
         with open(path, encoding="utf-8") as fh:
@@ -267,18 +451,15 @@ def _read_arff(
                 f"of these files); non-label attributes among the last {L}: {', '.join(stray[:10])}"
             )
     label_idx = list(range(d_all - L, d_all))
-    feat_idx = list(range(d_all - L))
     label_names = names[d_all - L:]
-    feature_names = names[: d_all - L]
     for j in label_idx:
         t = attrs[j][1]
         vals = set(t) if isinstance(t, list) else None
-        if t not in ("NUMERIC", "REAL", "INTEGER") and not (vals and vals <= {"0", "1"}):
+        if t not in _NUMERIC_TYPES and not (vals and vals <= {"0", "1"}):
             raise ValueError(f"{path}: label attribute '{names[j]}' has type {t!r}, expected {{0,1}}")
-    for j in feat_idx:
-        t = attrs[j][1]
-        if t == "STRING" or (isinstance(t, str) and t.upper().startswith("DATE")):
-            raise ValueError(f"{path}: feature attribute '{names[j]}' has type {t!r}; only numeric/nominal supported")
+    d = d_all - L
+    plan = feature_plan(path, attrs, names, d, features, features_key)
+    identity = is_identity(plan)
 
     data = obj["data"]
     n = len(data)
@@ -286,15 +467,26 @@ def _read_arff(
         raise ValueError(
             f"{path}: expected {n_rows} data rows, found {n} (truncated or wrong file)"
         )
-    d = len(feat_idx)
+    # the first column of each kept attribute in X
+    start, col = {}, 0
+    for c in plan:
+        start[c.attribute] = col
+        col += len(c.columns)
+    d_out = col
+    by_attr = {c.attribute: c for c in plan}
     if sparse_rows:
         for j in range(d_all):
             t = attrs[j][1]
+            c = by_attr.get(j)
+            if c is not None and c.action != "numeric":
+                continue  # dropped, or one-hot: an omitted value is the first declared category
             if isinstance(t, list) and (not t or _to_float(t[0], path, names[j]) != 0.0):
                 raise ValueError(
                     f"{path}: sparse ARFF with nominal attribute '{names[j]}' whose first declared value "
                     f"{t[0] if t else None!r} is not 0: omitted values would not mean 0"
                 )
+        onehot = {c.attribute: {v: k for k, v in enumerate(c.categories)} for c in plan if c.action == "onehot"}
+        cat = {j: np.zeros(n, dtype=np.int64) for j in onehot}  # category index per row; -1: missing
         rows, cols, vals = [], [], []
         Y = np.zeros((n, L), dtype=np.uint8)
         for i, row in enumerate(data):
@@ -304,29 +496,44 @@ def _read_arff(
                     if fv not in (0.0, 1.0):
                         raise ValueError(f"{path}: row {i}: label '{names[j]}' has value {v!r}, expected 0/1")
                     Y[i, j - d] = int(fv)
-                else:
+                elif j in onehot:
+                    cat[j][i] = -1 if v is None else onehot[j][v]
+                elif by_attr[j].action == "numeric":
                     rows.append(i)
-                    cols.append(j)
+                    cols.append(start[j])
                     vals.append(_to_float(v, path, names[j]))
+        for j, k in cat.items():
+            ok = k >= 0
+            rows += np.flatnonzero(ok).tolist()
+            cols += (start[j] + k[ok]).tolist()
+            vals += [1.0] * int(ok.sum())
+            miss = np.flatnonzero(~ok)  # a missing category: NaN in every column of the attribute
+            for m in range(len(onehot[j])):
+                rows += miss.tolist()
+                cols += [start[j] + m] * miss.size
+                vals += [np.nan] * miss.size
         X = sp.csr_matrix(
             (np.asarray(vals, dtype=np.float32), (np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64))),
-            shape=(n, d),
+            shape=(n, d_out),
             dtype=np.float32,
         )
         X.sum_duplicates()
-        if dense is True or (dense is None and n * d <= DENSIFY_MAX_CELLS):
+        if dense is True or (dense is None and n * d_out <= DENSIFY_MAX_CELLS):
             X = X.toarray()
     else:
-        num = [attrs[j][1] in ("NUMERIC", "REAL", "INTEGER") for j in range(d_all)]
+        num = [attrs[j][1] in _NUMERIC_TYPES for j in range(d_all)]
         if all(num):
             A = np.array(data, dtype=np.float64) if n else np.zeros((0, d_all))
         else:
             O = np.array(data, dtype=object).reshape(n, d_all)
             A = np.empty((n, d_all), dtype=np.float64)
             for j in range(d_all):
-                if num[j]:
+                c = by_attr.get(j)
+                if c is not None and c.action != "numeric":
+                    A[:, j] = np.nan  # not read as a number (dropped or one-hot below)
+                elif num[j]:
                     A[:, j] = [np.nan if v is None else v for v in O[:, j]]
-                else:  # nominal: declared values must be numbers (MULAN's {0,1})
+                else:  # nominal read as its value: declared values must be numbers (MULAN's {0,1})
                     lookup = {v: _to_float(v, path, names[j]) for v in attrs[j][1]}
                     A[:, j] = [np.nan if v is None else lookup[v] for v in O[:, j]]
         Yf = A[:, d:]
@@ -336,10 +543,25 @@ def _read_arff(
                 f"{path}: row {bad[0]}: label '{label_names[bad[1]]}' has value {Yf[bad[0], bad[1]]}, expected 0/1"
             )
         Y = Yf.astype(np.uint8)
-        X = np.ascontiguousarray(A[:, :d], dtype=np.float32)
+        if identity:  # every feature one number: the columns as they are (the registry's files)
+            X = np.ascontiguousarray(A[:, :d], dtype=np.float32)
+        else:
+            X = np.zeros((n, d_out), dtype=np.float32)
+            for c in plan:
+                if c.action == "numeric":
+                    X[:, start[c.attribute]] = A[:, c.attribute]
+                elif c.action == "onehot":
+                    index = {v: k for k, v in enumerate(c.categories)}
+                    for i, v in enumerate(O[:, c.attribute]):
+                        if v is None:  # missing: NaN in every column of the attribute
+                            X[i, start[c.attribute]:start[c.attribute] + len(index)] = np.nan
+                        else:
+                            X[i, start[c.attribute] + index[v]] = 1.0
         if dense is False:
             X = sp.csr_matrix(X)
-    return X, Y, feature_names, label_names
+    feature_names = [name for c in plan for name in c.columns]
+    feature_attributes = [c.attribute for c in plan for _ in c.columns]
+    return ArffRead(X, Y, feature_names, label_names, list(names), feature_attributes, plan)
 
 
 def read_mulan_arff(
@@ -347,6 +569,7 @@ def read_mulan_arff(
     labels: Sequence[str] | int,
     n_rows: int | None = None,
     dense: bool | None = None,
+    features: Mapping[str, str] | None = None,
 ) -> tuple[Any, np.ndarray, list[str]]:
     """Read one MULAN ARFF file: ``(X float32 [n, d], Y uint8 [n, L], feature_names)``.
 
@@ -358,15 +581,18 @@ def read_mulan_arff(
 
     Errors are ``ValueError`` naming the file: malformed ARFF (with liac-arff's line
     number), label names/count not matching the attributes (expected vs found), a
-    ``n_rows`` mismatch (truncated file), non-0/1 label values.
+    ``n_rows`` mismatch (truncated file), non-0/1 label values, an empty file, a string
+    attribute not dropped. ``features`` maps attribute names or glob patterns to ``drop``,
+    ``onehot`` or ``numeric`` (:func:`feature_plan`); ``feature_names`` are X's column names
+    (``<attribute>=<category>`` for one-hot columns).
     """
-    X, Y, feature_names, _ = _read_arff(path, labels, n_rows=n_rows, dense=dense)
-    return X, Y, feature_names
+    r = _read_arff(path, labels, n_rows=n_rows, dense=dense, features=features)
+    return r.X, r.Y, r.feature_names
 
 
 def arff_label_names(path: str | Path, labels: Sequence[str] | int) -> list[str]:
     """Label names in the column order :func:`read_mulan_arff` uses."""
-    return _read_arff(path, labels)[3]
+    return _read_arff(path, labels).label_names
 
 
 # --------------------------------------------------------------------------- river CSV
@@ -423,15 +649,24 @@ class TrainTest:
     #: label-name file: prepare's checks name them (ARFF: line and attribute of a bad value)
     split_files: dict[str, Any] = field(default_factory=dict)
     labels_file: Any = None
+    #: ARFF files: every attribute's name and, per X column, the attribute it came from, so that
+    #: a bad value in a one-hot column is named by its attribute (None: column j is attribute j)
+    attribute_names: list[str] | None = None
+    feature_attributes: list[int] | None = None
+    #: how the features were encoded (:func:`encoding_record`); None: every attribute one number
+    feature_encoding: dict[str, Any] | None = None
 
 
-def load_spec(spec: Any, fetched: Mapping[str, Any]) -> TrainTest:
+def load_spec(spec: Any, fetched: Mapping[str, Any], features: Mapping[str, str] | None = None) -> TrainTest:
     """Loader for ``mulan-arff`` specs (``DatasetSpec.loader``).
 
     ``fetched`` maps each of the spec's file names to its ``FetchResult``. If a file was
     satisfied by a packaged copy (river's Yeast CSV), the whole dataset is read from that
     copy; otherwise from the ARFF pair and the XML (or ``spec.n_labels``). Row counts are
-    checked against the spec's official split sizes when it has them.
+    checked against the spec's official split sizes when it has them. ``features``
+    (``data.custom.<name>.features``) says how to read feature attributes (:func:`feature_plan`);
+    both files get the same columns, since one-hot columns follow the header's declared
+    categories, and a header that differs between the files is an error.
     """
     packaged = [r for r in fetched.values() if r.source == "packaged" or _is_packaged_path(spec, r.path)]
     if packaged:
@@ -455,15 +690,25 @@ def load_spec(spec: Any, fetched: Mapping[str, Any]) -> TrainTest:
         raise ValueError(
             f"dataset '{spec.name}': label XML lists {len(labels)} labels, registry expects {spec.n_labels}"
         )
-    Xtr, Ytr, fn, ln = _read_arff(train, labels, n_rows=spec.n_train)
-    Xte, Yte, fn_te, ln_te = _read_arff(test, labels, n_rows=spec.n_test)
+    key = f"data.custom.{spec.name}.features"
+    tr = _read_arff(train, labels, n_rows=spec.n_train, features=features, features_key=key)
+    te = _read_arff(test, labels, n_rows=spec.n_test, features=features, features_key=key)
+    Xtr, Ytr, fn, ln = tr.X, tr.Y, tr.feature_names, tr.label_names
+    Xte, Yte, fn_te, ln_te = te.X, te.Y, te.feature_names, te.label_names
     if fn != fn_te or ln != ln_te:
         raise ValueError(f"dataset '{spec.name}': {train.name} and {test.name} declare different attributes")
+    if tr.plan != te.plan:  # same names, other types or categories: the columns would not mean the same
+        diff = next(a for a, b in zip(tr.plan, te.plan) if a != b)
+        raise ValueError(f"dataset '{spec.name}': {train} and {test} declare attribute '{diff.name}' differently "
+                         f"({diff.kind} {list(diff.categories) or ''} vs the test file's): the columns would differ")
     if sp.issparse(Xtr) != sp.issparse(Xte):
         Xtr, Xte = sp.csr_matrix(Xtr), sp.csr_matrix(Xte)
     labels_file = fetched[spec.file("labels").name].path if not isinstance(labels, int) else None
+    identity = is_identity(tr.plan) and not features
     return TrainTest(Xtr, Ytr, Xte, Yte, ln, fn, "mulan-arff", split_files={"train": train, "test": test},
-                     labels_file=labels_file)
+                     labels_file=labels_file, attribute_names=tr.attribute_names,
+                     feature_attributes=tr.feature_attributes,
+                     feature_encoding=None if identity else encoding_record(tr.plan, features))
 
 
 def _is_packaged_path(spec: Any, path: Path) -> bool:

@@ -63,6 +63,12 @@ from cdgtmll.data.acquire import AcquisitionError, ChecksumError, fetch
 from cdgtmll.data.processed import ProcessedData, meta_warnings
 from cdgtmll.data.registry import IMPUTE_RULES, DatasetSpec, get_spec, spec_from_config
 
+#: ``data.custom.<name>`` keys that say how prepare reads the files, not where they are: taken out
+#: before :func:`cdgtmll.data.registry.spec_from_config` (the spec has no field for them)
+READ_KEYS = ("features", "duplicate_rows")
+#: rows shared by the training and test files (``data.custom.<name>.duplicate_rows``)
+DUPLICATE_RULES = ("error", "warn")
+
 #: how many bad feature values an error (or the imputation log) names one by one
 REPORT_FIRST = 5
 IMPUTE_HOW = {"mean": "each column's mean over the finite values of the training split's rows",
@@ -102,10 +108,11 @@ def prepare(
     ``impute``: the rule for missing/non-finite features (default: ``dataset_config['impute']``,
     else ``'none'``: an error). A failed check raises ``ValueError`` and writes nothing.
     """
+    read = read_options(dataset if isinstance(dataset, str) else dataset.name, dataset_config)
     if isinstance(dataset, DatasetSpec):
         spec = dataset
     elif dataset_config is not None:
-        spec = spec_from_config(dataset, dataset_config)
+        spec = spec_from_config(dataset, {k: v for k, v in dataset_config.items() if k not in READ_KEYS})
     else:
         spec = get_spec(dataset)
     if spec.loader is None:
@@ -130,13 +137,19 @@ def prepare(
         if res.source == "packaged" or (res.source == "cached" and res.original_source == "packaged"):
             break  # one packaged copy stands in for all the raw files
     try:
-        tt = loader(spec, fetched, **dict(loader_options or {}))
+        kwargs = dict(loader_options or {})
+        if read["features"]:
+            kwargs["features"] = read["features"]
+        tt = loader(spec, fetched, **kwargs)
         n_train = tt.Y_train.shape[0]
         n_test = tt.Y_test.shape[0]
         check_labels(spec, tt, fetched)
         problems = feature_problems(spec, tt, impute, custom=dataset_config is not None)
         if problems is not None and impute == "none":
             raise ValueError(problems)
+        duplicates = None
+        if dataset_config is not None:  # the registry's official splits are taken as published
+            duplicates = shared_rows(spec.name, tt, fetched, read["duplicate_rows"])
         files = getattr(tt, "split_files", None) or {}
         where = {s: str(files.get(s) or f"official {s} split") for s in ("train", "test")}
         splits_mod.check_split_sizes(spec.name, {"train": (n_train, f"official training rows, {where['train']}"),
@@ -198,6 +211,10 @@ def prepare(
     }
     if imputation is not None:
         meta["imputation"] = imputation
+    if getattr(tt, "feature_encoding", None):
+        meta["feature_encoding"] = tt.feature_encoding
+    if duplicates is not None:
+        meta["train_test_duplicates"] = duplicates
     const, full = constant_labels(Y, fit, list(tt.label_names))
     if const:
         meta["constant_train_labels"] = const
@@ -246,6 +263,93 @@ def check_labels(spec: DatasetSpec, tt: Any, fetched: Mapping[str, Any]) -> None
                          "at least 2 (a single label is binary classification)")
 
 
+def read_options(name: str, cfg: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The checked read keys of ``data.custom.<name>`` (:data:`READ_KEYS`): ``features``
+    (attribute name or glob -> drop | onehot | numeric; the actions are checked against the
+    file's attributes by :func:`cdgtmll.data.mulan.feature_plan`) and ``duplicate_rows`` (error,
+    the default, or warn). The config schema checks them too; this is the same check for
+    ``--dataset-config`` given by hand, with the same key paths."""
+    from cdgtmll.data.mulan import FEATURE_ACTIONS
+
+    cfg = cfg or {}
+    prefix = f"data.custom.{name}"
+    features = cfg.get("features") or {}
+    if not isinstance(features, Mapping):
+        raise ValueError(f"config error at '{prefix}.features': expected a mapping from attribute names or glob "
+                         f"patterns to {' | '.join(FEATURE_ACTIONS)}, got {type(features).__name__}")
+    for k, v in features.items():
+        if not isinstance(k, str) or not k:
+            raise ValueError(f"config error at '{prefix}.features': attribute names must be non-empty strings, got {k!r}")
+        if v not in FEATURE_ACTIONS:
+            raise ValueError(f"config error at '{prefix}.features.{k}': must be one of {', '.join(FEATURE_ACTIONS)}, "
+                             f"got {v!r}")
+    dup = cfg.get("duplicate_rows", "error")
+    if dup not in DUPLICATE_RULES:
+        raise ValueError(f"config error at '{prefix}.duplicate_rows': must be one of {', '.join(DUPLICATE_RULES)}, "
+                         f"got {dup!r}")
+    return {"features": dict(features), "duplicate_rows": dup}
+
+
+def _row_keys(X: Any, Y: Any) -> list[bytes]:
+    """One bytes key per row: its feature values (float32, -0.0 as 0.0, a sparse row's explicit
+    zeros removed) and its labels, so that equal rows, and only those, have equal keys."""
+    Y = np.asarray(Y.toarray() if sp.issparse(Y) else Y, dtype=np.uint8)
+    if sp.issparse(X):
+        X = sp.csr_matrix(X, dtype=np.float32, copy=True)
+        X.data += np.float32(0.0)
+        X.eliminate_zeros()
+        X.sort_indices()
+        return [X.indices[a:b].tobytes() + b"|" + X.data[a:b].tobytes() + b"|" + Y[i].tobytes()
+                for i, (a, b) in enumerate(zip(X.indptr[:-1], X.indptr[1:]))]
+    A = np.ascontiguousarray(X, dtype=np.float32) + np.float32(0.0)
+    return [A[i].tobytes() + b"|" + Y[i].tobytes() for i in range(A.shape[0])]
+
+
+def shared_rows(name: str, tt: Any, fetched: Mapping[str, Any], rule: str = "error") -> dict[str, Any] | None:
+    """Test rows identical (features as read, after ``features``, and labels) to a training row.
+
+    A test row that is also a training row is scored on what the model was fitted on, which
+    overstates every metric, and nothing downstream can tell. Such rows, or the same file given
+    as both splits, are a ``ValueError`` (``rule`` 'error') naming both files and the first
+    :data:`REPORT_FIRST` pairs by line, or (``rule`` 'warn') the record that prepare writes to
+    ``meta['train_test_duplicates']`` and the tables repeat. None when no row is shared."""
+    from cdgtmll.data.mulan import arff_data_lines
+
+    files = getattr(tt, "split_files", None) or {}
+    train, test = files.get("train"), files.get("test")
+    first: dict[bytes, int] = {}
+    for i, k in enumerate(_row_keys(tt.X_train, tt.Y_train)):
+        first.setdefault(k, i)
+    pairs = [(i, first[k]) for i, k in enumerate(_row_keys(tt.X_test, tt.Y_test)) if k in first]
+    shas = {s: r.sha256 for s in ("train", "test") for r in fetched.values()
+            if files.get(s) is not None and str(r.path) == str(files[s])}
+    same = bool(shas.get("train")) and shas.get("train") == shas.get("test")
+    if not pairs and not same:
+        return None
+    n_test = int(tt.Y_test.shape[0])
+    key = f"data.custom.{name}.duplicate_rows"
+    if rule == "warn":
+        return {"rule": rule, "count": len(pairs), "n_test": n_test, "same_file": same,
+                "compared": "features as read (after data.custom features rules) and labels"}
+    if same:
+        raise ValueError(f"dataset '{name}': the training and the test file are the same file ({train} and {test}, "
+                         f"sha256 {shas['train']}): every test row is a training row, so every metric would be "
+                         f"measured on training data; give the official test file as data.custom.{name}.test "
+                         f"(or set {key}: warn to run it anyway)")
+    tr_lines = arff_data_lines(train, [j for _, j in pairs[:REPORT_FIRST]]) if train else {}
+    te_lines = arff_data_lines(test, [i for i, _ in pairs[:REPORT_FIRST]]) if test else {}
+
+    def where(f: Any, lines: dict, row: int) -> str:
+        line = lines.get(row, (None,))[0]
+        return f"{f} " + (f"line {line} (data row {row + 1})" if line else f"data row {row + 1}")
+
+    shown = "\n  ".join(f"{where(test, te_lines, i)} = {where(train, tr_lines, j)}" for i, j in pairs[:REPORT_FIRST])
+    raise ValueError(f"dataset '{name}': {len(pairs)} of {n_test} rows of {test} are identical (features and labels) "
+                     f"to rows of {train}: those test rows would be scored on training data; first "
+                     f"{min(len(pairs), REPORT_FIRST)}:\n  {shown}\nremove them from one of the files, or set "
+                     f"{key}: warn to keep them (prepare records the count and the tables repeat it)")
+
+
 def _bad_cells(X: Any) -> tuple[int, int, list[tuple[int, int]]]:
     """``(NaN count, infinite count, first REPORT_FIRST (row, column) in row order)``."""
     if sp.issparse(X):
@@ -273,6 +377,8 @@ def feature_problems(spec: DatasetSpec, tt: Any, impute: str = "none", custom: b
 
     names = list(getattr(tt, "feature_names", None) or [])
     files = getattr(tt, "split_files", None) or {}
+    attr_of = getattr(tt, "feature_attributes", None)  # X column -> ARFF attribute (one-hot, dropped)
+    attr_names = getattr(tt, "attribute_names", None) or names
     counts, lines = [], []
     total = 0
     for split, X in (("train", tt.X_train), ("test", tt.X_test)):
@@ -284,7 +390,9 @@ def feature_problems(spec: DatasetSpec, tt: Any, impute: str = "none", custom: b
         where = str(f) if f is not None else f"official {split} split"
         counts.append(f"{n_nan + n_inf} in {where} ({n_nan} missing/NaN, {n_inf} infinite)")
         if f is not None and str(f).endswith(".arff"):
-            lines += describe_arff_cells(f, cells, names)
+            if attr_of is not None:
+                cells = [(r, attr_of[c]) for r, c in cells]
+            lines += describe_arff_cells(f, cells, attr_names if attr_of is not None else names)
         else:
             lines += [f"{where} row {r + 1}, column {c + 1}" + (f" ('{names[c]}')" if c < len(names) else "")
                       + ": missing or non-finite value" for r, c in cells]

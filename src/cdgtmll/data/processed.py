@@ -18,7 +18,10 @@ key                content
 ``meta``           a JSON string: dataset name, format version, source files
                    with sha256, split provenance (seed, fraction, method), and
                    what prepare's checks found: ``constant_train_labels``
-                   (label names), ``imputation`` (rule, count, fill values)
+                   (label names), ``imputation`` (rule, count, fill values),
+                   ``train_test_duplicates`` (test rows equal to training
+                   rows, kept), ``feature_encoding`` (dropped and one-hot
+                   attributes, with the config key that decided each)
 =================  ==========================================================
 
 :func:`dataset_warnings` turns the checks' records into sentences (the prepare log and
@@ -195,12 +198,19 @@ def meta_warnings(meta: dict[str, Any]) -> list[str]:
     if imp.get("count"):
         out.append(f"{name}: {imp['count']} missing or non-finite feature value(s) in {len(imp.get('fill_values', {}))} "
                    f"column(s) imputed by prepare, rule '{imp['rule']}' ({imp.get('description', '')}).")
+    dup = meta.get("train_test_duplicates") or {}
+    if dup.get("count") or dup.get("same_file"):
+        same = "the training and test files are the same file: " if dup.get("same_file") else ""
+        out.append(f"{name}: {same}{dup['count']} of {dup.get('n_test', '?')} test rows are identical (features and "
+                   "labels) to training rows, kept by the config (duplicate_rows: warn): their scores are "
+                   "measured on training data (recorded by prepare).")
     return out
 
 
 def dataset_warnings(path: str | Path) -> list[str]:
     """What prepare warned about in processed file ``path``, one sentence each: labels
-    constant in the training split (no positive, or positive in every row), and feature
-    values imputed (``data.custom.<name>.impute``). Empty for a clean dataset and for files
+    constant in the training split (no positive, or positive in every row), feature
+    values imputed (``data.custom.<name>.impute``), and test rows identical to training rows
+    kept by ``data.custom.<name>.duplicate_rows: warn``. Empty for a clean dataset and for files
     written before these checks."""
     return meta_warnings(read_meta(path))

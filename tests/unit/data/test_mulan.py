@@ -139,8 +139,11 @@ def test_sparse_arff_edge_cases(tmp_path):
     X, Y, fn = read_mulan_arff(f, ["y0", "y1"])
     assert fn == ["f0", "f1"] and X.tolist() == [[2.5, 0], [0, 0], [0, 1]] and Y.tolist() == [[1, 0], [0, 0], [0, 1]]
     f.write_text(head.replace("f1 {0,1}", "f1 {1,0}") + "{0 2.5}\n")
-    with pytest.raises(ValueError, match="first declared value '1' is not 0"):
-        read_mulan_arff(f, 2)
+    # an omitted nominal value is the first declared category ('1'): one-hot, that is f1=1
+    X, Y, fn = read_mulan_arff(f, 2)
+    assert fn == ["f0", "f1=1", "f1=0"] and X.tolist() == [[2.5, 1, 0]]
+    with pytest.raises(ValueError, match="first declared value '1' is not 0"):  # read as a number, 0 would be 1
+        read_mulan_arff(f, 2, features={"f1": "numeric"})
 
 
 def test_arff_and_river_csv_are_identical(mirror, loaded):
@@ -194,7 +197,9 @@ def test_prepare_sparse_mulan_dataset(mirror, tmp_path, no_env_mirror):
 
 
 def test_prepare_config_defined_dataset_via_file_urls(mirror, tmp_path, no_env_mirror):
-    """A MULAN dataset unknown to the registry, defined in config, fetched from file:// URLs."""
+    """A MULAN dataset unknown to the registry, defined in config, fetched from file:// URLs.
+    MULAN's own Enron split has 10 test rows identical to training rows: a config-defined copy
+    must say that it keeps them (``duplicate_rows: warn``), and prepare records the count."""
     src = mirror_file(mirror, "enron")
     sha = {r.split("\t")[0]: r.split("\t")[2] for r in mirror_file(mirror, "MANIFEST.tsv").read_text().splitlines()[1:]}
     cfg = {
@@ -202,10 +207,12 @@ def test_prepare_config_defined_dataset_via_file_urls(mirror, tmp_path, no_env_m
         "urls": {k: [(src / v).as_uri()] for k, v in
                  (("train", "enron-train.arff"), ("test", "enron-test.arff"), ("xml", "enron.xml"))},
         "sha256": {"train": sha["enron/enron-train.arff"], "test": sha["enron/enron-test.arff"]},
+        "duplicate_rows": "warn",
     }
     with pytest.warns(acquire.UnverifiedWarning):  # the xml has no sha256 in this config
         d = prepare("my-enron", tmp_path / "raw", tmp_path / "m.npz", dataset_config=cfg)
     assert d.name == "my-enron" and d.Y.shape == (1702, 53)
+    assert d.meta["train_test_duplicates"]["count"] == 10 and "feature_encoding" not in d.meta
     files = {f["file"]: f for f in d.meta["source_files"]}
     assert files["enron-train.arff"]["source"] == "url" and files["enron-train.arff"]["verified"]
     assert files["enron.xml"]["verified"] is False
