@@ -61,7 +61,16 @@ from typing import Any
 from cdgtmll.data.acquire import local_source
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.data.registry import REGISTRY
-from cdgtmll.io import NPZ_ERRORS, CorruptArtifactError, config_hash, load_npz, read_json, seal_problem, sha256_file
+from cdgtmll.io import (
+    NPZ_ERRORS,
+    SEAL_FIELD,
+    CorruptArtifactError,
+    config_hash,
+    load_npz,
+    read_json,
+    seal_problem,
+    sha256_file,
+)
 from cdgtmll.lineage.code import changed_modules
 from cdgtmll.lineage.code import identity as code_identity
 from cdgtmll.lineage.provenance import run_machine
@@ -442,7 +451,12 @@ def audit_run_metrics(rep: AuditReport, metrics_path: Path, expected: str | None
     if m is None:
         return
     sealed = seal_problem(m)
-    if sealed is not None:  # edited after its evaluate job wrote it (or written before the seal)
+    if sealed is not None and isinstance(m, dict) and SEAL_FIELD not in m:
+        # written before files were sealed: a warning, since its values are re-computed from its
+        # predictions either way (audit_cell_value); a seal that does not match is a problem
+        rep.warnings.append(f"UNSEALED metrics: {metrics_path}: {sealed}")
+        rep.say(f"UNSEALED metrics: {metrics_path}: {sealed}", indent + 1)
+    elif sealed is not None:  # edited after its evaluate job wrote it
         rep.problems.append(f"MODIFIED metrics: {metrics_path}: {sealed}")
         rep.say(f"MODIFIED metrics: {metrics_path}: {sealed}", indent + 1)
     else:

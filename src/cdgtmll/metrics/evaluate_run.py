@@ -252,14 +252,14 @@ def reevaluate(record: dict, where: str | Path = "metrics.json", clean: Processe
     ``clean``: the clean data, when the caller has it loaded already. Raises ``KeyError``
     naming ``where`` and the field when the record lacks what is needed (a file written
     before the settings were recorded: re-run its evaluate job)."""
-    settings = record.get("settings")
-    if not isinstance(settings, dict) or any(k not in settings for k in SETTINGS):
-        raise KeyError(f"{where}: field 'settings' ({', '.join(SETTINGS)}) is missing: written before the evaluate "
-                       "job recorded its settings; re-run it (`snakemake all`)")
     inputs = record.get("inputs") or {}
     for role in ("predictions", "clean_data"):
         if not (inputs.get(role) or {}).get("path"):
             raise KeyError(f"{where}: field 'inputs.{role}.path' is missing")
+    settings = record.get("settings")
+    if not isinstance(settings, dict) or any(k not in settings for k in SETTINGS):
+        raise KeyError(f"{where}: field 'settings' ({', '.join(SETTINGS)}) is missing: written before the evaluate "
+                       "job recorded its settings; re-run it (`snakemake all`)")
     clean = clean if clean is not None else ProcessedData.load(Path(inputs["clean_data"]["path"]))
     Y_train = clean.part("train")[1]
     tail = tail_labels(Y_train, q=settings["tail_fraction"], tie_seed=settings["tie_seed"])
