@@ -8,7 +8,8 @@
 
 A config's ``plugins`` are imported as the pipeline imports them: from the working directory
 and the folder holding the Snakefile (besides PYTHONPATH and the installed packages), so a
-plugin module beside the Snakefile needs no PYTHONPATH. Without --config, ``methods`` and
+plugin module beside the Snakefile needs no PYTHONPATH. Importing a plugin runs its code:
+``check-config`` names the modules before it imports them. Without --config, ``methods`` and
 ``datasets`` read the default config/config.yaml when the working directory has one.
 """
 
@@ -43,10 +44,18 @@ def _load_plugins(path: Path | None) -> dict[str, list[str]]:
 
 
 def _check_config(path: Path) -> int:
+    """Validate the config at ``path``. A config's plugins are code that runs here and in every
+    job, so the modules are named before they are imported: whoever checks an unknown config sees
+    what it would run (config/README.md, docs/plugins.md: a config is trusted as a Snakefile is)."""
     from cdgtmll.config.loader import load
+    from cdgtmll.config.plugins import read_plugins
     from cdgtmll.config.schema import ConfigError
 
     try:
+        modules = read_plugins(path)
+        if modules:
+            print(f"{path}: importing plugin module(s) {', '.join(modules)}: a config's plugins are Python "
+                  "code that runs here and in every job; trust the config as you would a Snakefile", flush=True)
         added = _load_plugins(path)  # before load(): it imports them too, but without these folders
         cfg = load(path)
     except ConfigError as exc:

@@ -21,6 +21,8 @@ from cdgtmll.config.plan import (
     train_runtime,
     variants,
 )
+from cdgtmll.config.names import DATASET_WILDCARD, METHOD_WILDCARD
+from cdgtmll.data.registry import data_config
 from cdgtmll.lineage.code import identity, train_roots
 from cdgtmll.variants.naming import CLEAN, variant_id
 
@@ -87,10 +89,12 @@ def train_cpus(wildcards, threads):
     return threads + workers
 
 
+# The patterns the config check holds every dataset and method name to (cdgtmll.config.names):
+# one definition, so a name the check accepts always makes its jobs.
 wildcard_constraints:
-    dataset=r"[A-Za-z0-9_.\-]+",
+    dataset=DATASET_WILDCARD,
     variant=r"clean|R[0-9.]+-s[0-9]+|N[0-9.]+-s[0-9]+|O[0-9.]+-s[0-9]+",
-    method=r"[A-Za-z0-9_.\-@=,]+",
+    method=METHOD_WILDCARD,
 
 
 def processed(dataset):
@@ -236,15 +240,23 @@ def study_metrics(study):
     return all_metrics(STUDY_JOBS.get(study, []))
 
 
-def prepare_sources(wc):
-    """The local files acquisition would read for this dataset, resolved now: its mirror
-    files that exist (custom datasets: <mirror>/<name>/<file>) and file:// URLs. They are
-    inputs, so an edited source re-runs prepare and everything downstream (prepare then
-    re-copies it: the cached raw copy is re-verified against its source). Remote files and
-    packaged copies (pinned sha256) are not inputs. CDGTMLL_DATA_MIRROR overrides the mirror,
-    as in the job."""
-    from cdgtmll.data.acquire import local_inputs
+def prepare_identity(wc):
+    """What the raw data of this dataset is, by content (cdgtmll.data.acquire.content_identity:
+    pinned sha256s, or the sha256 of unpinned local sources), as canonical JSON: a param of
+    prepare_dataset, so an edited unpinned source re-runs prepare and everything downstream,
+    while a byte-identical mirror in another folder re-runs nothing. The mirror's path is not part
+    of any job's identity: the jobs find it in CDGTMLL_DATA_MIRROR (set below from data.mirror)."""
+    from cdgtmll.data.acquire import content_identity
     from cdgtmll.data.registry import get_spec
 
     spec = get_spec(wc.dataset, config["data"]["custom"])
-    return local_inputs(spec, config["data"]["mirror"], config["data"]["allow_download"])
+    return json.dumps(
+        content_identity(spec, config["data"]["mirror"], config["data"]["allow_download"]), sort_keys=True
+    )
+
+
+# data.mirror reaches prepare_dataset through the environment (CDGTMLL_DATA_MIRROR, which overrides
+# the config value anyway, cdgtmll.data.acquire.resolve_mirror), not as a param: a param's change
+# re-runs the job, and a folder is not data.
+if config["data"]["mirror"] and not os.environ.get("CDGTMLL_DATA_MIRROR"):
+    os.environ["CDGTMLL_DATA_MIRROR"] = os.path.abspath(config["data"]["mirror"])

@@ -2,8 +2,8 @@
 
 
 rule prepare_dataset:
-    input:
-        sources=prepare_sources,
+    # No inputs: the raw data is known by content (params.sources, common.smk prepare_identity),
+    # not by the path of a mirror file.
     group:
         "data_{dataset}"
     output:
@@ -11,7 +11,7 @@ rule prepare_dataset:
     params:
         code=code_of("cdgtmll.data.prepare"),
         raw=RAW,
-        mirror=lambda wc: ["--mirror", config["data"]["mirror"]] if config["data"]["mirror"] else [],
+        sources=prepare_identity,
         download="" if config["data"]["allow_download"] else "--no-download",
         val_fraction=config["data"]["val_fraction"],
         split_seed=config["data"]["split_seed"],
@@ -23,8 +23,10 @@ rule prepare_dataset:
             if wc.dataset in config["data"]["loader_options"]
             else []
         ),
+        # without display_name and notes (cdgtmll.data.registry.data_config): text for people
+        # re-runs only the tables and figures that print it
         custom=lambda wc: (
-            ["--dataset-config", json.dumps(config["data"]["custom"][wc.dataset], sort_keys=True)]
+            ["--dataset-config", json.dumps(data_config(config["data"]["custom"][wc.dataset]), sort_keys=True)]
             if wc.dataset in config["data"]["custom"]
             else []
         ),
@@ -40,7 +42,7 @@ rule prepare_dataset:
         runtime=30,
     shell:
         "python -m cdgtmll.data.prepare --dataset {wildcards.dataset} --raw-dir {params.raw} "
-        "--out {output} {params.mirror:q} {params.download} "
+        "--out {output} {params.download} "
         "--val-fraction {params.val_fraction} --split-seed {params.split_seed} --min-split-rows {params.min_split_rows} "
         "{params.custom:q} {params.options:q} > {log} 2>&1"
 

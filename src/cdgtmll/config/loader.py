@@ -4,7 +4,9 @@ Validation happens in two layers before any job starts:
 
 1. the JSON schema ``schema.yaml`` (:mod:`cdgtmll.config.schema`) (types, ranges, no unknown keys;
    defaults are filled in), and
-2. semantic checks the schema cannot express: dataset names exist in the dataset
+2. semantic checks the schema cannot express: every name that becomes a folder and a Snakemake
+   wildcard value (``data.custom`` datasets, aliases, method entries) matches the one pattern of
+   :mod:`cdgtmll.config.names`, dataset names exist in the dataset
    registry (or ``data.custom``), method names exist in the method registry, every
    method's hyper-parameters are accepted by its constructor and lie in the range or
    type its class declares (``hparam_space``, :func:`cdgtmll.methods.base.check_hparams`),
@@ -31,6 +33,7 @@ from pathlib import Path
 import yaml
 
 from cdgtmll.config import yaml12
+from cdgtmll.config.names import name_problem
 from cdgtmll.config.plan import method_hparams, resolve_method, run_spec, split_method, study_datasets, study_methods
 from cdgtmll.config.plugins import import_plugins
 from cdgtmll.config.schema import ConfigError, validate_schema
@@ -72,6 +75,8 @@ def _semantic_checks(config: dict, source: str) -> None:
     custom = config["data"].get("custom", {})
     known = set(custom)
     for name, cfg in custom.items():
+        if (problem := name_problem(name, "dataset")) is not None:
+            fail(f"data.custom.{name}", problem)
         try:
             spec_from_config(name, cfg)
         except ValueError as exc:
@@ -104,12 +109,16 @@ def _semantic_checks(config: dict, source: str) -> None:
     aliases = config.get("aliases", {})
     known_methods = catalog.available()
     for a, spec in aliases.items():
+        if (problem := name_problem(a, "alias")) is not None:
+            fail(f"aliases.{a}", problem)
         if a in known_methods or "@" in a:
             fail(f"aliases.{a}", "an alias must not shadow a registered method or contain '@'")
         if spec["method"] not in known_methods:
             fail(f"aliases.{a}.method", f"unknown method '{spec['method']}'; registered: {', '.join(known_methods)}")
 
     def check_method(m: str, key: str, dataset: str | None = None) -> None:
+        if (problem := name_problem(m, "method-entry")) is not None:
+            fail(key, problem)
         try:
             registered, _ = resolve_method(config, m)
         except ConfigError as exc:

@@ -176,8 +176,27 @@ def _resolved_hparams(config: dict, dataset: str, method: str) -> dict:
     return json.loads(canonical_json(hp))
 
 
+def method_protocol(config: dict, dataset: str, method: str) -> dict:
+    """The part of the dataset's training protocol (``training.<dataset>`` over ``training.default``)
+    that ``method`` reads: all of it for a method that trains a torch model (``Method.neural``: the
+    shared trainer reads every key, ``ctx.extra['training']``), else only the keys its constructor
+    accepts (:func:`cdgtmll.methods.base.build_for_protocol` passes no other; for the built-in
+    classical methods, none), so that ``training.<dataset>.epochs`` re-runs no BR-LogReg job."""
+    from cdgtmll.methods import base, catalog
+
+    registered, _ = resolve_method(config, method)
+    proto = training_protocol(config, dataset)
+    if catalog.is_neural(registered):
+        return proto
+    entry = catalog.catalog()["methods"].get(registered)
+    accepted = set(entry["accepted"]) if entry is not None else base.hparam_names(base.get(registered))[0]
+    return {k: v for k, v in proto.items() if k in accepted}
+
+
 def run_spec(config: dict, dataset: str, variant: str, method: str) -> dict:
-    """Everything that determines the result of one (dataset, variant, method) job."""
+    """Everything that determines the result of one (dataset, variant, method) job, and nothing
+    else: ``training`` holds only the protocol keys the method reads (:func:`method_protocol`);
+    names for people (display names, notes) are never part of it."""
     spec = {
         "dataset": dataset,
         "variant": variant,
@@ -185,7 +204,7 @@ def run_spec(config: dict, dataset: str, variant: str, method: str) -> dict:
         "registered_method": resolve_method(config, method)[0],
         "hparams": method_hparams(config, dataset, method),
         "resolved_hparams": _resolved_hparams(config, dataset, method),
-        "training": training_protocol(config, dataset),
+        "training": method_protocol(config, dataset, method),
         "seeds": list(config["experiments"]["seeds"]),
         "device": config["experiments"].get("device", "auto"),
         "data": {k: config["data"][k] for k in ("val_fraction", "split_seed")},

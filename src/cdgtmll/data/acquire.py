@@ -27,8 +27,9 @@ A cached copy is re-verified against the local file it would be acquired from no
 (:func:`local_source`: the mirror file, or a ``file://`` URL): when that file's sha256 differs
 from the copy's, the copy is stale and is replaced (``source <path> changed: sha256 <old> ->
 <new>; re-copying``), or, when the expected sha256 is known, :class:`ChecksumError` reports
-the changed source. The same local files are the inputs of the Snakemake rule
-``prepare_dataset`` (:func:`local_inputs`), so an edited source re-runs everything downstream.
+the changed source. The rule ``prepare_dataset`` knows the raw data by content, not by path
+(:func:`content_identity`, a param): a pinned sha256, or the sha256 of an unpinned local source,
+so an edited unpinned source re-runs everything downstream, and a moved identical mirror nothing.
 
 Every acquired file gets ``<dest>/<file>.source.json`` (source, origin, sha256, size,
 verified, time). :attr:`FetchResult.notes` says, in words, why this source was used (a
@@ -157,6 +158,60 @@ def local_inputs(spec: DatasetSpec, mirror: str | os.PathLike | None = None, all
         if src is not None and str(src[1]) not in out:
             out.append(str(src[1]))
     return out
+
+
+def content_identity(spec: DatasetSpec, mirror: str | os.PathLike | None = None,
+                     allow_download: bool = True) -> list[dict]:
+    """What the raw data of ``spec`` *is*, by content, for the Snakemake rule
+    ``prepare_dataset`` (a param: a different identity re-runs prepare and everything after it).
+
+    Per raw file, in file order: its name and sha256. The sha256 is the pinned one (registry,
+    or ``data.custom.<name>.sha256``) when there is one: prepare refuses any other content, so
+    the pin *is* the content. Otherwise it is the sha256 of the local file prepare would copy
+    now (:func:`local_source`: mirror or ``file://`` URL; hashed once per file version,
+    :func:`cached_sha256`), so an edited unpinned source re-runs prepare. When a packaged copy
+    stands in, its own pinned sha256; else (a remote, unpinned file) its URLs. No path of the
+    mirror is part of it: a byte-identical mirror in another folder plans nothing."""
+    out: list[dict] = []
+    for f in spec.files:
+        entry: dict = {"name": f.name, "sha256": f.sha256}
+        if f.sha256 is None:
+            local = local_source(spec, f, mirror, allow_download)
+            if local is not None:
+                entry["sha256"] = cached_sha256(local[1])
+            else:
+                copies = [c for c in spec.packaged if f.name in c.replaces and locate_packaged(c) is not None]
+                if copies:
+                    entry["packaged"] = {"name": copies[0].name, "sha256": copies[0].sha256}
+                else:
+                    entry["urls"] = list(f.urls)
+        out.append(entry)
+    return out
+
+
+def cached_sha256(path: str | os.PathLike) -> str:
+    """sha256 of a local source file, remembered under ``$XDG_CACHE_HOME/cdgtmll/sha256/`` by its
+    real path, size, inode and mtime (ns): the Snakefile asks on every parse (also in every
+    cluster job), and an unpinned mirror file may be gigabytes. Any change of the file gives a
+    new key; an unwritable cache only costs the hashing."""
+    p = Path(path).resolve()
+    st = p.stat()
+    key = hashlib.sha256(f"{p}\0{st.st_size}\0{st.st_ino}\0{st.st_mtime_ns}".encode()).hexdigest()
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cdgtmll" / "sha256" / key
+    try:
+        known = cache.read_text(encoding="ascii").strip()
+        if len(known) == 64:
+            return known
+    except OSError:
+        pass
+    sha = sha256_file(p)
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(cache) as tmp:
+            Path(tmp).write_text(sha, encoding="ascii")
+    except OSError:
+        pass
+    return sha
 
 
 def fetch(

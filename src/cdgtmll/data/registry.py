@@ -453,6 +453,10 @@ def available() -> list[str]:
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 _CFG_KEYS = {"format", "train", "test", "xml", "n_labels", "urls", "sha256", "display_name",
              "n_train", "n_test", "notes", "impute"}
+#: keys of ``data.custom.<name>`` that are text for people, not data: left out of what the rule
+#: prepare_dataset is given (:func:`data_config`), so renaming a dataset re-runs no job but the
+#: tables and figures that print the name
+PRESENTATION_KEYS = ("display_name", "notes")
 #: what prepare does with missing/non-finite feature values (``data.custom.<name>.impute``):
 #: 'none' refuses the data (default), 'mean' / 'zero' fill them (cdgtmll.data.prepare)
 IMPUTE_RULES = ("none", "mean", "zero")
@@ -535,6 +539,11 @@ def spec_from_config(name: str, cfg: Mapping[str, Any], key_prefix: str | None =
         loader=MULAN_LOADER,
         notes=str(cfg.get("notes", "defined in the config")),
     )
+
+
+def data_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """``data.custom.<name>`` without :data:`PRESENTATION_KEYS`: what determines the prepared data."""
+    return {k: v for k, v in cfg.items() if k not in PRESENTATION_KEYS}
 
 
 def get_spec(name: str, extra: Mapping[str, Any] | None = None) -> DatasetSpec:

@@ -192,7 +192,15 @@ def registered() -> dict[str, type[Method]]:
 
 
 def register(name: str) -> Callable[[type[Method]], type[Method]]:
+    """Register a method class under ``name``. The name becomes a run folder and a Snakemake
+    wildcard value, so it must be one :func:`cdgtmll.config.names.name_problem` accepts; a
+    plugin registering another is refused here, naming its module, before any job is planned."""
+    from cdgtmll.config.names import name_problem
+
     def deco(cls: type[Method]) -> type[Method]:
+        problem = name_problem(name, "method")
+        if problem is not None:
+            raise ValueError(f"{cls.__module__}.{cls.__qualname__}: register({name!r}): {problem}")
         if name in _REGISTRY and _REGISTRY[name] is not cls:
             raise ValueError(f"method '{name}' registered twice")
         cls.name = name
