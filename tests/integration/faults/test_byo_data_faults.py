@@ -145,3 +145,53 @@ def test_a_failed_save_leaves_no_partial_file(tmp_path, capsys, monkeypatch):
         _cli(tmp_path, mirror, dict(MINE, display_name="changed"), capsys)
     assert target.read_bytes() == before
     assert [p.name for p in target.parent.iterdir()] == ["processed.npz"]
+
+
+@pytest.mark.slow
+def test_a_mulan_dataset_with_string_and_nominal_features_runs_to_its_table_row_by_config_alone(tmp_path):
+    """Issue 38, part 7, through the workflow: real MULAN files with a protein-ID string attribute
+    and ``{YES,NO}`` nominal features stopped ``prepare`` (``attribute 'protein' has non-numeric
+    value 'O00060'``). Here the format-exact fixture of ``tests/unit/data/test_nominal_features.py``
+    is added by config alone (the ID dropped by ``features``, no code), and Snakemake runs it
+    from ``check`` to its row of the configured Table 1, with the encoding in the processed file."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    import yaml
+
+    from tests.support.paths import ROOT
+    from tests.unit.data.test_nominal_features import cfg as prot_cfg
+    from tests.unit.data.test_nominal_features import make as make_prot
+
+    repo = tmp_path / "repo"
+    (repo / "config").mkdir(parents=True)
+    for f in ("Snakefile", "environment.yml"):
+        shutil.copy(ROOT / f, repo / f)
+    shutil.copytree(ROOT / "workflow", repo / "workflow")
+    shutil.copytree(ROOT / "profiles/default", repo / "profiles/default")
+    mirror = make_prot(tmp_path)
+    config = {
+        "name": "byo-nominal",
+        "data": {"mirror": None, "allow_download": False,
+                 "custom": {"prot": prot_cfg(display_name="Proteins", features={"protein": "drop"})}},
+        "experiments": {"datasets": ["prot"], "methods": ["BR-LogReg"], "seeds": [0], "r_variants": False},
+        "r_variants": {"severities": {}},
+        "training": {"default": {"epochs": 1}},
+        "methods": {"BR-LogReg": {"C": 1.0}},
+    }
+    (repo / "config" / "byo.yaml").write_text(yaml.safe_dump(config))
+    env = dict(os.environ, CDGTMLL_DATA_MIRROR=str(mirror), PYTHONPATH=str(ROOT / "src"),
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    target = "results/tables/table1_configured.md"
+    r = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", "config/byo.yaml",
+                        "--", target], cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    data = ProcessedData.load(repo / "results/data/prot/processed.npz")
+    assert data.X.shape == (160, 13)  # 4 x {YES,NO} + grade {1,2,3} one-hot, x0, x1; the ID dropped
+    assert data.meta["feature_encoding"]["counts"] == {"drop": 1, "onehot": 5, "numeric": 2}
+    table = (repo / target).read_text()
+    assert "Proteins" in table
+    row = next(line for line in table.splitlines() if line.startswith("| BR-LogReg"))
+    assert "n.r." not in row and any(ch.isdigit() for ch in row), row
