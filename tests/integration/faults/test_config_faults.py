@@ -52,3 +52,53 @@ def test_snakemake_reads_yaml12_floats_and_names_duplicate_keys(tmp_path, mirror
     assert (
         f"config/dup.yaml: config error at 'experiments.seeds': duplicate key 'seeds' at line {at + 2} (first set at line {at + 1})"
     ) in dup.stdout + dup.stderr, dup.stderr[-2000:]
+
+
+# --------------------------------------------------------------------------- issue 38, parts 3 and 4
+def _check_config(cwd: Path, cfg: str) -> subprocess.CompletedProcess:
+    (cwd / "x.yaml").write_text(cfg)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"),
+           "XDG_CACHE_HOME": os.environ.get("XDG_CACHE_HOME", "/tmp/cdgtmll-cache")}
+    return subprocess.run([sys.executable, "-m", "cdgtmll.cli", "check-config", "x.yaml"], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def _quick_with(**replace: str) -> str:
+    text = (ROOT / "config" / "quick.yaml").read_text()
+    for old, new in replace.items():
+        assert old in text
+        text = text.replace(old, new)
+    return text
+
+
+def test_check_config_names_plugins_before_importing_them_and_refuses_a_name_the_workflow_cannot_carry(tmp_path):
+    """A config's plugins are code: check-config says which modules it imports before it imports
+    them (the module's own print comes after), and a method registered as ``O'Brien LR`` stops the
+    check naming the plugin, its class and the wildcard, instead of a MissingInputException later."""
+    (tmp_path / "obrien.py").write_text(
+        "print('obrien imported')\n"
+        "from cdgtmll.methods.base import Method, register\n\n\n"
+        "@register(\"O'Brien LR\")\n"
+        "class OBrien(Method):\n"
+        "    pass\n"
+    )
+    res = _check_config(tmp_path, _quick_with(**{"name: quick": "name: quick\nplugins: [obrien]"}))
+    assert res.returncode == 2, res.stdout + res.stderr
+    first = res.stdout.splitlines()[0]
+    assert first == ("x.yaml: importing plugin module(s) obrien: a config's plugins are Python code that runs here "
+                     "and in every job; trust the config as you would a Snakefile")
+    assert res.stdout.index("importing plugin") < res.stdout.index("obrien imported")
+    err = res.stderr.strip()
+    assert err.startswith("x.yaml: config error at 'plugins[0]': cannot import 'obrien'"), err
+    assert "obrien.OBrien: register(\"O'Brien LR\"): method name \"O'Brien LR\": it holds ' ', \"'\"" in err
+    assert "wildcard {method} of rule train" in err
+
+
+def test_check_config_refuses_a_dataset_name_that_would_leave_its_folder(tmp_path):
+    custom = ("  custom:\n    '../../../tmp/x': {format: mulan-arff, train: a.arff, test: b.arff, n_labels: 2}\n")
+    res = _check_config(tmp_path, _quick_with(**{"  custom: {}\n": custom}))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr.startswith("x.yaml: config error at 'data.custom.../../../tmp/x': dataset name '../../../tmp/x': "
+                                 "it holds a path separator. It becomes a folder and the value of the wildcard "
+                                 "{dataset} of rule prepare_dataset"), res.stderr
+    assert res.stdout == ""

@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from cdgtmll.config import loader, plan
+from tests.support.paths import ROOT
 from tests.support.workflow import copy_repo, run_snakemake, snakemake_env
 
 
@@ -88,3 +91,106 @@ def test_tables_wait_only_for_their_own_rows(default_dry_run, mirror):
     assert whole["tables"] > max(int(j["priority"]) for j in jobs if j["rule"] in ("train", "evaluate"))
     trained = sum(j["rule"] == "train" for j in jobs)
     assert trained > len(rows)  # the default profile's studies train settings of their own
+
+
+# --------------------------------------------------------------------------- what a change re-runs
+# Issue 38, part 5: a job's identity is what changes its result. A tiny pipeline on a custom
+# dataset (Yeast's files under another name, so nothing pins their sha256) runs once; then each
+# change is planned with `snakemake -n` and only the jobs it affects may be planned.
+
+#: the rules that print names for people (tables, figures, summaries): all a display-name change may re-run
+PRINTING_RULES = {"tables", "metrics_summary", "figure_pr", "claims_check", "all"}
+SCIENCE_RULES = {"prepare_dataset", "r_variant", "noise_variant", "train", "evaluate"}
+YEAST_FILES = ("yeast-train.arff", "yeast-test.arff", "yeast.xml")
+
+
+def _tiny_config(epochs: int = 2, display: str = "My Yeast") -> str:
+    import yaml
+
+    cfg = loader.read_yaml(ROOT / "config/quick.yaml")
+    cfg["name"] = "tiny"
+    cfg["data"]["custom"] = {"myyeast": {"format": "mulan-arff", "train": YEAST_FILES[0], "test": YEAST_FILES[1],
+                                         "xml": YEAST_FILES[2], "display_name": display, "notes": "Yeast, renamed"}}
+    cfg["experiments"].update(datasets=["myyeast"], methods=["BR-LogReg", "BCE"], seeds=[0], r_variants=False)
+    cfg["r_variants"]["severities"] = {"myyeast": []}
+    cfg["training"]["default"]["epochs"] = epochs
+    cfg["figures"] = {"pr_curve": {}}
+    return yaml.safe_dump(cfg, sort_keys=False)
+
+
+def _mirror_copy(src: Path, dst: Path) -> Path:
+    """A mirror ``dst`` holding the custom dataset's files, byte-identical copies of those in ``src``
+    (a new folder, new mtimes)."""
+    import shutil
+
+    (dst / "myyeast").mkdir(parents=True)
+    for f in YEAST_FILES:
+        shutil.copyfile(src / f, dst / "myyeast" / f)
+    return dst
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory, mirror):
+    """The tiny pipeline, run once to its end with a PATH that lacks this environment (issue 38,
+    8a: the jobs must run the interpreter Snakemake runs in, not a bare `python` from PATH)."""
+    import os
+    import sys
+
+    root = tmp_path_factory.mktemp("reruns")
+    repo = copy_repo(root / "repo")
+    m1 = _mirror_copy(mirror / "yeast", root / "m1")
+    (repo / "config/tiny.yaml").write_text(_tiny_config())
+    env = snakemake_env(m1)
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep)  # no folder with this environment's tools
+                                  if p and Path(p) != Path(sys.executable).parent and not (Path(p) / "cdgtmll").exists())
+    res = run_snakemake(repo, env, "--cores", "2", "all", "--configfile", "config/tiny.yaml")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return repo, root, env
+
+
+def _dry(repo: Path, env: dict, configfile: str = "config/tiny.yaml") -> list[dict[str, str]]:
+    res = run_snakemake(repo, env, "-n", "all", "--configfile", configfile)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return planned(res.stdout)
+
+
+def test_jobs_run_the_environments_interpreter_without_it_on_path(tiny_run):
+    repo, _, env = tiny_run
+    assert not any((Path(p) / "cdgtmll").exists() for p in env["PATH"].split(":"))  # the venv is not on PATH
+    assert (repo / "results/runs/myyeast/clean/BCE/seed0/predictions.npz").is_file()
+    assert _dry(repo, env) == []  # and the run is complete
+
+
+def test_a_byte_identical_mirror_in_another_folder_plans_nothing(tiny_run):
+    repo, root, env = tiny_run
+    m2 = _mirror_copy(root / "m1" / "myyeast", root / "m2-moved")
+    (m2 / "myyeast" / YEAST_FILES[0]).touch()  # newer than every output
+    assert _dry(repo, {**env, "CDGTMLL_DATA_MIRROR": str(m2)}) == []
+
+
+def test_an_edited_source_file_re_runs_prepare_and_all_after_it(tiny_run):
+    repo, root, env = tiny_run
+    m3 = _mirror_copy(root / "m1" / "myyeast", root / "m3-edited")
+    with open(m3 / "myyeast" / YEAST_FILES[0], "a") as fh:
+        fh.write("% a comment line: other bytes, same data\n")
+    rules = {j["rule"] for j in _dry(repo, {**env, "CDGTMLL_DATA_MIRROR": str(m3)})}
+    assert {"prepare_dataset", "train", "evaluate", "tables"} <= rules
+
+
+def test_a_display_name_change_re_runs_only_what_prints_it(tiny_run):
+    repo, _, env = tiny_run
+    (repo / "config/renamed.yaml").write_text(_tiny_config(display="Yeast <b>renamed</b> & \"quoted\""))
+    jobs = _dry(repo, env, "config/renamed.yaml")
+    rules = {j["rule"] for j in jobs}
+    assert "tables" in rules, jobs
+    assert rules <= PRINTING_RULES, rules
+    assert not rules & SCIENCE_RULES
+
+
+def test_a_neural_epoch_count_re_runs_only_the_neural_methods(tiny_run):
+    repo, _, env = tiny_run
+    (repo / "config/epochs.yaml").write_text(_tiny_config(epochs=3))
+    jobs = _dry(repo, env, "config/epochs.yaml")
+    trained = sorted(job_of(j["wildcards"]) for j in jobs if j["rule"] in ("train", "evaluate"))
+    assert trained == [("myyeast", "clean", "BCE")] * 2, jobs  # train and evaluate BCE; BR-LogReg never reads epochs
+    assert "prepare_dataset" not in {j["rule"] for j in jobs}
