@@ -17,7 +17,7 @@ mean / std / n are compared with the table's CSV (``<stem>.csv`` beside the arti
 whose CSV differs gets a ``MISMATCH`` line and fails the audit (a table that shows a number
 its sources do not support); the hashes below say which file changed. A ``metrics.json``
 whose content does not match the self-hash its evaluate job sealed it with
-(:func:`cdgtmll.io.seal_problem`) fails too.
+(:func:`cdgtmll.lineage.seal.seal_problem`) fails too.
 
 The chain, for each run behind the artifact::
 
@@ -61,19 +61,11 @@ from typing import Any
 from cdgtmll.data.acquire import local_source
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.data.registry import REGISTRY
-from cdgtmll.io import (
-    NPZ_ERRORS,
-    SEAL_FIELD,
-    CorruptArtifactError,
-    config_hash,
-    load_npz,
-    read_json,
-    seal_problem,
-    sha256_file,
-)
+from cdgtmll.io import NPZ_ERRORS, CorruptArtifactError, config_hash, load_npz, read_json, sha256_file
 from cdgtmll.lineage.code import changed_modules
 from cdgtmll.lineage.code import identity as code_identity
 from cdgtmll.lineage.provenance import run_machine
+from cdgtmll.lineage.seal import SEAL_FIELD, seal_problem
 from cdgtmll.metrics.evaluate_run import differences, reevaluate
 from cdgtmll.tables.collect import mode_block
 from cdgtmll.tables.layout import header_metric, table_digits

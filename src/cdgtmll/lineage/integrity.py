@@ -10,7 +10,7 @@ Snakefile as it is parsed (main process only), compares them with the files on d
 
 * the same bytes: nothing to do (a plain re-run plans nothing);
 * other bytes whose content no longer matches the self-hash the evaluate job sealed it with
-  (:func:`cdgtmll.io.seal_problem`: a value edited by hand): the file is deleted, as every
+  (:func:`cdgtmll.lineage.seal.seal_problem`: a value edited by hand): the file is deleted, as every
   reader of the pipeline deletes a corrupt file, so that Snakemake re-runs rule ``evaluate``
   for it and every table after it in this same run;
 * other bytes that are a sealed evaluation (a real output of rule ``evaluate`` the tables did
@@ -30,7 +30,8 @@ import json
 import os
 from pathlib import Path
 
-from cdgtmll.io import producer_of, seal_problem, sha256_file
+from cdgtmll.io import producer_of, sha256_file
+from cdgtmll.lineage.seal import seal_problem
 
 #: where rules ``tables`` and ``metrics_summary`` write (workflow/rules/report.smk)
 TABLES_DIR = Path("results/tables")
@@ -85,7 +86,8 @@ def check_recorded_metrics(tables_dir: str | os.PathLike = TABLES_DIR, root: str
         actual = sha256_file(full)
         if actual == recorded:
             continue
-        why = f"{path}: sha256 {actual[:16]}… differs from the {recorded[:16]}… that {record} recorded"
+        shown = record.relative_to(root) if _inside(record, root) else record
+        why = f"{path}: sha256 {actual[:16]}… differs from the {recorded[:16]}… that {shown} recorded"
         try:
             problem = seal_problem(json.loads(full.read_text(encoding="utf-8")))
         except (OSError, ValueError) as exc:

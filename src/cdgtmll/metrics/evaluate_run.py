@@ -64,19 +64,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from cdgtmll.data.processed import ProcessedData
-from cdgtmll.io import (
-    NPZ_ERRORS,
-    CorruptArtifactError,
-    as_read,
-    corrupt_artifact,
-    load_npz,
-    read_json,
-    sha256_file,
-    write_sealed_json,
-)
+from cdgtmll.io import NPZ_ERRORS, CorruptArtifactError, corrupt_artifact, load_npz, read_json, sha256_file
 from cdgtmll.labels import label_counts, tail_labels
 from cdgtmll.lineage import provenance
 from cdgtmll.lineage.code import identity
+from cdgtmll.lineage.seal import as_read, write_sealed_json
 from cdgtmll.metrics import definitions, evaluation, oracle, thresholds
 
 # --------------------------------------------------------------------------- top-K format

@@ -29,7 +29,7 @@ A ``metrics.json`` or ``provenance.json`` that cannot be read (truncated, edited
 and raises :class:`cdgtmll.io.CorruptArtifactError` naming it: the tables job fails before it
 writes anything, and the next ``snakemake`` run re-runs the job that writes the file. "Edited"
 includes a ``metrics.json`` whose content no longer matches the self-hash the evaluate job
-sealed it with (:func:`cdgtmll.io.read_sealed_json`): a value changed by hand never reaches a
+sealed it with (:func:`cdgtmll.lineage.seal.read_sealed_json`): a value changed by hand never reaches a
 table.
 """
 
@@ -40,8 +40,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from cdgtmll.io import read_json, read_sealed_json, write_json
+from cdgtmll.io import read_json, write_json
 from cdgtmll.lineage.provenance import run_machine, used_hparams
+from cdgtmll.lineage.seal import read_sealed_json
 from cdgtmll.variants.naming import parse_variant, variant_setting
 
 METRICS = ("mAP", "micro_f1", "macro_f1", "rare_f1", "p@1", "p@3", "p@5")

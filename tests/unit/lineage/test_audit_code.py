@@ -84,7 +84,8 @@ def test_audit_fails_on_mixed_commits_unless_allowed(mixed, capsys, monkeypatch)
 def test_audit_fails_on_stale_code_unless_allowed(mixed, capsys, monkeypatch):
     """A run made by other code than the code on disk: its recorded identity names a module
     whose source hash differs (as after an edit of nn/losses/bce.py)."""
-    from cdgtmll.io import sha256_file, write_json, write_sealed_json
+    from cdgtmll.io import sha256_file, write_json
+    from cdgtmll.lineage.seal import write_sealed_json
 
     root, out, rundir = mixed
     prov_path = rundir / "seed0" / "provenance.json"

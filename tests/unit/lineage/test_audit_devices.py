@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 
 from cdgtmll import cli
-from cdgtmll.io import sha256_file, write_json, write_sealed_json
+from cdgtmll.io import sha256_file, write_json
 from cdgtmll.lineage import provenance
+from cdgtmll.lineage.seal import write_sealed_json
 from cdgtmll.methods.base import FitData, RunContext, build
 from cdgtmll.nn.checkpoint import TRAIN_LOG, read_log
 from cdgtmll.nn.trainer import TrainingInterrupted
