@@ -452,7 +452,7 @@ def available() -> list[str]:
 # --------------------------------------------------------------------------- config
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 _CFG_KEYS = {"format", "train", "test", "xml", "n_labels", "urls", "sha256", "display_name",
-             "n_train", "n_test", "notes", "impute"}
+             "n_train", "n_test", "notes", "impute", "features", "duplicate_rows"}
 #: keys of ``data.custom.<name>`` that are text for people, not data: left out of what the rule
 #: prepare_dataset is given (:func:`data_config`), so renaming a dataset re-runs no job but the
 #: tables and figures that print the name
