@@ -253,11 +253,14 @@ class AuditReport:
         if key in self._reevaluated:
             return self._reevaluated[key]
         try:
-            clean_path = Path(((record.get("inputs") or {}).get("clean_data") or {}).get("path", ""))
-            ckey = clean_path.resolve()
-            if ckey not in self._clean:
-                self._clean[ckey] = ProcessedData.load(clean_path)
-            result: tuple[dict | None, str] = (reevaluate(record, path, self._clean[ckey]), "")
+            recorded_clean = ((record.get("inputs") or {}).get("clean_data") or {}).get("path")
+            clean = None  # not recorded: reevaluate names the missing field
+            if recorded_clean:
+                ckey = Path(recorded_clean).resolve()
+                if ckey not in self._clean:
+                    self._clean[ckey] = ProcessedData.load(Path(recorded_clean))
+                clean = self._clean[ckey]
+            result: tuple[dict | None, str] = (reevaluate(record, path, clean), "")
         except (OSError, KeyError, CorruptArtifactError, *NPZ_ERRORS) as exc:
             text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else f"{type(exc).__name__}: {exc}"
             result = (None, text)
