@@ -4,6 +4,8 @@
 
 import shlex
 
+from cdgtmll.tables.html import report_shell_word
+
 
 include: "report_common.smk"
 
@@ -60,17 +62,22 @@ rule tables:
         sources=[f"results/tables/{stem}{suffix}.sources.json" for stem in table_stems() for suffix in MODE_LABELS],
         profile="results/tables/profile.json",
     priority: PRIORITY["tables"]
+    # params that carry a config's text (names, display names, reasons) are bash words through
+    # report_shell_word: Snakemake's report embeds the params of a reported output's job in a
+    # <script> unescaped, and formats {...} in a params string (cdgtmll.tables.html)
     params:
         code=code_of("cdgtmll.tables.build"),
-        methods=" ".join(f"'{m}'" for m in METHODS),
-        not_run=" ".join(f"--not-run {shlex.quote(f'{d}|{m}|{r}')}" for (d, m), r in NOT_RUN.items()),
+        methods=" ".join(map(report_shell_word, METHODS)),
+        not_run=" ".join(f"--not-run {report_shell_word(f'{d}|{m}|{r}')}" for (d, m), r in NOT_RUN.items()),
         threshold=config["thresholds"]["global"],
         # the columns of table{1,2,3}_configured: every configured dataset with its title, and
         # its configured R-variant severities
-        datasets=" ".join(shlex.quote(f"{d}={get_spec(d, config['data']['custom']).display_name}") for d in DATASETS),
+        datasets=" ".join(
+            report_shell_word(f"{d}={get_spec(d, config['data']['custom']).display_name}") for d in DATASETS
+        ),
         severities=" ".join(
             "--severities "
-            + shlex.quote(
+            + report_shell_word(
                 "{}={}".format(
                     d,
                     (
@@ -82,10 +89,10 @@ rule tables:
             )
             for d in DATASETS
         ),
-        profile=shlex.quote(config["name"]),
+        profile=report_shell_word(config["name"]),
         # a function: the file is also among the shipped profiles in input (a string that names an
         # input file is what --lint flags)
-        profile_file=lambda wc: " ".join(shlex.quote(f) for f in configfile_names()) or "config/config.yaml",
+        profile_file=lambda wc: " ".join(map(report_shell_word, configfile_names())) or "config/config.yaml",
     conda:
         ENV
     log:
@@ -120,8 +127,8 @@ rule metrics_summary:
         code=code_of("cdgtmll.tables.build"),
         # the settings that share another's run (common.smk RUN_OF): rows of their own in all_runs.csv
         aliases=alias_args(),
-        profile=shlex.quote(config["name"]),
-        profile_file=lambda wc: " ".join(shlex.quote(f) for f in configfile_names()) or "config/config.yaml",
+        profile=report_shell_word(config["name"]),
+        profile_file=lambda wc: " ".join(map(report_shell_word, configfile_names())) or "config/config.yaml",
     conda:
         ENV
     log:
@@ -155,11 +162,11 @@ rule figure_pr:
         style=lambda wc: FIGURE_STYLE,
         # figures.pr_curve.highlight: in colour; the run's other methods grey (None: all in colour)
         highlight=lambda wc: (
-            "" if (h := pr_highlight(config)) is None else "--highlight " + " ".join(map(shlex.quote, h))
+            "" if (h := pr_highlight(config)) is None else "--highlight " + " ".join(map(report_shell_word, h))
         ),
         # configured methods that cannot run on the figure's dataset: named under the legend
         no_runs=lambda wc: " ".join(
-            f"--no-runs {shlex.quote(f'{m}={r}')}"
+            f"--no-runs {report_shell_word(f'{m}={r}')}"
             for (d, m), r in NOT_RUN.items()
             if d == config["figures"]["pr_curve"]["dataset"]
         ),

@@ -8,6 +8,7 @@ from snakemake.io import regex_from_filepattern
 
 from cdgtmll.variants.naming import variant_setting
 from cdgtmll.data.registry import get_spec
+from cdgtmll.tables.html import report_label
 from cdgtmll.tables.layout import table_stems
 
 
@@ -37,7 +38,8 @@ def _produced_by():
     name, files = rec.get("profile") or "", rec.get("configfiles") or []
     if not name or name == config["name"]:
         return {}
-    return {"produced by profile": name + (f" ({', '.join(files)})" if files else "")}
+    # a label is embedded in the report's <script> as plain JSON (cdgtmll.tables.html.report_label)
+    return {"produced by profile": report_label(name + (f" ({', '.join(files)})" if files else ""))}
 
 
 PRODUCED_BY = _produced_by()

@@ -28,6 +28,7 @@ from cdgtmll.claims.verdict import (
     UNATTAINABLE,
 )
 from cdgtmll.tables.html import esc, frame_table, page
+from cdgtmll.tables.render import md_cell
 
 
 def _missing(x) -> bool:
@@ -159,7 +160,7 @@ def _hamming_markdown(h: pd.DataFrame | None) -> list[str]:
         return []
     md = [f"### {HAMMING_TITLE}", "", HAMMING_TEXT, "", "| " + " | ".join(HAMMING_TABLE) + " |",
           "|---|---|---:|---:|---:|---:|"]
-    md += ["| " + " | ".join(c.values()) + " |" for c in _hamming_cells(h)]
+    md += ["| " + " | ".join(md_cell(v) for v in c.values()) + " |" for c in _hamming_cells(h)]
     return md + [""]
 
 
@@ -203,7 +204,8 @@ def render_markdown(res: pd.DataFrame, runs_path: str, claims_path: str, n_runs:
         md += ["", f"## {grp}", "",
                "| " + " | ".join(CLAIM_TABLE) + " |",
                "|---|---|---:|---:|---:|---|---:|---|---|"]
-        md += ["| " + " | ".join(_claim_cells(r).values()) + " |" for r in recs if _group(r["claim_id"]) == grp]
+        md += ["| " + " | ".join(md_cell(v) for v in _claim_cells(r).values()) + " |"
+               for r in recs if _group(r["claim_id"]) == grp]
     return "\n".join(md) + "\n"
 
 

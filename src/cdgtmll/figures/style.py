@@ -66,6 +66,10 @@ RC: dict[str, Any] = {
     "grid.color": "0.88", "hatch.linewidth": 0.6, "xtick.major.width": 0.6, "ytick.major.width": 0.6,
     "legend.frameon": False, "legend.handlelength": 1.8, "legend.columnspacing": 1.0,
     "pdf.fonttype": 42, "ps.fonttype": 42, "savefig.dpi": DPI, "figure.dpi": 100,
+    # every text is drawn as written: a display name may hold '$' (a config's text, any
+    # characters), which matplotlib would otherwise read as mathtext (two: set as math; one:
+    # a ValueError and no figure). No figure of the project writes math.
+    "text.parse_math": False,
 }  # fmt: skip
 #: figure widths (inches): one column and two columns of a two-column paper
 ONE_COLUMN, TWO_COLUMNS = 3.4, 7.0
@@ -405,9 +409,11 @@ def style_from_args(args: argparse.Namespace) -> FigureStyle:
 def style_cli_args(config: Mapping[str, Any]) -> str:
     """The ``--style-order`` / ``--dataset-name`` arguments of a config, for the Snakemake
     rules: every method the config names that is not built in (aliases first, in config
-    order, then study methods), and the ``display_name`` of every custom dataset. Quoted for
-    a POSIX shell."""
-    import shlex
+    order, then study methods), and the ``display_name`` of every custom dataset. Each a bash
+    word (:func:`cdgtmll.tables.html.report_shell_word`): the figures are in Snakemake's HTML
+    report, which embeds their rules' params in a ``<script>`` unescaped, and a display name may
+    hold anything."""
+    from cdgtmll.tables.html import report_shell_word
 
     names = list(config.get("experiments", {}).get("methods", []))
     names += list(config.get("aliases", {}) or {})
@@ -416,8 +422,8 @@ def style_cli_args(config: Mapping[str, Any]) -> str:
         if spec.get("method"):
             names.append(spec["method"])
     extra = [n for n in dict.fromkeys(base_method(n) for n in names) if n not in BUILTIN_ORDER]
-    out = ["--style-order", *map(shlex.quote, extra)] if extra else []
+    out = ["--style-order", *map(report_shell_word, extra)] if extra else []
     for ds, cfg in sorted(((config.get("data", {}) or {}).get("custom", {}) or {}).items()):
         if isinstance(cfg, Mapping) and cfg.get("display_name"):
-            out += ["--dataset-name", shlex.quote(f"{ds}={cfg['display_name']}")]
+            out += ["--dataset-name", report_shell_word(f"{ds}={cfg['display_name']}")]
     return " ".join(out)

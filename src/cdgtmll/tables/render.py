@@ -12,6 +12,7 @@ not run (reason in the footnotes); the best mean of a column bold, the second un
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -55,8 +56,42 @@ def _cell_class(cell: dict | None) -> str:
     return cell.get("mark", "")
 
 
-def tex_escape(text: str) -> str:
-    return text.replace("%", r"\%").replace("_", r"\_").replace("&", r"\&").replace("±", r"$\pm$")
+#: LaTeX's ten special characters and what typesets each as itself (the ``\text...`` forms
+#: need no package); a line break would end a table row's cell, so it becomes a space
+_TEX = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
+        "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}",
+        "±": r"$\pm$", "\n": " ", "\r": " ", "\u2028": " ", "\u2029": " "}
+
+
+def tex_escape(text: object) -> str:
+    """``text`` as LaTeX text: each of ``& % $ # _ { } ~ ^ \\`` typeset as itself, ``±`` as
+    ``$\\pm$``, line breaks as spaces. Every name and note in a ``.tex`` table goes through it:
+    a display name may hold anything (``cdgtmll.config.names``) and must not break the table."""
+    return "".join(_TEX.get(c, c) for c in str(text))
+
+
+def md_cell(text: object) -> str:
+    """``text`` as the content of one Markdown table cell, shown as written: ``|`` would end
+    the cell and a line break the row (GitHub, CommonMark tables), so ``\\ | * ` < > &`` are
+    backslash-escaped (CommonMark shows an escaped ASCII punctuation character as itself, never
+    as markup or HTML), so is a ``]`` that would make a link (before ``(``, ``[`` or ``:``), and
+    a line break becomes ``<br>``. ``_`` and other brackets stay: inside a word ``_`` is no
+    emphasis, and ids such as ``T1:yeast:micro_f1:BCE`` and intervals ``[1.0, 2.0]`` stay
+    as they are."""
+    out = []
+    for c in str(text).replace("\r\n", "\n"):
+        if c in "\\|*`<>&":
+            out.append("\\" + c)
+        elif c in "\r\n\u2028\u2029":
+            out.append("<br>")
+        else:
+            out.append(c)
+    return re.sub(r"\](?=[(\[:])", r"\\]", "".join(out))
+
+
+def _md_line(text: object) -> str:
+    """A caption or footnote on one Markdown line (a line break would end its list item)."""
+    return " ".join(str(text).splitlines())
 
 
 def write_table(table: dict, out: Path, stem: str, caption: str, footnotes: list[str],
@@ -86,14 +121,15 @@ def write_table(table: dict, out: Path, stem: str, caption: str, footnotes: list
         recs.append(rec)
     atomic_write(out / f"{stem}.csv", pd.DataFrame(recs).to_csv(index=False))
     # Markdown: a labelled separator row before the block of rows not in the paper
-    md = [f"**{caption}**", "", "| Method | " + " | ".join(headers) + " |", "|---|" + "---:|" * len(headers)]
+    md = [f"**{_md_line(caption)}**", "", "| Method | " + " | ".join(md_cell(h) for h in headers) + " |",
+          "|---|" + "---:|" * len(headers)]
     for label, rs in blocks:
         if label is not None:
-            md.append(f"| *{label}* |" + " |" * len(headers))
+            md.append(f"| *{md_cell(label)}* |" + " |" * len(headers))
         for r in rs:
-            md.append(f"| {r} | " + " | ".join(cell_text(cells.get((r, j)), "md", digits)
-                                               for j in range(len(cols))) + " |")
-    md += [""] + [f"{i + 1}. {f}" for i, f in enumerate(footnotes)]
+            md.append(f"| {md_cell(r)} | " + " | ".join(cell_text(cells.get((r, j)), "md", digits)
+                                                        for j in range(len(cols))) + " |")
+    md += [""] + [f"{i + 1}. {_md_line(f)}" for i, f in enumerate(footnotes)]
     atomic_write(out / f"{stem}.md", "\n".join(md) + "\n")
     atomic_write(out / f"{stem}.tex", _tex(table, caption, footnotes, blocks, digits))
     atomic_write(out / f"{stem}.html", _html(table, stem, caption, footnotes, blocks, digits, title or caption,
@@ -168,8 +204,8 @@ def write_metrics_full(summary: pd.DataFrame, out: Path, notes: list[str], stamp
     recs = [[r["mode"], r["dataset"], r["setting"], r["method"], str(r["n"])] +
             [fmt(r[f"{m}_mean"], r[f"{m}_std"], r["n"]) for m in METRICS] for _, r in summary.iterrows()]
     md = ["| " + " | ".join(head) + " |", "|---|---|---|---|---:|" + "---:|" * len(METRICS)]
-    md += ["| " + " | ".join(rec) + " |" for rec in recs]
-    md += [""] + [f"{i + 1}. {n}" for i, n in enumerate(notes)]
+    md += ["| " + " | ".join(md_cell(c) for c in rec) + " |" for rec in recs]
+    md += [""] + [f"{i + 1}. {_md_line(n)}" for i, n in enumerate(notes)]
     atomic_write(out / "metrics_full.md", "\n".join(md) + "\n")
     df = pd.DataFrame(recs, columns=head)
     classes = pd.DataFrame([["text"] * 4 + [""] * (len(head) - 4)] * len(df), columns=head)
