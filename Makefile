@@ -40,10 +40,16 @@ venv: $(BIN)/.installed
 # comes before --configfile, which takes one or more files. An interrupted run is picked up
 # where it stopped (profiles/default/config.yaml: rerun-incomplete). The isolated environments
 # the profile's methods need are built first (a failed build: the tables say why, not run).
+# Every dataset is prepared first, going on past failures: a dataset whose data fails leaves
+# its reason (results/data/<name>/unavailable.json), and the main run leaves it out, its cells
+# n.r. with that reason (cdgtmll/data/availability.py; data.unavailable: error stops instead).
 all: venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/cdgtmll check-config "$(CONFIG)"
 	@envs=$$($(BIN)/cdgtmll envs "$(CONFIG)") && for e in $$envs; do \
 	  $(MAKE) --no-print-directory -f mk/xmc-envs.mk $(XMC_DIR)/$$e/.installed || true; done
+	@mkdir -p logs && PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake datasets --cores $(CORES) --keep-going \
+	  --configfile "$(CONFIG)" >logs/make-datasets.log 2>&1 || echo "make all: a dataset could not be \
+	prepared (logs/make-datasets.log); the run below names it and why, and runs without it"
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake all --cores $(CORES) --show-failed-logs --configfile "$(CONFIG)"
 
 # three pytest workers on two cores: the third runs a file while the Slurm test waits on its

@@ -22,6 +22,7 @@ from cdgtmll.config.plan import (
     variants,
 )
 from cdgtmll.config.names import DATASET_WILDCARD, METHOD_WILDCARD
+from cdgtmll.data.availability import plan_unavailable
 from cdgtmll.data.registry import data_config
 from cdgtmll.lineage.code import identity, train_roots
 from cdgtmll.variants.naming import CLEAN, variant_id
@@ -135,9 +136,26 @@ ALL_JOBS = list(dict.fromkeys(MAIN_JOBS + [j for js in STUDY_JOBS.values() for j
 ALL_DATASETS = list(dict.fromkeys(d for d, _, _ in ALL_JOBS))
 
 
+# Datasets that cannot be had here (cdgtmll.data.availability: a raw file nothing here provides,
+# or a recorded failure of their prepare_dataset) are said before any job and left out; their cells
+# say n.r. with the reason. data.unavailable: error stops here instead.
+UNAVAILABLE = plan_unavailable(config, ALL_DATASETS, identity(("cdgtmll.data.prepare",))["sha256"], processed)
+if UNAVAILABLE and config["data"]["unavailable"] == "error":
+    raise WorkflowError(
+        "data.unavailable is error and these datasets cannot be had:\n"
+        + "\n".join(f"  {d}: {r}" for d, r in UNAVAILABLE.items())
+    )
+if workflow.is_main_process:
+    for _d, _r in UNAVAILABLE.items():
+        logger.warning(f"cdgtmll: {_d} is left out of this run: {_r}")
+
 # Methods that cannot run here (e.g. no pretrained encoder configured) are not scheduled;
-# the tables print their reason instead of a number.
-NOT_RUN = {(d, m): r for d, m in dict.fromkeys((d, m) for d, _, m in ALL_JOBS) if (r := not_runnable(config, d, m))}
+# the tables print their reason instead of a number (a dataset's own reason first).
+NOT_RUN = {
+    (d, m): r
+    for d, m in dict.fromkeys((d, m) for d, _, m in ALL_JOBS)
+    if (r := UNAVAILABLE.get(d) or not_runnable(config, d, m))
+}
 
 
 @functools.cache

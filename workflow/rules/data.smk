@@ -44,7 +44,7 @@ rule prepare_dataset:
         "python -m cdgtmll.data.prepare --dataset {wildcards.dataset} --raw-dir {params.raw} "
         "--out {output} {params.download} "
         "--val-fraction {params.val_fraction} --split-seed {params.split_seed} --min-split-rows {params.min_split_rows} "
-        "{params.custom:q} {params.options:q} > {log} 2>&1"
+        "{params.custom:q} {params.options:q} --code {params.code} --log-path {log:q} > {log} 2>&1"
 
 
 IMG = config["image_backbone"]
@@ -117,7 +117,14 @@ rule extract_features_occluded:
         "python -m cdgtmll.images.features --in {input} --out {output} {params.args} > {log} 2>&1"
 
 
+# `make all` prepares every dataset first (--keep-going): one whose data fails leaves its reason
+# (cdgtmll.data.availability), and the main run then leaves it out instead of stopping at it.
+rule datasets:
+    input:
+        [processed(d) for d in ALL_DATASETS if d not in UNAVAILABLE],
+
+
 rule data_all:
     input:
-        [base_data(d) for d in ALL_DATASETS],
-        sorted({variant_file(d, v) for d, v, _ in ALL_JOBS if v != CLEAN}),
+        [base_data(d) for d in ALL_DATASETS if d not in UNAVAILABLE],
+        sorted({variant_file(d, v) for d, v, _ in ALL_JOBS if v != CLEAN and d not in UNAVAILABLE}),

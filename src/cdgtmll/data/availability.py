@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from cdgtmll.data.acquire import locate_packaged, resolve_mirror
-from cdgtmll.data.registry import DatasetSpec, RemoteFile
+from cdgtmll.data.acquire import local_inputs, locate_packaged, resolve_mirror
+from cdgtmll.data.registry import DatasetSpec, RemoteFile, data_config, get_spec
 from cdgtmll.io import read_json, write_json
 
 #: The record a failed ``prepare_dataset`` job leaves beside where its output would be.
@@ -98,7 +98,7 @@ def source_state(paths: list[str]) -> dict[str, list[int] | None]:
     """``{path: [size, mtime_ns]}`` of each local source (None when absent): what the failure
     record compares, without hashing (the plan runs at every Snakemake start)."""
     out: dict[str, list[int] | None] = {}
-    for p in paths:
+    for p in map(os.path.abspath, paths):  # a relative mirror and its absolute form are one place
         try:
             st = os.stat(p)
         except OSError:
@@ -150,3 +150,37 @@ def recorded_failure(out: str | os.PathLike, *, dataset_config: Mapping[str, Any
     first = reason.strip().splitlines()[0] if reason.strip() else "prepare failed"
     where = f" (log: {rec['log']})" if rec.get("log") else ""
     return f"prepare_dataset failed: {first}{where}; fix the data and run again (record: {path})"
+
+
+def failure_key(custom: Mapping[str, Any] | None, loader_options: Mapping[str, Any] | None,
+                val_fraction: float, split_seed: int, min_split_rows: int) -> dict:
+    """What of the config a prepare's outcome depends on besides its code and sources: the
+    dataset's own definition (without the text for people), its loader options and the split
+    settings. The plan and the job compute it from the same values."""
+    return {"custom": dict(custom) if custom else None,
+            "loader_options": dict(loader_options) if loader_options else None,
+            "val_fraction": float(val_fraction), "split_seed": int(split_seed), "min_split_rows": int(min_split_rows)}
+
+
+def plan_unavailable(config: Mapping[str, Any], datasets: list[str], code: str,
+                     processed: Callable[[str], str]) -> dict[str, str]:
+    """``{dataset: reason}`` for each of ``datasets`` that cannot be had here: its files
+    (:func:`offline_reason`), or a recorded failure of its prepare (:func:`recorded_failure`;
+    ``processed(dataset)`` is the path the job writes, ``code`` the prepare's code identity).
+    Datasets whose processed file already exists are at hand whatever their sources."""
+    data = config["data"]
+    custom = data.get("custom") or {}
+    out: dict[str, str] = {}
+    for d in datasets:
+        if Path(processed(d)).is_file():
+            continue
+        spec = get_spec(d, custom)
+        reason = offline_reason(spec, data["raw_dir"], data.get("mirror"), bool(data.get("allow_download", True)))
+        if reason is None:
+            key = failure_key(data_config(custom[d]) if d in custom else None, (data.get("loader_options") or {}).get(d),
+                              data["val_fraction"], data["split_seed"], data["min_split_rows"])
+            reason = recorded_failure(processed(d), dataset_config=key, code=code,
+                                      sources=local_inputs(spec, data.get("mirror"), bool(data.get("allow_download", True))))
+        if reason is not None:
+            out[d] = reason
+    return out

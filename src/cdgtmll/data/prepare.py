@@ -59,7 +59,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from cdgtmll.data import splits as splits_mod
-from cdgtmll.data.acquire import AcquisitionError, ChecksumError, fetch
+from cdgtmll.data.acquire import AcquisitionError, ChecksumError, fetch, local_inputs
+from cdgtmll.data.availability import clear_failure, failure_key, write_failure
 from cdgtmll.data.processed import ProcessedData, meta_warnings
 from cdgtmll.data.registry import IMPUTE_RULES, DatasetSpec, get_spec, spec_from_config
 
@@ -496,6 +497,24 @@ def _load_config_arg(value: str) -> dict:
     return cfg
 
 
+def _record_failure(args: argparse.Namespace, reason: str) -> None:
+    """Leave ``unavailable.json`` beside ``--out`` (cdgtmll.data.availability.write_failure) and
+    say what the next run does with it."""
+    cfg = _load_config_arg(args.dataset_config) if args.dataset_config else {}
+    opts = _load_config_arg(args.loader_options) if args.loader_options else None
+    try:
+        spec = spec_from_config(args.dataset, cfg) if cfg else get_spec(args.dataset)
+        sources = local_inputs(spec, args.mirror, not args.no_download)
+    except (KeyError, ValueError):
+        sources = []
+    key = failure_key(cfg or None, opts, args.val_fraction, args.split_seed, args.min_split_rows)
+    path = write_failure(args.out, args.dataset, reason, dataset_config=key, code=args.code, sources=sources,
+                         log=args.log_path)
+    print(f"recorded in {path}: the next run leaves {args.dataset} out, its table cells say n.r. with this "
+          "reason, and every other dataset runs (config data.unavailable: error makes it an error instead); "
+          "fix the data, or change its config, and it is tried again", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cdgtmll.data.prepare", description=__doc__.split("\n\n")[0])
     ap.add_argument("--dataset", required=True)
@@ -510,6 +529,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="fewest rows of the train (fit), val and test split (config data.min_split_rows)")
     ap.add_argument("--loader-options", default=None,
                     help='JSON object of loader keyword arguments, e.g. \'{"tfidf": false}\' (XMC)')
+    ap.add_argument("--code", default=None,
+                    help="the job's code identity: on a failure, record why beside --out (cdgtmll.data.availability), "
+                    "so that the next plan leaves the dataset out with this reason")
+    ap.add_argument("--log-path", default=None, help="the job's log, named in the failure record")
     args = ap.parse_args(argv)
     try:
         cfg = _load_config_arg(args.dataset_config) if args.dataset_config else None
@@ -530,7 +553,10 @@ def main(argv: list[str] | None = None) -> int:
     except (LoaderNotImplemented, AcquisitionError, ChecksumError, KeyError, ValueError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"error: {msg}", file=sys.stderr)
+        if args.code:
+            _record_failure(args, str(msg))
         return 2
+    clear_failure(args.out)
     print(
         f"{data.name}: {data.Y.shape[0]} rows x {data.X.shape[1]} features, {data.n_labels} labels; "
         f"train {data.splits['train'].size} / val {data.splits['val'].size} / test {data.splits['test'].size} "

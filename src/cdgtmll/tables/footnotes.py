@@ -485,11 +485,15 @@ def data_availability(name: str) -> str:
     return "data " + "; ".join(parts)
 
 
-def _dataset_reason(ds: str, ctx: ProfileContext) -> str:
+def _dataset_reason(ds: str, ctx: ProfileContext, left_out: bool = False) -> str:
     """Why dataset ``ds`` has no runs: not in this profile (and which shipped profiles have
-    it), or in it but no run given; and whether its data can be had here."""
+    it), or in it but no run given, or left out by the plan with the reason its cells carry
+    (``left_out``: a dataset that cannot be had here, cdgtmll.data.availability); and whether
+    its data can be had here."""
     if ctx.datasets is None:
         why = "no run of it among the metrics files given (this profile's datasets were not given: --datasets)"
+    elif ds in ctx.datasets and left_out:
+        why = f"in experiments.datasets of {ctx.this}, but left out of this run for the reason its cells' † note gives"
     elif ds in ctx.datasets:
         why = (f"in experiments.datasets of {ctx.this}, but no run of it among the metrics files given "
                "(runs missing or failed)")
@@ -531,8 +535,9 @@ def _not_run_notes(table: dict, summary: pd.DataFrame, ctx: ProfileContext) -> l
         notes.append(f"{NOT_RUN} = not run in this configuration: {', '.join(sorted({t for _, t in missing}))}. "
                      "No value is copied from the paper.")
         by_reason: dict[str, list[str]] = {}
+        left_out = {table["columns"][j][0] for (_, j), cell in table["cells"].items() if "not_run" in cell}
         for ds, title in missing:
-            by_reason.setdefault(_dataset_reason(ds, ctx), []).append(title)
+            by_reason.setdefault(_dataset_reason(ds, ctx, ds in left_out), []).append(title)
         notes += [f"{NOT_RUN} {', '.join(titles)}: {reason}." for reason, titles in by_reason.items()]
     run_settings = set(zip(summary["dataset"], summary["setting"])) if not summary.empty else set()
     unset: dict[str, list[str]] = {}
