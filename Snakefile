@@ -39,6 +39,11 @@ if not {m.name for m in workflow.deployment_settings.deployment_method} & {"COND
     if os.environ.get("PATH", "").split(os.pathsep)[0] != _bin:
         os.environ["PATH"] = _bin + os.pathsep + os.environ.get("PATH", "")
 
+# Jobs' shell commands run in bash, never a plain sh: params that carry display names are bash
+# $'...' words (cdgtmll.tables.html.report_shell_word), and Snakemake falls back to sh only
+# where no bash is found.
+shell.executable("bash")
+
 # A profile given with --configfile replaces the default instead of being merged into it,
 # so config/paper.yaml and config/mulan.yaml run exactly what they say.
 if not workflow.overwrite_configfiles:

@@ -223,8 +223,12 @@ def pr_figure(runs: dict[str, list[Path]], clean: ProcessedData, q: float, tie_s
             parts = Path(p).parts
             if len(parts) >= 5:
                 names.setdefault(parts[-5], set()).add(parts[-4])
-        ds_name = clean.meta.get("display_name") or style.dataset(clean.name)
-        style.dataset_names = {**style.dataset_names, clean.name: ds_name}
+        # the config's display name (--dataset-name) first: prepare is not given it (a name is not
+        # data, so renaming a dataset re-runs no prepare), so the processed file holds the id
+        if clean.name not in style.dataset_names:
+            ds_name = clean.meta.get("display_name") or style.dataset(clean.name)
+            style.dataset_names = {**style.dataset_names, clean.name: ds_name}
+        ds_name = style.dataset(clean.name)
         default_title, subtitle, setting = _title_and_subtitle(names, ds_name, style, len(tail), q,
                                                                sorted(set(ns.values())) or [0])
         titles(fig, [ax], [title or default_title], subtitle, panel_width=pw)

@@ -530,3 +530,24 @@ def test_ablation_robustness_and_specialization_axes_span_the_minimum(tmp_path: 
     for fig in figs:
         lo, hi = fig.axes[0].get_ylim()
         assert hi - lo >= 5.0, (lo, hi)
+
+
+def test_pr_figure_names_a_custom_dataset_by_its_configured_display_name(tmp_path: Path, saved):
+    """prepare is not given a custom dataset's display_name (a name is not data: renaming re-runs
+    no prepare), so its processed file holds the id; the figure takes the name from
+    --dataset-name, as every other figure does."""
+    from cdgtmll.data.processed import ProcessedData
+    from cdgtmll.figures.pr_curve import pr_figure
+
+    rng = np.random.default_rng(2)
+    n = 120
+    Y = (rng.random((n, 5)) < 0.3).astype(np.uint8)
+    clean = ProcessedData("toy", rng.random((n, 3)).astype(np.float32), Y, [f"l{i}" for i in range(5)],
+                          {"train": np.arange(0, 60), "val": np.arange(60, 80), "test": np.arange(80, n)},
+                          meta={"display_name": "toy"})
+    d = run(tmp_path / "runs", "toy", "R0.40-s0", "BCE", 0)
+    d.mkdir(parents=True)
+    np.savez(d / "predictions.npz", test=rng.random((40, 5)).astype(np.float32))
+    style = ps.FigureStyle(dataset_names={"toy": "Toy (MULAN)"})
+    pr_figure({"BCE": [d / "predictions.npz"]}, clean, 0.2, 0, tmp_path / "pr", style=style)
+    assert title(saved[0][0]).startswith("Toy (MULAN)-R, 40% tail positives removed")
