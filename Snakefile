@@ -9,7 +9,7 @@ min_version("9.0")
 from cdgtmll.config.dvc_params import settings_layer
 from cdgtmll.config.loader import load_files
 from cdgtmll.lineage.integrity import check_recorded_metrics
-from cdgtmll.workflow.env import passive_openmp_waits
+from cdgtmll.workflow.env import own_python_first, passive_openmp_waits
 from cdgtmll.workflow.scheduler import one_reevaluation_timer
 
 # Snakemake 9's scheduler starts one more self-renewing timer per finished job (passes per
@@ -32,12 +32,7 @@ if workflow.is_main_process:
 # Jobs run `python -m cdgtmll...`: the interpreter of the environment this Snakemake runs in, even
 # when it was started as .venv/bin/snakemake without that environment on PATH. Not with --sdm conda
 # or apptainer, where each job's own environment provides its python.
-if not {m.name for m in workflow.deployment_settings.deployment_method} & {"CONDA", "APPTAINER"}:
-    import sys
-
-    _bin = os.path.dirname(sys.executable)
-    if os.environ.get("PATH", "").split(os.pathsep)[0] != _bin:
-        os.environ["PATH"] = _bin + os.pathsep + os.environ.get("PATH", "")
+own_python_first({m.name for m in workflow.deployment_settings.deployment_method})
 
 # Jobs' shell commands run in bash, never a plain sh: params that carry display names are bash
 # $'...' words (cdgtmll.tables.html.report_shell_word), and Snakemake falls back to sh only

@@ -26,6 +26,7 @@ from cdgtmll.data.availability import plan_unavailable
 from cdgtmll.data.registry import data_config
 from cdgtmll.lineage.code import identity, train_roots
 from cdgtmll.variants.naming import CLEAN, variant_id
+from cdgtmll.workflow.env import export_mirror
 
 DATASETS = config["experiments"]["datasets"]
 METHODS = config["experiments"]["methods"]
@@ -273,8 +274,6 @@ def prepare_identity(wc):
     )
 
 
-# data.mirror reaches prepare_dataset through the environment (CDGTMLL_DATA_MIRROR, which overrides
-# the config value anyway, cdgtmll.data.acquire.resolve_mirror), not as a param: a param's change
-# re-runs the job, and a folder is not data.
-if config["data"]["mirror"] and not os.environ.get("CDGTMLL_DATA_MIRROR"):
-    os.environ["CDGTMLL_DATA_MIRROR"] = os.path.abspath(config["data"]["mirror"])
+# data.mirror reaches prepare_dataset through the environment (cdgtmll.workflow.env.export_mirror),
+# not as a param: a param's change re-runs the job, and a folder is not data.
+export_mirror(config["data"]["mirror"])

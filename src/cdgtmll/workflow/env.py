@@ -28,3 +28,35 @@ def passive_openmp_waits(environ: MutableMapping[str, str] | None = None) -> boo
         return False
     env["OMP_WAIT_POLICY"] = OPENMP_WAIT_POLICY
     return True
+
+
+def own_python_first(deployment: set[str], environ: MutableMapping[str, str] | None = None) -> bool:
+    """Put the folder of this interpreter first on ``PATH`` in ``environ`` (default: this
+    process's environment, which the jobs inherit), so that the jobs' ``python -m cdgtmll...``
+    runs the environment Snakemake runs in, even when it was started as ``.venv/bin/snakemake``
+    without that environment on PATH. Not under a software deployment (``deployment``: the
+    names of Snakemake's deployment methods, ``CONDA``, ``APPTAINER``), where each job's own
+    environment provides its python. Returns whether PATH was changed."""
+    import sys
+
+    env = os.environ if environ is None else environ
+    if deployment & {"CONDA", "APPTAINER"}:
+        return False
+    folder = os.path.dirname(sys.executable)
+    path = env.get("PATH", "")
+    if path.split(os.pathsep)[0] == folder:
+        return False
+    env["PATH"] = folder + (os.pathsep + path if path else "")
+    return True
+
+
+def export_mirror(mirror: str | None, environ: MutableMapping[str, str] | None = None) -> bool:
+    """Give the jobs the configured data mirror through ``CDGTMLL_DATA_MIRROR`` (absolute), unless
+    the variable is set already (it overrides the config anyway, cdgtmll.data.acquire.resolve_mirror).
+    Through the environment, not a param: a param's change re-runs the job, and a folder is not
+    data. Returns whether it was set here."""
+    env = os.environ if environ is None else environ
+    if not mirror or env.get("CDGTMLL_DATA_MIRROR"):
+        return False
+    env["CDGTMLL_DATA_MIRROR"] = os.path.abspath(mirror)
+    return True
