@@ -1,13 +1,16 @@
 """Config values reach jobs as data, never as shell syntax: a custom dataset whose display name
-and notes hold quotes, ``$``, a backtick and a newline goes through the prepare_dataset rule
-unchanged (its JSON used to be pasted inside '...' in the shell command)."""
+and notes hold quotes, ``$``, a backtick and a newline goes through the rules unchanged (its JSON
+used to be pasted inside '...' in the shell command). The name is not data: prepare_dataset is
+not given it (cdgtmll.data.registry.data_config); the tables job, which prints it, is."""
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -43,10 +46,12 @@ def test_quotes_dollar_backtick_newline_in_a_display_name_stay_data(tmp_path):
     (repo / "config" / "quoting.yaml").write_text(yaml.safe_dump(cfg))
     env = dict(os.environ, CDGTMLL_DATA_MIRROR=str(mirror), PYTHONPATH=str(ROOT / "src"),
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    target = "results/data/toy/processed.npz"
+    target = "results/tables/table1_configured.csv"
     r = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", "config/quoting.yaml",
                         "--", target], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    meta = ProcessedData.load(repo / target).meta
-    assert meta["display_name"] == NASTY
+    header = pd.read_csv(repo / target).columns
+    assert f"{NASTY} mAP mean" in header and f"{NASTY} Rare-F1 mean" in header, list(header)
+    meta = ProcessedData.load(repo / "results/data/toy/processed.npz").meta
+    assert "Tom's" not in json.dumps(meta, default=str)
     assert not (repo / "pwned").exists() and not (repo / "pwned2").exists()
