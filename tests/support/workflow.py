@@ -65,3 +65,21 @@ def run_audit(repo: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
     """``cdgtmll audit ARGS`` (through ``python -m cdgtmll.cli``) in ``repo``."""
     return subprocess.run([sys.executable, "-m", "cdgtmll.cli", "audit", *args], cwd=repo, env=env,
                           capture_output=True, text=True, timeout=300)
+
+
+def workflow_only(dst: Path, mirror: Path, configs: bool = False) -> tuple[Path, dict]:
+    """The workflow alone at ``dst`` (Snakefile, environment.yml, workflow/, profiles/default and an
+    empty config/, or the shipped profiles with ``configs``), the package taken from this checkout
+    through PYTHONPATH; and the environment to run Snakemake there on ``mirror``. For fault tests
+    that bring a config of their own: faster to copy than :func:`copy_repo`."""
+    (dst / "config").mkdir(parents=True)
+    for f in ("Snakefile", "environment.yml"):
+        shutil.copy(ROOT / f, dst / f)
+    shutil.copytree(ROOT / "workflow", dst / "workflow")
+    shutil.copytree(ROOT / "profiles/default", dst / "profiles/default")
+    if configs:  # the n.r. footnotes name the shipped profiles that run a dataset or a method
+        for p in (ROOT / "config").glob("*.yaml"):
+            shutil.copy(p, dst / "config" / p.name)
+    env = dict(os.environ, CDGTMLL_DATA_MIRROR=str(mirror), PYTHONPATH=str(ROOT / "src"),
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    return dst, env

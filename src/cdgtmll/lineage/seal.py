@@ -16,26 +16,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from pathlib import Path
 from typing import Any
 
-from cdgtmll.io import canonical_json, corrupt_artifact, sha256_bytes, write_json
-
-
-def _plain(o: Any) -> Any:
-    """JSON form of the values a record holds beside JSON's own (as :func:`cdgtmll.io.write_json`)."""
-    import numpy as np
-
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, Path):
-        return str(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
+# _json_default: the JSON form write_json gives numpy values and paths (io is not edited here: it
+# is part of every job's code identity)
+from cdgtmll.io import _json_default, canonical_json, corrupt_artifact, sha256_bytes, write_json
 
 #: the field of a sealed JSON file that holds the sha256 of the rest of it (:func:`write_sealed_json`)
 SEAL_FIELD = "integrity"
@@ -53,7 +38,7 @@ def as_read(obj: Any) -> Any:
     """``obj`` as a reader of the JSON :func:`write_json` writes of it gets it back (numpy
     values as Python numbers, tuples as lists, paths as strings): what a writer compares or
     hashes when it must match what is read later."""
-    return json.loads(json.dumps(obj, default=_plain))
+    return json.loads(json.dumps(obj, default=_json_default))
 
 
 def write_sealed_json(target: str | os.PathLike, obj: dict) -> None:

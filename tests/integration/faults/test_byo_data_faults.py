@@ -20,6 +20,7 @@ import pytest
 
 from cdgtmll.data.prepare import main as prepare_main
 from cdgtmll.data.processed import ProcessedData
+from tests.support.workflow import workflow_only
 from tests.unit.data.test_validation import HEADER_LINES, LABELS, write_arff, write_xml
 
 pytestmark = pytest.mark.filterwarnings("ignore::cdgtmll.data.acquire.UnverifiedWarning")
@@ -154,24 +155,16 @@ def test_a_mulan_dataset_with_string_and_nominal_features_runs_to_its_table_row_
     value 'O00060'``). Here the format-exact fixture of ``tests/unit/data/test_nominal_features.py``
     is added by config alone (the ID dropped by ``features``, no code), and Snakemake runs it
     from ``check`` to its row of the configured Table 1, with the encoding in the processed file."""
-    import os
-    import shutil
     import subprocess
     import sys
 
     import yaml
 
-    from tests.support.paths import ROOT
     from tests.unit.data.test_nominal_features import cfg as prot_cfg
     from tests.unit.data.test_nominal_features import make as make_prot
 
-    repo = tmp_path / "repo"
-    (repo / "config").mkdir(parents=True)
-    for f in ("Snakefile", "environment.yml"):
-        shutil.copy(ROOT / f, repo / f)
-    shutil.copytree(ROOT / "workflow", repo / "workflow")
-    shutil.copytree(ROOT / "profiles/default", repo / "profiles/default")
     mirror = make_prot(tmp_path)
+    repo, env = workflow_only(tmp_path / "repo", mirror)
     config = {
         "name": "byo-nominal",
         "data": {"mirror": None, "allow_download": False,
@@ -182,8 +175,6 @@ def test_a_mulan_dataset_with_string_and_nominal_features_runs_to_its_table_row_
         "methods": {"BR-LogReg": {"C": 1.0}},
     }
     (repo / "config" / "byo.yaml").write_text(yaml.safe_dump(config))
-    env = dict(os.environ, CDGTMLL_DATA_MIRROR=str(mirror), PYTHONPATH=str(ROOT / "src"),
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     target = "results/tables/table1_configured.md"
     r = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", "config/byo.yaml",
                         "--", target], cwd=repo, env=env, capture_output=True, text=True, timeout=600)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,7 +30,7 @@ from cdgtmll.data.prepare import main as prepare_main
 from cdgtmll.data.prepare import prepare
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.data.registry import RIVER_YEAST, get_spec, spec_from_config
-from tests.support.paths import ROOT
+from tests.support.workflow import workflow_only
 
 # the catalogue's UserWarnings (unverified files, labels without positives) are expected
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -175,19 +174,11 @@ def test_snakemake_reruns_prepare_when_a_source_file_changes(tmp_path):
     and everything after it re-run; a file copied again with the same bytes does not, whatever
     Snakemake's checksum limit (as after `cp`, `dvc pull` or a re-made mirror: when the sources
     were inputs by path, Snakemake's default 1 MB limit re-ran the whole DAG)."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    shutil.copy(ROOT / "Snakefile", repo / "Snakefile")
-    shutil.copytree(ROOT / "workflow", repo / "workflow")
-    shutil.copytree(ROOT / "profiles/default", repo / "profiles/default")
-    shutil.copy(ROOT / "environment.yml", repo / "environment.yml")
     mirror = _toy_mirror(tmp_path)
     train = mirror / "toy" / "toy-train.arff"
     train.write_text(train.read_text() + "0.1,0.2,0.3\n")
-    (repo / "config").mkdir()
+    repo, env = workflow_only(tmp_path / "repo", mirror)
     (repo / "config" / "faults.yaml").write_text(yaml.safe_dump(SMK_CONFIG))
-    env = dict(os.environ, CDGTMLL_DATA_MIRROR=str(mirror), PYTHONPATH=str(ROOT / "src"),
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     target = "results/data/toy/processed.npz"
 
     def smk(*args):

@@ -4,11 +4,8 @@ used to be pasted inside '...' in the shell command). The name is not data: prep
 not given it (cdgtmll.data.registry.data_config); the tables job, which prints it, is."""
 
 import json
-import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -16,7 +13,7 @@ import yaml
 
 from cdgtmll.data.processed import ProcessedData
 from tests.integration.faults.test_data_faults import TOY, _arff
-from tests.support.paths import ROOT
+from tests.support.workflow import workflow_only
 
 pytestmark = pytest.mark.slow
 
@@ -24,16 +21,10 @@ NASTY = "Tom's \"copy\" of $HOME `touch pwned` $(touch pwned2)\nsecond line; rm 
 
 
 def test_quotes_dollar_backtick_newline_in_a_display_name_stay_data(tmp_path):
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    for f in ("Snakefile", "environment.yml"):
-        shutil.copy(ROOT / f, repo / f)
-    shutil.copytree(ROOT / "workflow", repo / "workflow")
-    shutil.copytree(ROOT / "profiles/default", repo / "profiles/default")
     mirror = tmp_path / "mirror"
     _arff(mirror / "toy" / "toy-train.arff", 200, 0)
     _arff(mirror / "toy" / "toy-test.arff", 40, 1)
-    (repo / "config").mkdir()
+    repo, env = workflow_only(tmp_path / "repo", mirror)
     cfg = {
         "name": "quoting",
         "data": {"mirror": None, "allow_download": False,
@@ -44,8 +35,6 @@ def test_quotes_dollar_backtick_newline_in_a_display_name_stay_data(tmp_path):
         "methods": {"BR-LogReg": {"C": 1.0}},
     }
     (repo / "config" / "quoting.yaml").write_text(yaml.safe_dump(cfg))
-    env = dict(os.environ, CDGTMLL_DATA_MIRROR=str(mirror), PYTHONPATH=str(ROOT / "src"),
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     target = "results/tables/table1_configured.csv"
     r = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", "config/quoting.yaml",
                         "--", target], cwd=repo, env=env, capture_output=True, text=True, timeout=300)

@@ -11,7 +11,6 @@ writes every table with Yeast's numbers and both datasets' cells ``n.r.`` with t
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -22,6 +21,7 @@ import yaml
 
 from cdgtmll.config.loader import read_yaml
 from tests.support.paths import ROOT
+from tests.support.workflow import workflow_only
 
 pytestmark = pytest.mark.filterwarnings("ignore::cdgtmll.data.acquire.UnverifiedWarning")
 
@@ -30,14 +30,6 @@ XML = ('<?xml version="1.0" encoding="utf-8"?>\n<labels xmlns="http://mulan.sour
 
 
 def _repo(tmp_path: Path, unavailable: str = "skip") -> tuple[Path, dict]:
-    repo = tmp_path / "repo"
-    (repo / "config").mkdir(parents=True)
-    for f in ("Snakefile", "environment.yml"):
-        shutil.copy(ROOT / f, repo / f)
-    shutil.copytree(ROOT / "workflow", repo / "workflow")
-    shutil.copytree(ROOT / "profiles/default", repo / "profiles/default")
-    for p in (ROOT / "config").glob("*.yaml"):  # the n.r. footnotes name the shipped profiles
-        shutil.copy(p, repo / "config" / p.name)
     mirror = tmp_path / "mirror"
     (mirror / "broken").mkdir(parents=True)
     (mirror / "broken" / "broken-train.arff").write_bytes(b"")
@@ -53,9 +45,8 @@ def _repo(tmp_path: Path, unavailable: str = "skip") -> tuple[Path, dict]:
                                           "test": "broken-test.arff", "xml": "broken.xml"}})
     cfg["experiments"].update(datasets=["yeast", "mediamill", "broken"], methods=["BR-LogReg"], seeds=[0],
                               r_variants=False)
+    repo, env = workflow_only(tmp_path / "repo", mirror, configs=True)
     (repo / "config" / "t.yaml").write_text(yaml.safe_dump(cfg))
-    env = dict(os.environ, CDGTMLL_DATA_MIRROR=str(mirror), PYTHONPATH=str(ROOT / "src"),
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     return repo, env
 
 
