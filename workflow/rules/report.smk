@@ -70,6 +70,9 @@ rule tables:
         methods=" ".join(map(report_shell_word, METHODS)),
         not_run=" ".join(f"--not-run {report_shell_word(f'{d}|{m}|{r}')}" for (d, m), r in NOT_RUN.items()),
         threshold=config["thresholds"]["global"],
+        # when a column cannot separate methods (no marks, a footnote): tables.min_ceiling, min_tail_labels
+        min_ceiling=config["tables"]["min_ceiling"],
+        min_tail_labels=config["tables"]["min_tail_labels"],
         # the columns of table{1,2,3}_configured: every configured dataset with its title, and
         # its configured R-variant severities
         datasets=" ".join(
@@ -105,6 +108,7 @@ rule tables:
     shell:
         "python -m cdgtmll.tables.build --part tables --metrics {input.metrics} --methods {params.methods} "
         "--threshold {params.threshold} {params.not_run} --datasets {params.datasets} {params.severities} "
+        "--min-ceiling {params.min_ceiling} --min-tail-labels {params.min_tail_labels} "
         "--profile {params.profile} --profile-file {params.profile_file} --out results/tables > {log} 2>&1"
 
 

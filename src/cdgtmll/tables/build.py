@@ -37,7 +37,12 @@ with the shipped profiles (``--profiles-dir``, default the checkout's ``config/`
 and for a dataset where its data comes from (the dataset registry's sources: a packaged copy, a
 download URL, or a dataset mirror only); or configured, but no run was given. The footnotes
 depend on the shipped profiles, which are inputs of the ``tables`` rule.
-Best mean per column is bold, second underlined. Rows the paper's table does not have
+Best mean per column is bold, second underlined, only where no other row shows the same value at
+the printed precision (:func:`cdgtmll.tables.layout.rank_marks`). A footnote gives, per dataset and
+metric, the ceiling over the panel (the best test-oracle value of any run given) and, for Rare-F1,
+the tail's size and its labels' training and test positive counts; a column whose ceiling is
+below ``--min-ceiling`` points or whose Rare-F1 averages fewer than ``--min-tail-labels`` tail
+labels is said to be unable to separate methods and has no marks. Rows the paper's table does not have
 (reference rows, further peers) come last, under a rule, marked ``‡ not in the paper``.
 For image datasets a footnote says how the ResNet-50 was used in the runs behind the cells
 (fine-tuned end to end, or frozen with heads on cached features), read from each run's
@@ -77,14 +82,24 @@ from cdgtmll.lineage.code import identity
 from cdgtmll.tables.code_lineage import code_footnote, code_lineage, is_mixed
 from cdgtmll.tables.collect import METRICS, MODES, collect, summarise, write_summary_dir
 from cdgtmll.tables.device_lineage import device_footnote, device_lineage
-from cdgtmll.tables.footnotes import ProfileContext, _full_notes, default_profiles_dir, footnotes, shipped_profiles
+from cdgtmll.tables.footnotes import (
+    ProfileContext,
+    _full_notes,
+    default_profiles_dir,
+    footnotes,
+    shipped_profiles,
+    tail_records,
+)
 from cdgtmll.tables.layout import (
     CONFIGURED_CAPTIONS,
     DIGITS,
     LAYOUTS,
+    MIN_CEILING,
+    MIN_TAIL_LABELS,
     PAPER_ROWS,
     PAPER_TITLES,
     build_table,
+    column_checks,
     configured_columns,
     paper_columns,
 )
@@ -144,9 +159,11 @@ def _context(args: argparse.Namespace, severities: dict[str, list[float]]) -> Pr
 
 
 def _write_tables(args: argparse.Namespace, out: Path, summary, stamp: str, lineage: dict, code_note: list[str],
-                  n_runs: int, devices: dict, device_note: list[str]) -> None:
+                  n_runs: int, devices: dict, device_note: list[str], runs=None) -> None:
     """The paper's tables (both threshold modes, as in the paper and with the configured
-    columns), each with its ``.sources.json``, and ``profile.json``, into ``out``."""
+    columns), each with its ``.sources.json``, and ``profile.json``, into ``out``. ``runs``:
+    the long table, whose oracle values and tails say which columns can separate methods
+    (:func:`cdgtmll.tables.layout.column_checks`)."""
     datasets = _datasets(args.datasets, summary)
     built_by = identity(["cdgtmll.tables.build"])
     record = {"code": {"tables": {k: built_by[k] for k in ("sha256", "roots", "lock_sha256")}, "runs": lineage}}
@@ -156,6 +173,8 @@ def _write_tables(args: argparse.Namespace, out: Path, summary, stamp: str, line
         not_run[(ds, method)] = reason
     severities = _severities(args.severities, summary)
     context = _context(args, severities)
+    checks = column_checks(runs, tail_records(runs), args.min_ceiling, args.min_tail_labels) \
+        if runs is not None else {}
     for mode in MODES:
         suffix = "" if mode == "global" else "_adaptive"
         mode_title = MODE_TITLE[mode] + (f" {args.threshold}" if mode == "global" else "")
@@ -163,7 +182,7 @@ def _write_tables(args: argparse.Namespace, out: Path, summary, stamp: str, line
             for configured in (False, True):
                 cols = configured_columns(number, datasets, severities) if configured else paper_columns(number)
                 table = build_table(summary, mode, cols, PAPER_ROWS[number], args.methods, not_run,
-                                    number=number, digits=DIGITS[number])
+                                    number=number, digits=DIGITS[number], checks=checks)
                 table["configured"] = configured
                 name = f"table{number}_configured" if configured else stem
                 what = "configured datasets" if configured else "as in the paper"
@@ -204,6 +223,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--alias", nargs=2, action="append", default=[], metavar=("SETTING_DIR", "RUN_DIR"),
                     help="a setting whose run spec is another's (e.g. .../CD-GTMLL@alpha=0.4 and .../CD-GTMLL): "
                          "its rows are read from RUN_DIR's metrics, under the setting's name (column alias_of)")
+    ap.add_argument("--min-ceiling", type=float, default=MIN_CEILING, metavar="POINTS",
+                    help="a column whose ceiling over the panel (best test-oracle value of any run) is below this many "
+                         f"points cannot separate methods: no marks, a footnote says so (tables.min_ceiling; default "
+                         f"{MIN_CEILING:g})")
+    ap.add_argument("--min-tail-labels", type=int, default=MIN_TAIL_LABELS, metavar="N",
+                    help="a Rare-F1 column averaging fewer tail labels cannot separate methods (tables.min_tail_labels; "
+                         f"default {MIN_TAIL_LABELS})")
     ap.add_argument("--part", choices=PARTS, default="all",
                     help="tables: the tables, their .sources.json and profile.json; summary: all_runs.csv, "
                          "metrics_full.* and the --summary-json/--summary-dir files; all: both (default)")
@@ -231,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
             atomic_write(out / "all_runs.csv", df.to_csv(index=False))
             write_metrics_full(summary, out, _full_notes(summary) + code_note + device_note, stamp)
         if args.part in ("all", "tables"):
-            _write_tables(args, out, summary, stamp, lineage, code_note, n_runs, devices, device_note)
+            _write_tables(args, out, summary, stamp, lineage, code_note, n_runs, devices, device_note, df)
     if args.part in ("all", "summary"):
         if args.summary_json:
             flat: dict = {}

@@ -71,7 +71,10 @@ def footnotes(table: dict, summary: pd.DataFrame, mode: str, threshold: float,
         how = "F1 metrics at " + (f"a global threshold of {threshold}" if mode == "global" else
                                   "label-adaptive thresholds tuned per label on the validation split")
     notes.append(f"Values in %, mean ± sample std over runs (training seeds; R-variants also over sampling "
-                 f"seeds); {how}. Best mean bold, second underlined.{_runs_per_cell(table)}")
+                 f"seeds); {how}. Best mean bold, second underlined, only where no other row shows the same "
+                 f"value (ties at the printed precision are no one's best or second; a column that cannot "
+                 f"separate methods has no marks).{_runs_per_cell(table)}")
+    notes += _ceiling_notes(table)
     rows_run = rows_with_cells(table)
     if mode == "global" and "own_thresholds" in summary and not metrics_here <= set(RANKING_METRICS):
         own = summary[summary["own_thresholds"] & (summary["mode"] == mode) & summary["method"].isin(rows_run)]
@@ -304,6 +307,153 @@ def _prepare_warnings(metrics_path: str) -> tuple[str, ...]:
             except ValueError:
                 return ()
     return ()
+
+
+def _clean_data_path(metrics_path: str, rec: dict) -> Path | None:
+    """The processed file a metrics record was evaluated on (``inputs.clean_data.path``): as
+    recorded (relative to the workflow folder, where the tables are built), else relative to
+    the folder holding ``results/runs/<dataset>/<variant>/<method>/seed<k>/metrics.json``."""
+    try:
+        data = Path(rec["inputs"]["clean_data"]["path"])
+    except (KeyError, TypeError):
+        return None
+    parents = Path(metrics_path).parents
+    for cand in [data] + ([parents[6] / data] if not data.is_absolute() and len(parents) > 6 else []):
+        if cand.is_file():
+            return cand
+    return None
+
+
+def _test_counts(metrics_path: str, rec: dict, tail: list[int], train: list[int]) -> list[int] | None:
+    """Test-split positive counts of the ``tail`` labels: as the run records them (the
+    ``readings`` block's ``tail_labels``, ``n_pos_test`` per label: :mod:`cdgtmll.metrics.readings`),
+    else, for a run evaluated before that block existed, counted in the processed file the
+    run was evaluated on (as :func:`_prepare_warnings` reads it: only its labels and split
+    indices are loaded) and used only when its training counts of the tail equal the recorded
+    ``train_counts`` (the same data). None when neither gives them."""
+    for block in ((rec.get("readings") or {}).get("blocks") or {}).values():
+        try:
+            by_label = {int(t["label"]): int(t["n_pos_test"]) for t in block.get("tail_labels") or ()}
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue
+        if all(t in by_label for t in tail):
+            return [by_label[t] for t in tail]
+    path = _clean_data_path(metrics_path, rec)
+    if path is None:
+        return None
+    import numpy as np
+
+    from cdgtmll.data.processed import _get
+    from cdgtmll.labels import label_counts
+
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            Y = _get(z, "Y")
+            idx_train, idx_test = z["idx_train"], z["idx_test"]
+    except (OSError, ValueError, KeyError):
+        return None
+    if Y is None:
+        return None
+    Y = Y[:, tail]
+    if [int(c) for c in label_counts(Y[idx_train])] != list(train):
+        return None
+    return [int(c) for c in label_counts(Y[idx_test])]
+
+
+def tail_records(runs: pd.DataFrame) -> dict:
+    """``{dataset: (TailLabel, ...)}``: each dataset's tail (App. E.3/E.4: ``tail_labels``,
+    ``tail_label_names`` and ``train_counts`` of its runs' metrics.json; the tail is chosen on
+    the clean training split, so one run per dataset tells it), with test positive counts
+    (:func:`_test_counts`). A dataset whose runs record no tail is left out."""
+    from cdgtmll.tables.layout import TailLabel
+
+    out: dict = {}
+    if runs.empty or "metrics_path" not in runs:
+        return out
+    for ds, paths in runs.groupby("dataset", sort=False)["metrics_path"]:
+        path = sorted(set(map(str, paths)))[0]
+        try:
+            rec = json.loads(Path(path).read_text(encoding="utf-8"))
+            tail = [int(t) for t in rec["tail_labels"]]
+            names = [str(n) for n in rec.get("tail_label_names") or tail]
+            train = [int(rec["train_counts"][t]) for t in tail]
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
+            continue
+        test = _test_counts(path, rec, tail, train) or [None] * len(tail)
+        out[ds] = tuple(TailLabel(n, tr, te) for n, tr, te in zip(names, train, test))
+    return out
+
+
+#: how many tail labels a footnote lists by name before it summarises the rest
+TAIL_NAMES = 10
+
+
+def _pts(v: float) -> str:
+    return f"{100 * v:.1f}"
+
+
+def _tail_text(tail: tuple, in_metric: int | None) -> str:
+    """'2 labels: Class9 (88 training / 13 test positives), Class14 (19 / 5)'; beyond
+    :data:`TAIL_NAMES` labels the ranges of the counts."""
+    n = len(tail)
+    have_test = all(t.test is not None for t in tail)
+    if n == 0:
+        text = "0 labels"
+    elif n <= TAIL_NAMES:
+        first, *rest = tail
+        fmt = (lambda t: f"{t.train} / {t.test}") if have_test else (lambda t: f"{t.train}")
+        what = "training / test positives" if have_test else "training positives"
+        text = (f"{n} label{'s' if n != 1 else ''}: {first.name} ({fmt(first)} {what})"
+                + "".join(f", {t.name} ({fmt(t)})" for t in rest))
+    else:
+        tr = sorted(t.train for t in tail)
+        text = f"{n} labels, training positives {tr[0]} to {tr[-1]} (median {tr[n // 2]})"
+        if have_test:
+            te = sorted(t.test for t in tail)
+            text += f", test positives {te[0]} to {te[-1]} (median {te[n // 2]})"
+    if in_metric is not None and in_metric != n:
+        text += f"; {in_metric} of them in Rare-F1 (the others have no test positive)"
+    if n and not have_test:
+        text += ("; test positives: not recorded by these runs (metrics.json without the readings block's "
+                 "tail_labels) and their processed file is not readable here")
+    return text
+
+
+def _ceiling_notes(table: dict) -> list[str]:
+    """Per column group (dataset): the ceiling of each column over the panel of runs, the
+    tail's size and its labels' training and test positive counts (Rare-F1 columns), and
+    the columns that cannot separate methods, with why (:class:`cdgtmll.tables.layout.ColumnCheck`)."""
+    checks = table.get("checks") or {}
+    cols = table["columns"]
+    if not checks:
+        return []
+    notes = []
+    tails_done: set[str] = set()
+    groups: dict[str, list[int]] = {}
+    for j in sorted(checks):
+        groups.setdefault(cols[j][1], []).append(j)
+    for title, js in groups.items():
+        panel = list(dict.fromkeys(m for j in js for m in checks[j].panel))
+        runs = max(checks[j].runs for j in js)
+        parts = [f"{cols[j][4]} {_pts(checks[j].ceiling)}" for j in js if checks[j].ceiling is not None]
+        text = ""
+        if parts:
+            text = (f"{title}: ceiling over the panel (the best test-oracle value of any run here: "
+                    f"{runs} run{'s' if runs != 1 else ''} of {', '.join(panel)}; thresholds chosen on the test set, "
+                    f"so a bound for these scores, not a result): {', '.join(parts)}.")
+        ds = cols[js[0]][0]
+        tail_js = [j for j in js if checks[j].metric == "rare_f1" and checks[j].tail is not None]
+        if tail_js and ds not in tails_done:
+            tails_done.add(ds)
+            text += (f" {title if not text else 'Its'} Rare-F1 tail (App. E.3/E.4: the least frequent labels "
+                     f"by training prevalence, clean training split): {_tail_text(checks[tail_js[0]].tail, checks[tail_js[0]].in_metric)}.")
+        if text:
+            notes.append(text.strip())
+        flagged = [j for j in js if checks[j].reasons]
+        for j in flagged:
+            notes.append(f"{title} {cols[j][4]} cannot separate methods: {'; and '.join(checks[j].reasons)}. "
+                         "No best or second is marked in it; its differences are not findings.")
+    return notes
 
 
 def _construction_notes(table: dict, summary: pd.DataFrame, mode: str) -> list[str]:

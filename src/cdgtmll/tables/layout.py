@@ -23,18 +23,25 @@ and peers such as XR-Linear, napkinXC-PLT, LibMultiLabel-1vsRest). The latter fo
 block (``table["blocks"]``) that every writer sets apart under a rule, labelled
 :data:`NOT_IN_PAPER`, with a footnote.
 
-A cell is mean, sample std and n over the runs of (mode, dataset, setting, method); the
-best mean of a column is marked ``best``, the second ``second`` (ties share a mark).
+A cell is mean, sample std and n over the runs of (mode, dataset, setting, method). A
+column's best mean is marked ``best`` and the second ``second`` only where the table can tell
+them apart (:func:`rank_marks`): a value shared by two rows *at the displayed precision* is
+no one's, and a column that cannot separate methods (:class:`ColumnCheck`: its ceiling over
+the panel of runs is below ``tables.min_ceiling`` points, or its tail has fewer than
+``tables.min_tail_labels`` labels) gets no marks at all. The marks are what a reader takes as
+the finding of a column; a mark on a tie, or on a column no model could score in, states a
+finding the numbers do not hold.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 
 import pandas as pd
 
-from cdgtmll.tables.collect import METRIC_LABEL
+from cdgtmll.tables.collect import METRIC_LABEL, METRICS
 from cdgtmll.variants.naming import CLEAN, parse_setting, setting_id
 
 NOT_RUN = "n.r."
@@ -143,29 +150,123 @@ def configured_columns(number: int, datasets: list[tuple[str, str]],
     return cols
 
 
-def rank_marks(values: list[float | None]) -> list[str]:
-    """'best' / 'second' / '' per entry by mean (higher is better); ties share a mark."""
-    finite = sorted({v for v in values if v is not None and not math.isnan(v)}, reverse=True)
-    marks = []
-    for v in values:
-        if v is None or math.isnan(v) or not finite:
-            marks.append("")
-        elif v == finite[0]:
-            marks.append("best")
-        elif len(finite) > 1 and v == finite[1]:
-            marks.append("second")
-        else:
-            marks.append("")
-    return marks
+def rank_marks(values: list[float | None], digits: int = 1) -> list[str]:
+    """'best' / 'second' / '' per entry by mean (higher is better), compared **at the
+    displayed precision** (``100 * v`` with ``digits`` decimals, as :func:`cdgtmll.tables.render.fmt`
+    prints it). A mark goes only to a value no other row shares:
+
+    * the top displayed value is ``best`` when one row has it; shared by several rows, none
+      is bold, and none is underlined either (the rows tied at the top hold first *and*
+      second place, so the next value is third);
+    * the next displayed value is ``second`` when the top is one row's and one row has it;
+    * a column where every row shows the same value gets no marks.
+
+    Why the displayed precision: it is the one rule a reader can check on the page (two cells
+    that read the same cannot be told apart by whoever reads them, so a mark between them
+    would be an unprintable digit deciding it), it needs no choice of test or seeds (3 seeds
+    separate little; the claims page says what the intervals separate), and it never
+    crowns ``0.0 ± 0.0`` rows for being equal. Differences smaller than the std still get a
+    mark: the std is printed beside it."""
+    shown = [None if v is None or math.isnan(v) else f"{100 * v:.{digits}f}" for v in values]
+    distinct = sorted({t for t in shown if t is not None}, key=float, reverse=True)
+    count = {t: shown.count(t) for t in distinct}
+    best = distinct[0] if distinct and count[distinct[0]] == 1 else None
+    second = distinct[1] if best is not None and len(distinct) > 1 and count[distinct[1]] == 1 else None
+    return ["best" if t is not None and t == best else "second" if t is not None and t == second else ""
+            for t in shown]
+
+
+@dataclass(frozen=True)
+class TailLabel:
+    """One label of a dataset's tail (App. E.3/E.4) with its positive counts: ``train`` in
+    the clean training split (what the tail is chosen by), ``test`` in the test split (None
+    when neither the runs nor a readable processed file give it)."""
+
+    name: str
+    train: int
+    test: int | None = None
+
+
+@dataclass(frozen=True)
+class ColumnCheck:
+    """Whether a column (one dataset, setting and metric) can separate methods.
+
+    ``ceiling``: the best test-oracle value (:mod:`cdgtmll.metrics.oracle`, fraction) over the
+    *panel*, every run of the dataset and setting the tables were given (``panel``: their
+    methods; ``runs``: how many), None where no run records one. ``tail``: the tail labels
+    with their counts (Rare-F1 columns; None for other metrics or where not recorded).
+    ``in_metric``: tail labels Rare-F1 averages (those without test positives are left out
+    under the rule ``exclude``). ``reasons``: why the column cannot separate methods, empty
+    when it can."""
+
+    dataset: str
+    setting: str
+    metric: str
+    ceiling: float | None
+    panel: tuple[str, ...]
+    runs: int
+    tail: tuple[TailLabel, ...] | None = None
+    in_metric: int | None = None
+    reasons: tuple[str, ...] = ()
+
+
+#: defaults of ``tables.min_ceiling`` (points) and ``tables.min_tail_labels``
+MIN_CEILING = 10.0
+MIN_TAIL_LABELS = 3
+
+
+def column_checks(runs: pd.DataFrame, tails: dict[str, tuple[TailLabel, ...]] | None = None,
+                  min_ceiling: float = MIN_CEILING, min_tail_labels: int = MIN_TAIL_LABELS
+                  ) -> dict[tuple[str, str, str], ColumnCheck]:
+    """A :class:`ColumnCheck` per (dataset, setting, metric) of the long table ``runs``
+    (:func:`cdgtmll.tables.collect.collect`: its ``oracle_<metric>`` columns, the same in both
+    threshold modes), with ``tails`` per dataset. A column is flagged when its ceiling is
+    below ``min_ceiling`` points (no thresholding of any run's scores reaches more, so the
+    rows can only differ inside that band) or, for Rare-F1, when fewer than
+    ``min_tail_labels`` tail labels enter the mean (a mean of one or two labels is those
+    labels' F1, not a tail metric)."""
+    out: dict[tuple[str, str, str], ColumnCheck] = {}
+    if runs.empty:
+        return out
+    tails = tails or {}
+    for (ds, setting), g in runs.groupby(["dataset", "setting"], sort=False):
+        for metric in METRICS:
+            col = f"oracle_{metric}"
+            vals = pd.to_numeric(g[col], errors="coerce") if col in g else pd.Series(dtype=float)
+            have = g[vals.notna()] if len(vals) else g.iloc[:0]
+            ceiling = float(vals.max()) if vals.notna().any() else None
+            panel = tuple(dict.fromkeys(have["method"]))
+            n_runs = int(have["metrics_path"].nunique()) if "metrics_path" in have else len(have)
+            reasons = []
+            if ceiling is not None and 100 * ceiling < min_ceiling:
+                reasons.append(f"its ceiling over the panel is {100 * ceiling:.1f} < {min_ceiling:g} points "
+                               "(tables.min_ceiling)")
+            tail = in_metric = None
+            if metric == "rare_f1":
+                tail = tails.get(ds)
+                left = pd.to_numeric(g.get("rare_f1_left_out", pd.Series(dtype=float)), errors="coerce").max()
+                of = pd.to_numeric(g.get("rare_f1_of", pd.Series(dtype=float)), errors="coerce").max()
+                size = len(tail) if tail is not None else (None if pd.isna(of) else int(of))
+                if size is not None:
+                    in_metric = size - (0 if pd.isna(left) else int(left))
+                    if in_metric < min_tail_labels:
+                        reasons.append(f"{in_metric} tail label{'' if in_metric == 1 else 's'} enter"
+                                       f"{'s' if in_metric == 1 else ''} Rare-F1, fewer than {min_tail_labels} "
+                                       "(tables.min_tail_labels)")
+            out[(ds, setting, metric)] = ColumnCheck(ds, setting, metric, ceiling, panel, n_runs, tail, in_metric,
+                                                     tuple(reasons))
+    return out
 
 
 def build_table(summary: pd.DataFrame, mode: str, columns: list[Column],
                 paper_rows: tuple[str, ...], methods_run: list[str],
                 not_run: dict[tuple[str, str], str] | None = None, *, number: int | None = None,
-                digits: int = 1) -> dict:
+                digits: int = 1, checks: dict[tuple[str, str, str], ColumnCheck] | None = None) -> dict:
     """columns: (dataset, group title, setting, metric, subheader). Rows: methods run, the paper's
     rows first in the paper's order; ``blocks`` = [(None, paper rows), (NOT_IN_PAPER, others)]
-    (empty blocks left out). ``number``: the paper table whose rows ``paper_rows`` are."""
+    (empty blocks left out). ``number``: the paper table whose rows ``paper_rows`` are.
+    ``checks`` (:func:`column_checks`): a column flagged there gets no best/second mark; the
+    table keeps each column's check under ``checks`` (column index -> check) for the footnotes."""
     in_paper = [m for m in paper_rows if m in methods_run]
     others = [m for m in methods_run if m not in paper_rows]
     rows = in_paper + others
@@ -183,14 +284,18 @@ def build_table(summary: pd.DataFrame, mode: str, columns: list[Column],
                 h = hit.iloc[0]
                 cells[(r, j)] = {"mean": float(h[f"{metric}_mean"]), "std": float(h[f"{metric}_std"]),
                                  "n": int(h["n"]), "sources": list(h["sources"])}
+    col_checks = {j: checks[(ds, setting, metric)] for j, (ds, _, setting, metric, _s) in enumerate(columns)
+                  if checks and (ds, setting, metric) in checks}
     for j in range(len(columns)):
-        marks = rank_marks([cells.get((r, j), {}).get("mean") for r in rows])
+        marks = rank_marks([cells.get((r, j), {}).get("mean") for r in rows], digits)
+        if j in col_checks and col_checks[j].reasons:
+            marks = [""] * len(rows)
         for r, mk in zip(rows, marks):
             if (r, j) in cells and "mean" in cells[(r, j)]:
                 cells[(r, j)]["mark"] = mk
     blocks = [(label, b) for label, b in ((None, in_paper), (NOT_IN_PAPER, others)) if b]
     return {"rows": rows, "columns": columns, "cells": cells, "blocks": blocks, "number": number,
-            "digits": digits, "mode": mode}
+            "digits": digits, "mode": mode, "checks": col_checks}
 
 
 def rows_with_cells(table: dict, metrics: tuple[str, ...] | None = None) -> list[str]:
