@@ -5,8 +5,9 @@ Every format shows the same cells: mean ± sample std in percent (with the table
 decimals), ``n.r.`` for a dataset or setting not run, ``not run†`` for a method that could
 not run (reason in the footnotes); the best mean of a column bold, the second underlined
 (Markdown ``**`` / ``<u>``, LaTeX ``\\textbf`` / ``\\underline``, HTML classes ``best`` /
-``second``). Rows the paper's table does not have come last, under a rule, labelled
-``‡ not in the paper`` (CSV: column ``in paper``).
+``second``), where :func:`cdgtmll.tables.layout.rank_marks` gives a mark: never on a tie at the
+printed precision, never in a column that cannot separate methods. Rows the paper's table
+does not have come last, under a rule, labelled ``‡ not in the paper`` (CSV: column ``in paper``).
 """
 
 from __future__ import annotations
