@@ -2,6 +2,7 @@
 # the CSV behind it and a .sources.json for `cdgtmll audit` (declared: removed with the figure
 # when its job fails).
 from cdgtmll.figures.style import style_cli_args
+from cdgtmll.tables.html import report_shell_word
 
 # The same --style-order/--dataset-name for every figure (figure_pr in report.smk too): the
 # config's aliases get the same colour in every figure, custom datasets their display name.
@@ -16,6 +17,7 @@ localrules:
     figure_sensitivity,
     figure_diagnostics,
     study_readings,
+    figure_ranks,
 
 
 STUDIES = config.get("studies", {})
@@ -37,6 +39,15 @@ FIGURE_TARGETS = [
 ]
 # the readings study is a table, not a figure (figures/readings.md)
 FIGURE_TARGETS += ["figures/readings.csv", "figures/readings.md"] if "readings" in STUDIES else []
+# across datasets (issue 39): average ranks, Friedman, Holm-corrected Wilcoxon pairs and the
+# critical-difference diagram, when the profile runs two or more datasets
+RANKS = len(DATASETS) >= 2
+FIGURE_TARGETS += (
+    [f"figures/cd_diagram.{ext}" for ext in ("pdf", "png", "csv")]
+    + ["results/claims/ranks.csv", "results/claims/ranks.md"]
+    if RANKS
+    else []
+)
 
 
 rule figure_ablation:
@@ -199,3 +210,39 @@ rule study_readings:
     shell:
         "python -m cdgtmll.figures.studies.build readings --runs {params.runs} {params.aliases} --method {params.method:q} "
         "--reference {params.reference:q} --out figures/readings > {log} 2>&1"
+
+
+rule figure_ranks:
+    # the methods ranked across the profile's datasets (clean setting, mean over seeds), from
+    # every run's row of all_runs.csv; results/claims/ranks.md is the claims page's section
+    input:
+        runs="results/tables/all_runs.csv",
+    output:
+        pdf=reported("figures/cd_diagram.pdf", category="Figures", caption="../report/cd_diagram.rst"),
+        png="figures/cd_diagram.png",
+        csv="figures/cd_diagram.csv",
+        sources="figures/cd_diagram.sources.json",
+        ranks_csv="results/claims/ranks.csv",
+        ranks_md="results/claims/ranks.md",
+    params:
+        code=code_of("cdgtmll.figures.cd_diagram", "cdgtmll.claims.ranks"),
+        datasets=" ".join(map(report_shell_word, DATASETS)),
+        methods=" ".join(map(report_shell_word, METHODS)),
+        not_run=" ".join(
+            f"--not-run {report_shell_word(f'{d}|{m}|{r}')}" for (d, m), r in NOT_RUN.items() if d in DATASETS
+        ),
+        style=FIGURE_STYLE,
+    conda:
+        ENV
+    log:
+        "logs/figures/cd_diagram.log",
+    benchmark:
+        "logs/benchmarks/figures/cd_diagram.tsv"
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    shell:
+        "(python -m cdgtmll.claims.ranks --runs {input.runs} --datasets {params.datasets} --methods {params.methods} "
+        "{params.not_run} --out results/claims/ranks && "
+        "python -m cdgtmll.figures.cd_diagram --runs {input.runs} --datasets {params.datasets} "
+        "--methods {params.methods} {params.not_run} --out figures/cd_diagram {params.style}) > {log} 2>&1"
