@@ -35,6 +35,7 @@ from cdgtmll.tables.layout import (
     PAPER_ROWS,
     PAPER_SPELLING_T3,
     TABLE1,
+    TailLabel,
     rows_with_cells,
 )
 from cdgtmll.variants.naming import parse_setting
@@ -365,8 +366,6 @@ def tail_records(runs: pd.DataFrame) -> dict:
     ``tail_label_names`` and ``train_counts`` of its runs' metrics.json; the tail is chosen on
     the clean training split, so one run per dataset tells it), with test positive counts
     (:func:`_test_counts`). A dataset whose runs record no tail is left out."""
-    from cdgtmll.tables.layout import TailLabel
-
     out: dict = {}
     if runs.empty or "metrics_path" not in runs:
         return out
