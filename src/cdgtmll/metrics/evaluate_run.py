@@ -52,6 +52,17 @@ Micro-F1 (E.2), Macro-F1 (E.5) and Rare-F1 (E.6) any thresholding of the run's t
 reaches, thresholds chosen on the test split itself (bounds, not results); mAP (E.8) and P@k
 (E.9) of a perfect ranking of the test labels; and the Hamming accuracy at the global
 threshold (not an E.4 metric). For top-K predictions only the perfect-ranking bounds.
+
+Readings of the metric (``readings`` block, :mod:`cdgtmll.metrics.readings`): Micro-, Macro- and
+Rare-F1 under each defensible reading of App. E.4 (as written; the tail by Sec. 3.1's cumulative
+rule or as ``ceil(0.2 L)``; per-label F1 over both classes; flattened macro / weighted F1;
+Hamming accuracy; sample-averaged F1), for each metrics block (``global@<tau>``, ``adaptive``,
+``method``) at that block's thresholds; with every tail label's F1 and its test and (clean)
+training positive counts, and a percentile bootstrap interval of Rare-F1 over **test rows**
+(rows resampled with replacement, the run's scores and thresholds fixed; ``B`` =
+:data:`cdgtmll.metrics.readings.BOOTSTRAP_B` resamples, seed
+:data:`cdgtmll.metrics.readings.BOOTSTRAP_SEED`, both recorded). Evidence beside E.4, never a
+replacement. ``null`` for top-K predictions.
 """
 
 from __future__ import annotations
@@ -65,11 +76,11 @@ import scipy.sparse as sp
 
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.io import NPZ_ERRORS, CorruptArtifactError, corrupt_artifact, load_npz, read_json, sha256_file
-from cdgtmll.labels import label_counts, tail_labels
+from cdgtmll.labels import TAIL_FRACTION, TIE_SEED, label_counts, tail_labels
 from cdgtmll.lineage import provenance
 from cdgtmll.lineage.code import identity
 from cdgtmll.lineage.seal import as_read, write_sealed_json
-from cdgtmll.metrics import definitions, evaluation, oracle, thresholds
+from cdgtmll.metrics import definitions, evaluation, oracle, readings, thresholds
 
 # --------------------------------------------------------------------------- top-K format
 TOPK_NOTE = "not computed for top-K predictions"
@@ -95,6 +106,14 @@ def _evaluate_topk(clean: ProcessedData, z, threshold: float, own) -> dict:
     return result
 
 
+def _method_thresholds(own: np.ndarray, by_rule: dict[str, np.ndarray]):
+    """The ``method`` block's thresholds: one per F1 column for the plug-in rules
+    (``method_thresholds_micro`` / ``_macro``), else ``method_thresholds`` for every column."""
+    if not {"micro", "macro"} <= set(by_rule):
+        return own
+    return {"micro_f1": by_rule["micro"], "macro_f1": by_rule["macro"], "rare_f1": by_rule["macro"]}
+
+
 def _method_block(Y_test, s_test, tail, own: np.ndarray, by_rule: dict[str, np.ndarray], rule: str) -> tuple[dict, dict]:
     """(``method`` block, extra top-level fields). ``by_rule`` holds the plug-in rules'
     thresholds saved with the predictions (``method_thresholds_micro`` / ``_macro``); when
@@ -113,11 +132,13 @@ def _method_block(Y_test, s_test, tail, own: np.ndarray, by_rule: dict[str, np.n
 
 
 def evaluate_run(clean: ProcessedData, pred_path: Path, tail: np.ndarray, threshold: float,
-                 no_positive_labels: str = definitions.DEFAULT_F1_NO_POSITIVE, remove: bool = True) -> dict:
+                 no_positive_labels: str = definitions.DEFAULT_F1_NO_POSITIVE, remove: bool = True,
+                 tail_fraction: float = TAIL_FRACTION, tie_seed: int = TIE_SEED) -> dict:
     """Metrics of one seed's ``predictions.npz`` (module docstring). A truncated or edited
     file raises :class:`cdgtmll.io.CorruptArtifactError` and, with ``remove`` (the evaluate
     job), is deleted so that the next ``snakemake`` run re-runs its training job; ``cdgtmll
-    audit`` re-evaluates with ``remove=False`` (an audit never deletes)."""
+    audit`` re-evaluates with ``remove=False`` (an audit never deletes). ``tail_fraction`` and
+    ``tie_seed`` (those ``tail`` was made with) give the ``readings`` block's rounded-up tail."""
     z = load_npz(pred_path, remove=remove)
     if "format" in z and str(z["format"]) == "topk":
         own = z["method_thresholds"] if "method_thresholds" in z else None
@@ -127,6 +148,7 @@ def evaluate_run(clean: ProcessedData, pred_path: Path, tail: np.ndarray, thresh
         result = _evaluate_topk(clean, z, threshold, own)
         result["f1_no_positive_labels"] = {"rule": no_positive_labels, "note": TOPK_NOTE}
         result["oracle"] = oracle.topk_oracle_block(clean.part("test")[1], TOPK_NOTE)
+        result["readings"] = None
         return result
     s_val, s_test = z["val"], z["test"]
     own = z["method_thresholds"] if "method_thresholds" in z else None
@@ -145,6 +167,12 @@ def evaluate_run(clean: ProcessedData, pred_path: Path, tail: np.ndarray, thresh
         result["method_thresholds"] = [float(t) for t in own]
         result.update(extra)
     result["oracle"] = oracle.oracle_block(Y_test, s_test, tail, threshold, no_positive_labels)
+    blocks = {f"global@{float(threshold):g}": float(threshold), "adaptive": np.asarray(result["adaptive_thresholds"])}
+    if own is not None:
+        blocks["method"] = _method_thresholds(own, by_rule)
+    result["readings"] = readings.readings_record(
+        Y_test, s_test, clean.part("train")[1], clean.label_names, tail, blocks, no_positive_labels,
+        tail_fraction=tail_fraction, tie_seed=tie_seed)
     return result
 
 
@@ -256,7 +284,8 @@ def reevaluate(record: dict, where: str | Path = "metrics.json", clean: Processe
     Y_train = clean.part("train")[1]
     tail = tail_labels(Y_train, q=settings["tail_fraction"], tie_seed=settings["tie_seed"])
     result = evaluate_run(clean, Path(inputs["predictions"]["path"]), tail, settings["threshold"],
-                          settings["f1_no_positive_labels"], remove=False)
+                          settings["f1_no_positive_labels"], remove=False,
+                          tail_fraction=settings["tail_fraction"], tie_seed=settings["tie_seed"])
     result.update(_label_fields(clean, tail, Y_train))
     return as_read(result)  # as the record's reader sees it (JSON numbers, lists)
 
@@ -306,7 +335,8 @@ def _main(args: argparse.Namespace) -> int:
         d = args.rundir / f"seed{seed}"
         pred = d / "predictions.npz"
         train_prov = read_json(d / "provenance.json", remove=True) if (d / "provenance.json").is_file() else None
-        result = evaluate_run(clean, pred, tail, args.threshold, args.f1_no_positive_labels)  # unreadable: named
+        result = evaluate_run(clean, pred, tail, args.threshold, args.f1_no_positive_labels,  # unreadable: named
+                              tail_fraction=args.tail_fraction, tie_seed=args.tie_seed)
         pred_sha = check_predictions(pred, train_prov)  # readable, but not the bytes training wrote
         result["labels_without_train_positives"] = untrained_record(train_prov, d, tail)
         result.update(_label_fields(clean, tail, Y_train))

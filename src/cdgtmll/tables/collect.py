@@ -18,6 +18,13 @@ What a row records beside the metrics, from each run's files:
   ``oracle_mAP``, ``oracle_p@k`` (a perfect ranking; data only) and ``hamming_accuracy`` at the
   global threshold (not an E.4 metric), the same in both threshold modes; empty for a run
   evaluated before the block existed;
+* the F1 columns under each reading of App. E.4 (the ``readings`` block,
+  :mod:`cdgtmll.metrics.readings`), at the thresholds of the row's threshold mode:
+  ``reading:<metric>:<reading>`` (e.g. ``reading:micro_f1:flat_weighted``), every tail label's
+  F1 with its test and training positive counts (``tail_labels_f1``, JSON), and the bootstrap
+  interval of Rare-F1 over test rows (``rare_f1_bootstrap_lo`` / ``_hi``, with its ``_B`` and
+  ``_seed``) (:func:`readings_record`); empty for a run evaluated before the block existed and
+  for top-K predictions;
 * which epoch's weights a neural run predicted with (``select_epoch``: the rule, and
   ``selected_epoch`` of ``epochs_trained``; :func:`epoch_selection_record`, from ``provenance.json``;
   empty for methods without training epochs);
@@ -35,6 +42,7 @@ table.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -43,6 +51,7 @@ import pandas as pd
 from cdgtmll.io import read_json, write_json
 from cdgtmll.lineage.provenance import run_machine, used_hparams
 from cdgtmll.lineage.seal import read_sealed_json
+from cdgtmll.metrics.readings import READING_COLUMNS
 from cdgtmll.variants.naming import parse_variant, variant_setting
 
 METRICS = ("mAP", "micro_f1", "macro_f1", "rare_f1", "p@1", "p@3", "p@5")
@@ -57,6 +66,9 @@ F1_COLUMNS = ("micro_f1", "macro_f1", "rare_f1")
 RULE_COLUMNS = tuple(f"{m}_rule" for m in F1_COLUMNS)
 #: ``all_runs.csv`` column -> key of the ``oracle`` block of metrics.json (threshold-mode free)
 ORACLE_COLUMNS = {**{f"oracle_{m}": m for m in METRICS}, "hamming_accuracy": "hamming_accuracy"}
+#: the tail detail of a row's threshold mode (``readings`` block of metrics.json), beside READING_COLUMNS
+TAIL_DETAIL_COLUMNS = ("tail_labels_f1", "rare_f1_bootstrap_lo", "rare_f1_bootstrap_hi", "rare_f1_bootstrap_B",
+                       "rare_f1_bootstrap_seed")
 EXCLUSION_COLUMNS = ("f1_no_positive_labels", "macro_f1_left_out", "macro_f1_of", "rare_f1_left_out", "rare_f1_of",
                      "labels_without_test_positives", "tail_labels_without_test_positives")
 
@@ -141,6 +153,25 @@ def oracle_record(m: dict) -> dict:
     return {col: o.get(key) for col, key in ORACLE_COLUMNS.items()}
 
 
+def readings_record(m: dict, key: str) -> dict:
+    """The :data:`~cdgtmll.metrics.readings.READING_COLUMNS` and :data:`TAIL_DETAIL_COLUMNS` of
+    a run in the threshold mode whose metrics block is ``key`` (``global@<t>``, ``adaptive`` or
+    ``method``), from its ``readings`` block (None where absent). ``tail_labels_f1`` is a JSON
+    list of ``{"label", "name", "f1", "n_pos_test", "n_pos_train"}``."""
+    block = (((m.get("readings") or {}).get("blocks") or {}).get(key)) or {}
+    values = block.get("values") or {}
+    rec: dict = {}
+    for col in READING_COLUMNS:
+        _, metric, reading = col.split(":")
+        rec[col] = (values.get(metric) or {}).get(reading)
+    boot = block.get("rare_f1_bootstrap") or {}
+    tail = block.get("tail_labels")
+    rec.update({"tail_labels_f1": json.dumps(tail, separators=(",", ":")) if tail is not None else None,
+                "rare_f1_bootstrap_lo": boot.get("lo"), "rare_f1_bootstrap_hi": boot.get("hi"),
+                "rare_f1_bootstrap_B": boot.get("B"), "rare_f1_bootstrap_seed": boot.get("seed")})
+    return rec
+
+
 BACKBONE_USE = {False: "ResNet-50 fine-tuned end to end",
                 True: "ResNet-50 frozen (ImageNet features extracted once, heads trained on them)"}
 
@@ -217,6 +248,7 @@ def collect(paths: list[Path], aliases: dict[str, str] | None = None) -> pd.Data
             row.update({k: block.get(k) for k in METRICS})
             row.update(_f1_record(m, block))
             row.update(oracle_record(m))
+            row.update(readings_record(m, key))
             row["equal_by_construction"] = construction
             row["deviation"] = deviation
             untrained = m.get("labels_without_train_positives") or {}
@@ -226,7 +258,8 @@ def collect(paths: list[Path], aliases: dict[str, str] | None = None) -> pd.Data
             row["alias_of"] = alias_of
             rows.append(row)
     cols = ["dataset", "variant", "setting", "severity", "sampling_seed", "method", "seed", "mode", "own_thresholds", *METRICS,
-            *RULE_COLUMNS, *EXCLUSION_COLUMNS, *ORACLE_COLUMNS, "equal_by_construction", "deviation", "untrained_labels",
+            *RULE_COLUMNS, *EXCLUSION_COLUMNS, *ORACLE_COLUMNS, *READING_COLUMNS, *TAIL_DETAIL_COLUMNS,
+            "equal_by_construction", "deviation", "untrained_labels",
             "backbone", "select_epoch", "selected_epoch", "epochs_trained", "git_commit", "git_dirty", "code_sha256",
             "device", "alias_of", "metrics_path", "metrics_sha256"]
     return pd.DataFrame(rows, columns=cols)
