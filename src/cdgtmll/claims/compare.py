@@ -19,22 +19,29 @@ import numpy as np
 import pandas as pd
 
 from cdgtmll.claims.paper import METHOD_ALIASES
-from cdgtmll.claims.report import _f, _s
+from cdgtmll.claims.report import _f, _group, _s
 from cdgtmll.claims.verdict import (
+    ABOVE_ANY,
+    ABOVE_PANEL,
     CONSISTENT,
     INCONSISTENT,
     NC_DATASET,
     NC_FEW,
     NC_METHOD,
     PAPER_INCONSISTENT,
-    UNATTAINABLE,
+    ClaimSettings,
     above_bound,
+    comparison_verdict,
     describe,
+    detectable_effect,
+    holm,
     judge,
     needs,
+    one_sample_p,
     paired_test,
     t_interval,
     to_percent,
+    tost,
     welch_from_stats,
 )
 from cdgtmll.config.schema import ConfigError
@@ -138,19 +145,43 @@ class NotChecked(Exception):
 
 
 def _run_values(runs: pd.DataFrame, dataset: str, setting: str, method: str, mode: str, metric: str) -> pd.Series:
-    """Percent values of one method indexed by (seed, sampling key); ``<metric>_drop`` pairs each
-    corrupted run with the clean run of the same training seed."""
+    """Percent values of one method indexed by (setting, training seed, sampling key);
+    ``<metric>_drop`` pairs each corrupted run with the clean run of the same training seed."""
     base = metric[:-5] if metric.endswith("_drop") else metric
     sel = runs[(runs["dataset"] == dataset) & (runs["method"] == method) & (runs["mode"] == mode)
                & runs["setting"].map(lambda s: setting_matches(setting, s))]
-    vals = sel.set_index(["seed", "skey"])[base].dropna()
+    vals = sel.set_index(["setting", "seed", "skey"])[base].dropna()
     if metric.endswith("_drop"):
         clean = runs[(runs["dataset"] == dataset) & (runs["method"] == method) & (runs["mode"] == mode)
                      & (runs["setting"] == "clean")].set_index("seed")[base].dropna()
-        seeds = vals.index.get_level_values(0)
+        seeds = vals.index.get_level_values("seed")
         keep = seeds.isin(clean.index)
         vals = pd.Series(clean.loc[seeds[keep]].to_numpy() - vals[keep].to_numpy(), index=vals.index[keep])
     return vals.sort_index()
+
+
+def nested_units(vals: pd.Series) -> tuple[np.ndarray, str, str]:
+    """``(values, test, unit)``: the independent units of a claim's runs (index: setting,
+    training seed, sampling key) and the words the interval is described with.
+
+    Where the runs come from two or more sampling seeds (R-variant draws, App. E.3), a unit is
+    one draw: the mean over its training seeds; the interval is then over the draws' means (the
+    usual analysis of a nested design by its cluster means), not over the runs as if
+    independent. Otherwise each run (training seed) is a unit; with one draw the text says that
+    the draw's own sampling variation is not in the interval."""
+    idx = vals.index
+    draws = pd.MultiIndex.from_arrays([idx.get_level_values("setting"), idx.get_level_values("skey")])
+    sampled = idx.get_level_values("skey") >= 0
+    n_draws = len(set(draws[sampled]))
+    seeds = idx.get_level_values("seed").nunique()
+    if sampled.any() and n_draws >= 2:
+        means = vals.groupby([idx.get_level_values("setting"), idx.get_level_values("skey")]).mean()
+        return (means.to_numpy(), f"nested: t-interval over {len(means)} sampling seeds' means, each the mean over "
+                f"{seeds} training seed(s)", "sampling seeds")
+    if sampled.any():
+        return vals.to_numpy(), (f"t-interval over {len(vals)} runs ({seeds} training seed(s)) of one R-variant draw: "
+                                 "its sampling variation is not in the interval"), "seeds"
+    return vals.to_numpy(), "t-interval over runs", "seeds"
 
 
 def _check_runs_available(runs: pd.DataFrame, claim: dict, mode: str, metric: str) -> None:
@@ -203,9 +234,9 @@ def _estimate_from_runs(runs: pd.DataFrame, claim: dict, mode: str) -> dict:
     a = _run_values(runs, claim["dataset"], claim["setting"], method, mode, metric)
     res = {"method_mean": float(a.mean()) if len(a) else math.nan, "method_n": int(len(a))}
     if claim["kind"] in ("value", "bound"):
-        est = describe(a.to_numpy())
-        res.update({"n": est.n, "mean": est.mean, "std": est.std, "lo": est.lo, "hi": est.hi,
-                    "test": "t-interval over runs"})
+        units, how, _ = nested_units(a)
+        est = describe(units)
+        res.update({"n": est.n, "mean": est.mean, "std": est.std, "lo": est.lo, "hi": est.hi, "test": how})
         return res
     run, not_run = _candidates(claim["other_method"], method, available)
     if not run:
@@ -214,7 +245,9 @@ def _estimate_from_runs(runs: pd.DataFrame, claim: dict, mode: str) -> dict:
     other = _strongest(others, higher_is_better(metric)) if len(run) > 1 else run[0]
     b = others[other]
     both = a.index.intersection(b.index)
-    pt = paired_test(a.loc[both].to_numpy(), b.loc[both].to_numpy())
+    ua, how, unit = nested_units(a.loc[both])
+    ub, _, _ = nested_units(b.loc[both])
+    pt = paired_test(ua, ub)
     detail = []
     if len(run) > 1 or claim["other_method"].strip() == "*":
         detail.append(f"strongest of {len(run)} comparator(s) run: {other}")
@@ -224,7 +257,8 @@ def _estimate_from_runs(runs: pd.DataFrame, claim: dict, mode: str) -> dict:
     res.update(pt)
     res.update({"coverage": f"{len(run)}/{len(run) + len(not_run)}" if claim["other_method"].strip() != "*"
                 else f"{len(run)} run", "compared_with": other, "other_mean": float(b.mean()) if len(b) else math.nan,
-                "other_n": int(len(b)), "n_pairs": pt["n"], "test": "paired t-test (ttest_rel) on (seed, sampling seed)",
+                "other_n": int(len(b)), "n_pairs": pt["n"], "unit": unit,
+                "test": f"paired t-test (ttest_rel) on (seed, sampling seed); {how}",
                 "detail": "; ".join(detail)})
     return res
 
@@ -351,7 +385,7 @@ def _estimate_pr(pr: FigureInput | None, claim: dict) -> dict:
     res.update({"compared_with": other, "other_mean": m2, "other_n": n2, "n_pairs": math.nan,
                 "coverage": f"{len(run)}/{len(run) + len(not_run)}" if claim["other_method"].strip() != "*"
                 else f"{len(run)} run",
-                "test": "Welch t-test from figure summary stats (per-run curves not in the csv)"})
+                "unit": "runs", "test": "Welch t-test from figure summary stats (per-run curves not in the csv)"})
     return res
 
 
@@ -397,21 +431,26 @@ def _estimate_spec(spec: FigureInput | None, claim: dict) -> dict:
 # ============================================================== checking
 
 RESULT_COLUMNS = ["claim_id", "status", "detail", "kind", "dataset", "setting", "metric", "method", "other_method",
-                  "compared_with", "coverage", "mode", "comparator", "paper_value", "paper_value_hi", "bound",
-                  "bound_basis", "n", "reproduced_mean",
-                  "reproduced_std", "ci_low", "ci_high", "diff_vs_paper", "paper_in_ci", "direction_match",
-                  "ci_side", "method_mean", "method_n", "other_mean", "other_n", "n_pairs", "t", "p", "test",
+                  "compared_with", "coverage", "mode", "comparator", "paper_value", "paper_value_hi", "ceiling",
+                  "ceiling_panel", "ceiling_basis", "n", "reproduced_mean",
+                  "reproduced_std", "ci_low", "ci_high", "diff_vs_paper", "paper_in_ci", "within_tolerance",
+                  "tolerance", "direction_match", "ci_side", "method_mean", "method_n", "other_mean", "other_n",
+                  "n_pairs", "t", "p", "p_holm", "family", "equivalence", "p_tost", "margin", "detectable", "test",
                   "in_comment", "location", "line", "quote", "notes"]
 
 
 def check_claim(claim: dict, runs: pd.DataFrame, pr: FigureInput | None = None,
-                spec: FigureInput | None = None, mode: str | None = None) -> dict:
-    """One result row for one claim (dict with the claims-table columns)."""
+                spec: FigureInput | None = None, mode: str | None = None,
+                settings: ClaimSettings | None = None) -> dict:
+    """One result row for one claim (dict with the claims-table columns); ``settings``: the
+    config's ``claims:`` section (default :class:`~cdgtmll.claims.verdict.ClaimSettings`)."""
+    settings = settings or ClaimSettings()
     claim = dict(claim)
     claim["setting"] = canonical_setting(claim["setting"])
     mode = mode or claim.get("mode") or "global"
     row = {k: claim.get(k) for k in RESULT_COLUMNS if k in claim}
-    row.update({"mode": mode, "detail": "", "compared_with": "", "coverage": "", "test": ""})
+    row.update({"mode": mode, "detail": "", "compared_with": "", "coverage": "", "test": "", "equivalence": "",
+                "family": _group(str(claim["claim_id"])), "tolerance": settings.implementation_tolerance})
     metric = claim["metric"]
     try:
         if metric.startswith("pr_precision@"):
@@ -427,18 +466,29 @@ def check_claim(claim: dict, runs: pd.DataFrame, pr: FigureInput | None = None,
     strict = est.pop("strict_nonneg", False)
     if strict:  # "never dominated": consistent iff no comparator is ever above (mean = -largest gap)
         verdict = {"status": NC_FEW if est["n"] < 2 else (CONSISTENT if est["mean"] >= 0 else INCONSISTENT),
-                   "paper_in_ci": None, "direction_match": bool(est["mean"] >= 0), "ci_side": None}
+                   "paper_in_ci": None, "within_tolerance": None, "direction_match": bool(est["mean"] >= 0),
+                   "ci_side": None}
     else:
         verdict = judge(claim["kind"], claim.get("comparator", ""), claim.get("paper_value"),
-                        claim.get("paper_value_hi"), est, hib)
+                        claim.get("paper_value_hi"), est, hib, tolerance=settings.implementation_tolerance)
     pv = claim.get("paper_value")
+    if claim["kind"] == "value" and not strict and est.get("p") is None:  # the test of mean == the paper's value
+        est["p"] = one_sample_p(est["mean"], est.get("std"), est["n"], pv)
+        est["t"] = math.nan
+    if claim["kind"] in ("difference", "range", "beats") and not strict and "se" in est:
+        p_eq = tost(est["mean"], est["se"], est["dof"], settings.equivalence_margin)
+        x = detectable_effect(est["se"], est["dof"], settings.alpha, settings.power)
+        row.update({"p_tost": p_eq, "margin": settings.equivalence_margin, "detectable": x,
+                    "equivalence": comparison_verdict(est["mean"], est["lo"], est["hi"], p_eq, x, est["n"], settings,
+                                                      hib, est.get("unit", "seeds"))})
     row.update({
         "status": verdict["status"], "detail": est.get("detail", ""), "compared_with": est.get("compared_with", ""),
         "coverage": est.get("coverage", ""),
         "n": est["n"], "reproduced_mean": est["mean"], "reproduced_std": est.get("std"),
         "ci_low": est.get("lo"), "ci_high": est.get("hi"),
         "diff_vs_paper": est["mean"] - pv if pv is not None and np.isfinite(pv) and not strict else math.nan,
-        "paper_in_ci": verdict["paper_in_ci"], "direction_match": verdict["direction_match"],
+        "paper_in_ci": verdict["paper_in_ci"], "within_tolerance": verdict["within_tolerance"],
+        "direction_match": verdict["direction_match"],
         "ci_side": verdict["ci_side"], "method_mean": est.get("method_mean"), "method_n": est.get("method_n"),
         "other_mean": est.get("other_mean"), "other_n": est.get("other_n"), "n_pairs": est.get("n_pairs"),
         "t": est.get("t"), "p": est.get("p"), "test": est.get("test", ""),
@@ -447,70 +497,87 @@ def check_claim(claim: dict, runs: pd.DataFrame, pr: FigureInput | None = None,
 
 
 def check_claims(claims: pd.DataFrame, runs: pd.DataFrame, pr: FigureInput | None = None,
-                 spec: FigureInput | None = None, mode: str | None = None) -> pd.DataFrame:
-    """Result table (RESULT_COLUMNS) for every claim; ``runs`` is all_runs.csv as read by pandas."""
+                 spec: FigureInput | None = None, mode: str | None = None,
+                 settings: ClaimSettings | None = None) -> pd.DataFrame:
+    """Result table (RESULT_COLUMNS) for every claim; ``runs`` is all_runs.csv as read by pandas;
+    ``settings``: the config's ``claims:`` section. ``p_holm``: Holm's correction of the raw ``p``
+    within each family (``family``: the claims of one table, of the experiments text)."""
     nr = normalise_runs(runs)
     records = claims.to_dict("records")
-    rows = [check_claim(c, nr, pr, spec, mode) for c in records]
+    rows = [check_claim(c, nr, pr, spec, mode, settings) for c in records]
     for claim, row in zip(records, rows):
-        mark_unattainable(claim, row, nr)
+        mark_ceiling(claim, row, nr)
         mark_paper_inconsistency(claim, row, records, nr)
-    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+    out = pd.DataFrame(rows, columns=RESULT_COLUMNS)
+    for _, idx in out.groupby("family", sort=False).groups.items():
+        out.loc[idx, "p_holm"] = holm(pd.to_numeric(out.loc[idx, "p"], errors="coerce").to_numpy())
+    return out
 
 
 # ============================================================== what the metrics can reach
 
-def attainable_bound(runs: pd.DataFrame, claim: dict) -> tuple[float, str]:
-    """``(bound in %, basis)``: the most the claim's metric reaches on its dataset and setting
-    (``nan, ''`` where there is none), from the ``oracle_*`` columns of the normalised runs
-    (:mod:`cdgtmll.metrics.oracle`; the same in both threshold modes):
+#: the most any predictor reaches on any metric here (percent): its exact maximum
+METRIC_MAXIMUM = 100.0
 
-    * Micro-/Macro-/Rare-F1: the maximum, over the claim's method's runs, of the best any
-      thresholding of each run's test scores reaches (thresholds chosen on the test set) -- a
-      bound for the scores that were run, not for the method;
-    * mAP, P@k: a perfect ranking of the test labels (data only; the maximum over every run of
-      the dataset and setting, which all share the test split), so it holds for any method,
-      also one not run.
+
+def ceiling(runs: pd.DataFrame, claim: dict) -> tuple[float, str, str, str]:
+    """``(ceiling in %, panel, basis, status above it)`` of the claim's metric on its dataset and
+    setting (``nan, '', '', ''`` where there is none), from the ``oracle_*`` columns of the
+    normalised runs (:mod:`cdgtmll.metrics.oracle`; the same in both threshold modes):
+
+    * Micro-/Macro-/Rare-F1: the best test-oracle F1 over a *panel*: every model run on the
+      dataset and setting (the profile's methods, the scikit-learn reference rows BR-LogReg,
+      kNN-15 and RF-300 among them where configured), each run's scores thresholded at the
+      thresholds best on the test set itself; the maximum over their runs. A value above it is
+      :data:`~cdgtmll.claims.verdict.ABOVE_PANEL`: no model run here reaches it, another could.
+    * mAP, P@k: a perfect ranking of the test labels (data only), which no predictor exceeds:
+      :data:`~cdgtmll.claims.verdict.ABOVE_ANY`.
+    * any metric: its exact maximum, 100 (:data:`METRIC_MAXIMUM`), no predictor exceeds; a
+      paper value above it is :data:`~cdgtmll.claims.verdict.ABOVE_ANY` even where no run
+      recorded a bound (runs written before the oracle, or none of the dataset and setting).
     """
     metric = str(claim.get("metric", ""))
     col = f"oracle_{metric}"
-    if metric not in (*SCORE_BOUND_METRICS, *DATA_BOUND_METRICS) or col not in runs:
-        return math.nan, ""
+    if metric not in (*SCORE_BOUND_METRICS, *DATA_BOUND_METRICS) or col not in runs:  # runs older than the oracle
+        return math.nan, "", "", ""
     setting = canonical_setting(claim["setting"])
     sel = runs[(runs["dataset"] == claim["dataset"]) & runs["setting"].map(lambda s: setting_matches(setting, s))]
-    if metric in SCORE_BOUND_METRICS:
-        sel = sel[sel["method"] == canonical_method(claim["method"])]
-    vals = sel.drop_duplicates(["method", "seed", "skey"])[col] if len(sel) else pd.Series(dtype=float)
-    vals = pd.to_numeric(vals, errors="coerce").dropna()
-    if vals.empty:
-        return math.nan, ""
-    if metric in SCORE_BOUND_METRICS:
-        basis = (f"best thresholding of the run's test scores (per-label thresholds chosen on the test set), "
-                 f"max over {len(vals)} run(s) of {canonical_method(claim['method'])}")
-    else:
-        basis = "perfect ranking of the test labels (data only, any method)"
-    return float(vals.max()), basis
+    sel = sel.assign(**{col: pd.to_numeric(sel[col], errors="coerce")}).dropna(subset=[col])
+    sel = sel.drop_duplicates(["method", "setting", "seed", "skey"])
+    if sel.empty:  # no run of the dataset and setting recorded the bound (runs older than the oracle)
+        return math.nan, "", "", ""
+    if metric in DATA_BOUND_METRICS:
+        return (float(sel[col].max()), "any predictor", "perfect ranking of the test labels (data only)", ABOVE_ANY)
+    best = sel.groupby("method")[col].max().sort_values(ascending=False)
+    panel = ", ".join(sorted(best.index))
+    basis = (f"best test-oracle thresholding (per-label thresholds chosen on the test set) over {len(sel)} run(s) "
+             f"of {len(best)} model(s) run here; best: {best.index[0]} {_f(best.iloc[0])}")
+    return float(best.iloc[0]), panel, basis, ABOVE_PANEL
 
 
-def mark_unattainable(claim: dict, row: dict, runs: pd.DataFrame) -> None:
-    """Record the claim's :func:`attainable_bound` in ``row`` (``bound``, ``bound_basis``; ``value`` and
-    ``bound`` claims only) and set
-    the status to :data:`UNATTAINABLE` when the paper's value lies above it
-    (:func:`cdgtmll.claims.verdict.above_bound`) -- unless the claim is ``consistent`` (the paper's
-    value inside the sampling interval of the reproduced mean). The status it replaces stays in
-    ``detail``."""
-    if claim.get("kind") not in ("value", "bound"):  # a difference is not bounded by the metric's bound
-        row["bound"], row["bound_basis"] = math.nan, ""
+def mark_ceiling(claim: dict, row: dict, runs: pd.DataFrame) -> None:
+    """Record the claim's :func:`ceiling` in ``row`` (``ceiling``, ``ceiling_panel``,
+    ``ceiling_basis``; ``value`` and ``bound`` claims only) and set the status to
+    :data:`~cdgtmll.claims.verdict.ABOVE_ANY` or :data:`~cdgtmll.claims.verdict.ABOVE_PANEL`
+    when the paper's value lies above it (:func:`cdgtmll.claims.verdict.above_bound`) -- unless
+    the claim is ``consistent`` (the paper's value inside the interval of the reproduced mean).
+    The status it replaces stays in ``detail``."""
+    row["ceiling"], row["ceiling_panel"], row["ceiling_basis"] = math.nan, "", ""
+    if claim.get("kind") not in ("value", "bound"):  # a difference is not bounded by the metric's ceiling
         return
-    bound, basis = attainable_bound(runs, claim)
-    row["bound"], row["bound_basis"] = bound, basis
+    value, panel, basis, status = ceiling(runs, claim)
+    if not math.isfinite(value) and above_bound(claim.get("kind"), claim.get("comparator", ""),
+                                                claim.get("paper_value"), METRIC_MAXIMUM):
+        value, panel, basis, status = METRIC_MAXIMUM, "any predictor", "the metric's exact maximum", ABOVE_ANY
+    row["ceiling"], row["ceiling_panel"], row["ceiling_basis"] = value, panel, basis
     if row.get("status") == CONSISTENT or not above_bound(claim.get("kind"), claim.get("comparator", ""),
-                                                         claim.get("paper_value"), bound):
+                                                         claim.get("paper_value"), value):
         return
     was = _s(row.get("status")) + (f" ({row['detail']})" if _s(row.get("detail")) else "")
-    row["status"] = UNATTAINABLE
-    row["detail"] = (f"the paper's {_f(claim.get('paper_value'))} lies above {_f(bound)}, the most {claim['metric']} "
-                     f"reaches here: {basis}; reproduction check alone: {was}")
+    row["status"] = status
+    who = "no predictor" if status == ABOVE_ANY else f"none of {panel}"
+    row["detail"] = (f"the paper's {_f(claim.get('paper_value'))} lies above {_f(value)}, the most {claim['metric']} "
+                     f"reaches here for {who} ({basis}); reproduction check alone: {was}")
 
 
 def hamming_comparison(res: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
@@ -585,6 +652,8 @@ def mark_paper_inconsistency(claim: dict, row: dict, claims: list[dict], runs: p
         return
     was = row["status"] + (f" ({row['detail']})" if _s(row.get("detail")) else "")
     row["status"] = PAPER_INCONSISTENT
-    row["detail"] = (f"{method}'s {metric} equals {ref}'s by construction, but the paper prints {_f(pv)} for {method} "
-                     f"and {_f(rv)} for {ref} ({match[0]['claim_id']}); reproduction check alone: {was}")
+    row["detail"] = (f"if the paper's {method} row re-used its {ref} row's scores, as this project's {method} does "
+                     f"(cdgtmll.tables.collect.equal_by_construction), its {metric} would equal {ref}'s; the paper "
+                     f"prints {_f(pv)} for {method} and {_f(rv)} for {ref} ({match[0]['claim_id']}). Neither the paper "
+                     f"nor {method}'s own source states that identity; reproduction check alone: {was}")
     row["compared_with"] = ref

@@ -4,11 +4,13 @@ result table, plus the cell formatting they share with
 :func:`cdgtmll.claims.compare.mark_paper_inconsistency`.
 
 Both pages open, right under the title, with the verdict of each claim group (:func:`verdicts`:
-Table 1, Table 2, Table 3, the experiments text with its figure claims): the counts per
-status, what reproduces, what does not, and what cannot be checked here and why (the
-``not checked`` reasons, most frequent first; with the tables' ``profile.json``, whether a
-dataset or method not run is outside the profile). Then how the check was made, the counts,
-and every claim by group.
+Table 1, Table 2, Table 3, the experiments text with its figure claims), in five lines or fewer:
+what reproduces, what does not, what no model here reaches (the paper's value above the
+ceiling), which metric readings would fit the paper (column ``readings_that_fit`` where the
+result table has it) and what cannot be checked here and why (the ``not checked`` reasons,
+most frequent first; with the tables' ``profile.json``, whether a dataset or method not run is
+outside the profile). Then how the check was made, the counts, and every claim by group
+(with the columns ``readings_that_fit`` and ``tail_detail`` where the result table has them).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import numpy as np
 import pandas as pd
 
 from cdgtmll.claims.verdict import (
+    ABOVE_ANY,
+    ABOVE_PANEL,
     BOUND_TOLERANCE,
     CONSISTENT,
     INCONSISTENT,
@@ -25,7 +29,7 @@ from cdgtmll.claims.verdict import (
     NC_METHOD,
     PAPER_INCONSISTENT,
     STATUS_ORDER,
-    UNATTAINABLE,
+    UNDECIDED,
 )
 from cdgtmll.tables.html import esc, frame_table, page
 from cdgtmll.tables.render import md_cell
@@ -82,12 +86,43 @@ def _claim_text(r: dict) -> str:
     return f"{what}, {r['metric']}, {r['dataset']} {r['setting']}"
 
 
-#: columns of a claims table, in the Markdown and the HTML
-CLAIM_TABLE = ("claim", "what", "paper", "bound", "reproduced (n)", "95% CI", "Δ vs paper", "test", "status")
+#: columns of a claims table, in the Markdown and the HTML; :data:`OPTIONAL_COLUMNS` follow
+#: where the result table has them
+CLAIM_TABLE = ("claim", "what", "paper", "ceiling", "reproduced (n)", "95% CI", "Δ vs paper", "test", "p (Holm)",
+               "equivalence", "status")
+#: result-table columns shown when present (written by :mod:`cdgtmll.claims.check`), and their headings
+OPTIONAL_COLUMNS = {"readings_that_fit": "readings that fit", "tail_detail": "tail detail"}
+
+
+def claim_columns(res: pd.DataFrame) -> tuple[str, ...]:
+    """The columns of the per-claim tables: :data:`CLAIM_TABLE` and the optional ones present
+    with at least one value."""
+    extra = tuple(h for c, h in OPTIONAL_COLUMNS.items()
+                  if c in res.columns and res[c].map(lambda v: bool(_s(v).strip())).any())
+    return CLAIM_TABLE[:-1] + extra + CLAIM_TABLE[-1:]
+
+
+def status_text(r: dict) -> str:
+    """The status as the page shows it: ``above every model run here`` names the panel."""
+    st = _s(r.get("status"))
+    if st == ABOVE_PANEL and _s(r.get("ceiling_panel")):
+        st += f" ({r['ceiling_panel']})"
+    return st
+
+
+def _p_text(r: dict) -> str:
+    p, ph = r.get("p"), r.get("p_holm")
+    if _missing(p):
+        return ""
+    return f"{_p(p)} ({_p(ph)})" if not _missing(ph) else _p(p)
+
+
+def _p(x) -> str:
+    return f"{float(x):.3g}"
 
 
 def _claim_cells(r: dict) -> dict[str, str]:
-    """One result row as the cells of :data:`CLAIM_TABLE`."""
+    """One result row as the cells of :data:`CLAIM_TABLE` (and of the optional columns present)."""
     cid = r["claim_id"] + (" (in LaTeX comment)" if r["in_comment"] else "")
     rep = ""
     if not _missing(r["reproduced_mean"]):
@@ -96,46 +131,84 @@ def _claim_cells(r: dict) -> dict[str, str]:
             rep += f" ± {_f(r['reproduced_std'])}"
         rep += f" ({int(r['n'])})"
     ci = f"[{_f(r['ci_low'])}, {_f(r['ci_high'])}]" if not _missing(r["ci_low"]) else ""
-    test = ""
+    test = _s(r.get("test"))
     if not _missing(r["t"]):
-        test = f"t={_f(r['t'])}, p={_f(r['p'], 3)}"
-        if not _missing(r["n_pairs"]):
-            test += f", {int(r['n_pairs'])} pairs"
+        test += f"; t={_f(r['t'])}"
+    if not _missing(r.get("n_pairs")):
+        test += f", {int(r['n_pairs'])} pairs"
     if _s(r["compared_with"]):
         test = (test + "; " if test else "") + f"vs {r['compared_with']}"
         cov = _s(r["coverage"])
         if "/" in cov and cov.split("/")[0] != cov.split("/")[1]:
             test += f" ({cov} listed run)"
-    status = r["status"] + (f" — {r['detail']}" if _s(r["detail"]) else "")
-    bound = _f(r.get("bound"))
-    return dict(zip(CLAIM_TABLE, (cid, _claim_text(r), _paper_text(r), bound, rep, ci, _f(r["diff_vs_paper"]), test,
-                                  status)))
+    status = status_text(r) + (f" — {r['detail']}" if _s(r["detail"]) else "")
+    if r.get("within_tolerance") is True or _s(r.get("within_tolerance")) == "True":
+        status += f" (outside the 95 % interval, within the implementation tolerance ±{_f(r.get('tolerance'), 1)})"
+    eq = _s(r.get("equivalence"))
+    if eq and not _missing(r.get("p_tost")):
+        eq += f" (TOST p={_p(r['p_tost'])})"
+    cells = dict(zip(CLAIM_TABLE, (cid, _claim_text(r), _paper_text(r), _f(r.get("ceiling")), rep, ci,
+                                   _f(r["diff_vs_paper"]), test, _p_text(r), eq, status)))
+    for col, head in OPTIONAL_COLUMNS.items():
+        cells[head] = _s(r.get(col))
+    return cells
+
+
+def _setting(res: pd.DataFrame, col: str, default: float) -> str:
+    vals = pd.to_numeric(res[col], errors="coerce").dropna() if col in res else pd.Series(dtype=float)
+    return f"{(vals.iloc[0] if len(vals) else default):g}"
 
 
 def _header(res: pd.DataFrame, runs_path: str, claims_path: str, n_runs: int, datasets: list[str],
-            extra: list[str]) -> list[str]:
-    """The bullet points above the summary (Markdown inline: `code`)."""
+            extra: list[str], settings: dict | None = None) -> list[str]:
+    """The bullet points above the summary (Markdown inline: `code`). ``settings``: the config's
+    ``claims:`` section as used (default: the values recorded in the result table)."""
+    st = settings or {}
+    tol = f"{st['implementation_tolerance']:g}" if "implementation_tolerance" in st else _setting(res, "tolerance", 1.0)
+    margin = f"{st['equivalence_margin']:g}" if "equivalence_margin" in st else _setting(res, "margin", 1.0)
+    alpha, power = f"{st.get('alpha', 0.05):g}", f"{st.get('power', 0.8):g}"
     return [f"runs: `{runs_path}` ({n_runs} rows; datasets run: {', '.join(datasets) or 'none'})",
             f"claims: `{claims_path}` ({len(res)} claims, {int(res['in_comment'].sum())} only inside LaTeX comments)",
             *extra,
             "values in %; reproduced = mean ± sample std over n runs (differences: over paired runs, "
             "method − comparator); CI = 95 % t-interval of that mean.",
             "`consistent`: value/difference inside the CI, range overlapping it, bound met by the mean, "
-            "`beats` in the claimed direction. Claims marked `not checked` are neither passed nor failed.",
-            "`paper inconsistency`: the paper prints a value different from one it must equal by construction "
-            "(PE's mAP and P@k are BCE's: PE only thresholds BCE's probabilities); a fault of the paper, "
-            "not a failure to reproduce (details in the claim's row).",
-            f"`{UNATTAINABLE}`: the paper's value (less {BOUND_TOLERANCE:g}, the rounding of its one printed decimal) lies "
-            "above "
-            "`bound`, the most the metric reaches on the same test split under the definitions of App. E.4 "
-            "(`cdgtmll.metrics.oracle`). Micro-/Macro-/Rare-F1: the best any thresholding of our runs' test "
-            "scores reaches, thresholds chosen on the test set itself (Micro-F1: the exact maximum over per-label "
-            "thresholds; Macro-/Rare-F1: each label at its F1-optimal threshold), the maximum over the claim's "
-            "method's runs -- a bound for the scores that were run, not for the method. mAP and P@k: a perfect "
-            "ranking of the test labels (mAP 100; P@k the mean of min(k, labels of the row) / k), which no "
-            "method can exceed. A claim whose value lies inside the reproduced interval stays `consistent`; "
-            "the status the claim would have had otherwise is kept in its row.",
-            "`bound` is printed for every claim that has one (CSV columns `bound`, `bound_basis`)."]
+            "`beats` with the whole CI in the claimed direction. Claims marked `not checked` are neither passed "
+            "nor failed.",
+            f"`consistent` / `inconsistent` use an implementation tolerance of ±{tol} points on top of the "
+            f"interval (config `claims.implementation_tolerance`): a value, difference or range is `inconsistent` "
+            f"only when the paper's number lies more than {tol} points outside the 95 % interval; a bound only when "
+            "the widened interval lies wholly on the wrong side. `beats` needs the interval: `consistent` when the "
+            "whole interval of the paired difference lies on the claimed side of 0, `inconsistent` when it lies "
+            "on the other side, else `undecided` (no tolerance: both methods are run here).",
+            f"Paired comparisons also give an equivalence verdict (column `equivalence`): `better` / `worse` when "
+            f"the interval excludes 0, `equivalent within ±{margin}` when two one-sided t-tests (TOST, margin "
+            f"config `claims.equivalence_margin`) reject a difference of {margin} points or more at level {alpha}, "
+            f"else `undecided (n seeds detect >= x points)`: x is the true difference the paired t-test would find "
+            f"with {power} power at level {alpha}, from the observed std of the paired differences.",
+            "`p (Holm)`: the raw two-sided p (paired t-test; for a single value the one-sample t-test of the "
+            "paper's value) and, in brackets, Holm's correction within the claim's family (the claims of one "
+            "table; the experiments text). R-variant settings with two or more sampling seeds are nested: the "
+            "interval is over the sampling seeds' means, each the mean over the training seeds (column `test`).",
+            "`paper inconsistency`: the paper prints a row's mAP or P@k different from another row's that it "
+            "would equal by construction *if* that row re-used the other's scores, as this project's PE re-uses "
+            "BCE's (PE only thresholds BCE's probabilities; `cdgtmll.tables.collect.equal_by_construction`). "
+            "Neither the paper nor Koyejo et al. (2015), which defines the plug-in estimator, states that the "
+            "paper's PE row re-used its BCE row's scores, and no official PE code was found; so: a fault of the "
+            "paper if that identity holds, not a failure to reproduce (details in the claim's row).",
+            f"`{ABOVE_ANY}`: the paper's value (less {BOUND_TOLERANCE:g}, the rounding of its one printed decimal) "
+            "lies above what no predictor exceeds on the same test split under App. E.4 (mAP and P@k: a perfect "
+            "ranking of the test labels, from the label counts only; any metric: its exact maximum, 100).",
+            f"`{ABOVE_PANEL}` (the panel in brackets, CSV column `ceiling_panel`): for Micro-/Macro-/Rare-F1 "
+            "the paper's value lies above the best F1 that thresholding any model run here reaches, thresholds "
+            "chosen on the test set itself (`cdgtmll.metrics.oracle`; Micro-F1: the exact maximum over per-label "
+            "thresholds; Macro-/Rare-F1: each label at its F1-optimal threshold), the maximum over every run of "
+            "every model of the dataset and setting: the profile's methods, with the scikit-learn reference rows "
+            "(BR-LogReg, kNN-15, RF-300) where configured. It says what these models reach, not what the metric "
+            "allows: another model could reach the paper's value. A claim whose value lies inside the reproduced "
+            "interval stays `consistent`; the status the claim would have had otherwise is kept in its row.",
+            "`ceiling` is printed for every value claim that has one (CSV columns `ceiling`, `ceiling_panel`, "
+            "`ceiling_basis`)."]
 
 
 #: the Micro-F1 / Hamming-accuracy comparison: heading, what it is (and is not), columns
@@ -200,11 +273,13 @@ def render_markdown(res: pd.DataFrame, runs_path: str, claims_path: str, n_runs:
            "|---|" + "---:|" * len(order)]
     md += [f"| {k} | " + " | ".join(map(str, vals)) + " |" for k, vals in kinds]
     recs = res.to_dict("records")
+    cols = claim_columns(res)
+    align = {"paper": "---:", "ceiling": "---:", "reproduced (n)": "---:", "Δ vs paper": "---:"}
     for grp in dict.fromkeys(_group(r["claim_id"]) for r in recs):
         md += ["", f"## {grp}", "",
-               "| " + " | ".join(CLAIM_TABLE) + " |",
-               "|---|---|---:|---:|---:|---|---:|---|---|"]
-        md += ["| " + " | ".join(md_cell(v) for v in _claim_cells(r).values()) + " |"
+               "| " + " | ".join(cols) + " |",
+               "|" + "|".join(align.get(c, "---") for c in cols) + "|"]
+        md += ["| " + " | ".join(md_cell(_claim_cells(r)[c]) for c in cols) + " |"
                for r in recs if _group(r["claim_id"]) == grp]
     return "\n".join(md) + "\n"
 
@@ -216,8 +291,10 @@ def _status_class(status: str) -> str:
         return "text status-inconsistent"
     if status.startswith(PAPER_INCONSISTENT):
         return "text status-paper"
-    if status.startswith(UNATTAINABLE):
-        return "text status-unattainable"
+    if status.startswith((ABOVE_ANY, ABOVE_PANEL)):
+        return "text status-above"
+    if status.startswith(UNDECIDED):
+        return "text status-undecided"
     return "text status-notchecked"
 
 
@@ -232,7 +309,7 @@ def render_html(res: pd.DataFrame, runs_path: str, claims_path: str, n_runs: int
                 hamming: pd.DataFrame | None = None) -> str:
     """The claims check as one HTML page: the same verdict, header, summary and per-group tables
     as :func:`render_markdown`; the status cell coloured (consistent green, inconsistent red,
-    paper inconsistency yellow, not checked grey)."""
+    undecided blue, above the ceiling purple, paper inconsistency yellow, not checked grey)."""
     order, counts, partial, kinds = _summary(res)
     title = "Paper claims vs. reproduced runs"
     body = [f"<h1>{esc(title)}</h1>"]
@@ -259,12 +336,13 @@ def render_html(res: pd.DataFrame, runs_path: str, claims_path: str, n_runs: int
     body.append(frame_table(by_kind, "claims_by_kind",
                             pd.DataFrame([["text"] + [""] * len(order)] * len(by_kind), columns=by_kind.columns)))
     recs = res.to_dict("records")
-    text_cols = {"claim", "what", "test"}
+    cols = list(claim_columns(res))
+    text_cols = {"claim", "what", "test", "equivalence", *OPTIONAL_COLUMNS.values()}
     for k, grp in enumerate(dict.fromkeys(_group(r["claim_id"]) for r in recs)):
         rows = [(_claim_cells(r), r["status"]) for r in recs if _group(r["claim_id"]) == grp]
-        df = pd.DataFrame([c for c, _ in rows], columns=list(CLAIM_TABLE))
+        df = pd.DataFrame([{c: cells[c] for c in cols} for cells, _ in rows], columns=cols)
         cls = pd.DataFrame([[_status_class(st) if col == "status" else ("text" if col in text_cols else "")
-                             for col in CLAIM_TABLE] for _, st in rows], columns=list(CLAIM_TABLE))
+                             for col in cols] for _, st in rows], columns=cols)
         body += [f"<h2>{esc(grp)}</h2>", frame_table(df, f"claims_group{k}", cls)]
     return page(title, body)
 
@@ -339,25 +417,38 @@ def _not_checked(recs: list[dict], profile: dict | None) -> list[tuple[int, str]
     return sorted(out, key=lambda x: -x[0])
 
 
+def _fit_named(v) -> bool:
+    """A ``readings_that_fit`` cell that names readings (not empty, ``none`` or ``not ...``)."""
+    t = _s(v).strip().lower()
+    return bool(t) and t != "none" and not t.startswith(("not ", "none "))
+
+
+def _fits(rs: list[dict]) -> str:
+    """'T1:yeast-BCE-micro: flattened weighted, Hamming; ...': the claims whose metric readings fit
+    the paper (column ``readings_that_fit``, where present), by claim."""
+    parts = [f"{r['claim_id']}: {_s(r.get('readings_that_fit'))}" for r in rs if _fit_named(r.get("readings_that_fit"))]
+    more = len(parts) - 4
+    return "; ".join(parts[:4]) + (f"; +{more} more" if more > 0 else "")
+
+
 def verdicts(res: pd.DataFrame, profile: dict | None = None) -> list[tuple[str, list[str]]]:
-    """The verdict of each claim group (Table 1, 2, 3, the experiments text), in 1-3 lines,
-    from the statuses of its claims only: the counts; what reproduces (``consistent``), what
-    does not (``inconsistent``; ``paper inconsistency`` apart); what cannot be checked here and
-    why (the ``not checked`` reasons, most frequent first)."""
+    """The verdict of each claim group (Table 1, 2, 3, the experiments text), in five lines or
+    fewer, from the statuses of its claims: the counts and what reproduces (``consistent``);
+    what does not (``inconsistent``, ``undecided``; ``paper inconsistency`` apart); what no
+    model here reaches (``above every model run here``, ``above any predictor``); which metric
+    readings would fit the paper (column ``readings_that_fit``, where the result table has it);
+    what cannot be checked here and why (the ``not checked`` reasons, most frequent first)."""
     out = []
     recs = res.to_dict("records")
     for grp in dict.fromkeys(_group(r["claim_id"]) for r in recs):
         rs = [r for r in recs if _group(r["claim_id"]) == grp]
         by = {s: [r for r in rs if r["status"] == s]
-              for s in (CONSISTENT, INCONSISTENT, UNATTAINABLE, PAPER_INCONSISTENT)}
+              for s in (CONSISTENT, INCONSISTENT, UNDECIDED, ABOVE_PANEL, ABOVE_ANY, PAPER_INCONSISTENT)}
         nc = [r for r in rs if r["status"] not in by]
         counts = [f"{len(by[CONSISTENT])} consistent", f"{len(by[INCONSISTENT])} inconsistent"]
-        if by[UNATTAINABLE]:
-            counts.append(f"{len(by[UNATTAINABLE])} {UNATTAINABLE}")
-        if by[PAPER_INCONSISTENT]:
-            counts.append(f"{len(by[PAPER_INCONSISTENT])} paper inconsistency")
+        counts += [f"{len(by[s])} {s}" for s in (UNDECIDED, ABOVE_PANEL, ABOVE_ANY, PAPER_INCONSISTENT) if by[s]]
         counts.append(f"{len(nc)} not checked")
-        checked = len(by[CONSISTENT]) + len(by[INCONSISTENT]) + len(by[UNATTAINABLE])
+        checked = sum(len(by[s]) for s in (CONSISTENT, INCONSISTENT, UNDECIDED, ABOVE_PANEL, ABOVE_ANY))
         head = f"{len(rs)} claim{'' if len(rs) == 1 else 's'}: {', '.join(counts)}."
         if checked:
             head += f" Reproduces: {len(by[CONSISTENT])} of {checked} checked"
@@ -368,15 +459,29 @@ def verdicts(res: pd.DataFrame, profile: dict | None = None) -> list[tuple[str, 
         bad = []
         if by[INCONSISTENT]:
             bad.append(f"Does not reproduce: {len(by[INCONSISTENT])} ({_where(by[INCONSISTENT])}).")
-        if by[UNATTAINABLE]:
-            bad.append(f"Unattainable under E.4: {len(by[UNATTAINABLE])} (the paper's value lies above the most "
-                       f"the metric reaches on the test split; {_where(by[UNATTAINABLE])}).")
+        if by[UNDECIDED]:
+            bad.append(f"Undecided: {len(by[UNDECIDED])} (the interval neither supports nor contradicts the claim; "
+                       f"{_where(by[UNDECIDED])}).")
         if by[PAPER_INCONSISTENT]:
             bad.append(f"Paper inconsistency: {len(by[PAPER_INCONSISTENT])} (the paper prints different values "
-                       f"where they are equal by construction; not a reproduction failure; "
+                       f"where they would be equal by construction if one row re-used the other's scores; "
                        f"{_where(by[PAPER_INCONSISTENT])}).")
         if bad:
             lines.append(" ".join(bad))
+        above = []
+        if by[ABOVE_PANEL]:
+            panels = ", ".join(sorted({m.strip() for r in by[ABOVE_PANEL]
+                                       for m in _s(r.get("ceiling_panel")).split(",") if m.strip()}))
+            above.append(f"No model here reaches: {len(by[ABOVE_PANEL])} (above every model run here, the panel: "
+                         f"{panels}; {_where(by[ABOVE_PANEL])}).")
+        if by[ABOVE_ANY]:
+            above.append(f"No predictor reaches: {len(by[ABOVE_ANY])} (above a data-only ceiling; "
+                         f"{_where(by[ABOVE_ANY])}).")
+        if above:
+            lines.append(" ".join(above))
+        fits = _fits(rs)
+        if fits:
+            lines.append(f"Metric readings that would fit the paper (evidence beside E.4, not a verdict): {fits}.")
         if nc:
             reasons = _not_checked(nc, profile)
             shown = "; ".join(f"{n} {why}" for n, why in reasons[:3])
@@ -411,7 +516,10 @@ def _verdict_html(res: pd.DataFrame, profile: dict | None) -> str:
 def _csv_text(res: pd.DataFrame) -> str:
     out = res.copy()
     for c in ("reproduced_mean", "reproduced_std", "ci_low", "ci_high", "diff_vs_paper", "method_mean",
-              "other_mean", "t"):
-        out[c] = pd.to_numeric(out[c], errors="coerce").round(4)
-    out["p"] = pd.to_numeric(out["p"], errors="coerce").map(lambda v: "" if not np.isfinite(v) else f"{v:.4g}")
+              "other_mean", "t", "ceiling", "detectable"):
+        if c in out:
+            out[c] = pd.to_numeric(out[c], errors="coerce").round(4)
+    for c in ("p", "p_holm", "p_tost"):
+        if c in out:
+            out[c] = pd.to_numeric(out[c], errors="coerce").map(lambda v: "" if not np.isfinite(v) else f"{v:.4g}")
     return out.to_csv(index=False)

@@ -1,4 +1,5 @@
-"""Classical (non-neural) sanity baselines."""
+"""Classical (non-neural) reference rows: binary-relevance logistic regression (BR-LogReg),
+k-nearest neighbours (kNN-15) and a random forest (RF-300), all scikit-learn."""
 
 from __future__ import annotations
 
@@ -55,3 +56,93 @@ class BinaryRelevanceLogReg(Method):
         for k, m in enumerate(self._models):
             out[:, k] = m if isinstance(m, float) else m.predict_proba(Xs)[:, 1]
         return out
+
+
+def _per_label_positive_proba(probas: Any, classes: Any, n_rows: int) -> np.ndarray:
+    """``[n, L]`` probability of class 1 from scikit-learn's multi-output ``predict_proba``
+    (a list with one ``[n, n_classes_l]`` array per label, columns in ``classes_[l]`` order):
+    a label seen with one class only in training gets 1.0 or 0.0 (its single class)."""
+    if not isinstance(probas, list):  # one label: scikit-learn returns the array itself
+        probas, classes = [probas], [classes]
+    out = np.zeros((n_rows, len(probas)), dtype=np.float64)
+    for k, (p, c) in enumerate(zip(probas, classes)):
+        hit = np.flatnonzero(np.asarray(c) == 1)
+        if hit.size:
+            out[:, k] = p[:, hit[0]]
+    return out
+
+
+@register("kNN-15")
+class KNearestNeighbours(Method):
+    """Multi-label k-nearest neighbours: ``sklearn.neighbors.KNeighborsClassifier`` (k = 15,
+    uniform weights, Euclidean distance) on standardised features, fitted once on the label
+    matrix (scikit-learn's native multi-output support); a label's score is the share of the k
+    neighbours that have it.
+
+    Not a method of the paper: a reference model of the panel over which the claims check
+    takes its F1 ceilings (``above every model run here``; :mod:`cdgtmll.claims.compare`).
+    Deterministic (no random state). Reference: scikit-learn user guide, "Nearest Neighbors
+    classification" and "Multiclass and multioutput algorithms" (multioutput classification).
+    """
+
+    description = "k-nearest neighbours, k=15 (scikit-learn), standardised features"
+
+    hparam_space = {
+        "n_neighbors": {"type": "integer", "minimum": 1},
+    }
+
+    def __init__(self, n_neighbors: int = 15) -> None:
+        self.n_neighbors = int(n_neighbors)
+
+    def fit(self, data: FitData, ctx: RunContext) -> KNearestNeighbours:
+        from sklearn.neighbors import KNeighborsClassifier
+
+        X = np.asarray(data.X_train, dtype=np.float64)
+        Y = np.asarray(data.Y_train)
+        self._scaler = StandardScaler().fit(X)
+        k = min(self.n_neighbors, X.shape[0])
+        self._model = KNeighborsClassifier(n_neighbors=k).fit(self._scaler.transform(X), Y)
+        return self
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        Xs = self._scaler.transform(np.asarray(X, dtype=np.float64))
+        probas = self._model.predict_proba(Xs)
+        return _per_label_positive_proba(probas, self._model.classes_, Xs.shape[0])
+
+
+@register("RF-300")
+class RandomForest(Method):
+    """Multi-label random forest: ``sklearn.ensemble.RandomForestClassifier`` with 300 trees,
+    fitted once on the label matrix (multi-output trees; scikit-learn's defaults otherwise:
+    Gini impurity, ``max_features='sqrt'``, bootstrap samples), ``random_state`` = the run's
+    training seed, one core. A label's score is the trees' mean probability of the label.
+
+    Not a method of the paper: a reference model of the panel over which the claims check takes
+    its F1 ceilings (``above every model run here``; :mod:`cdgtmll.claims.compare`). Reference:
+    Breiman, "Random Forests", Machine Learning 45 (2001); scikit-learn user guide, "Forests of
+    randomized trees".
+    """
+
+    description = "random forest, 300 trees (scikit-learn), seeded by the run's seed"
+
+    hparam_space = {
+        "n_estimators": {"type": "integer", "minimum": 1},
+        "min_samples_leaf": {"type": "integer", "minimum": 1},
+    }
+
+    def __init__(self, n_estimators: int = 300, min_samples_leaf: int = 1) -> None:
+        self.n_estimators = int(n_estimators)
+        self.min_samples_leaf = int(min_samples_leaf)
+
+    def fit(self, data: FitData, ctx: RunContext) -> RandomForest:
+        from sklearn.ensemble import RandomForestClassifier
+
+        X = np.asarray(data.X_train, dtype=np.float64)
+        Y = np.asarray(data.Y_train)
+        self._model = RandomForestClassifier(n_estimators=self.n_estimators, min_samples_leaf=self.min_samples_leaf,
+                                             random_state=int(ctx.seed), n_jobs=1).fit(X, Y)
+        return self
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        X = np.asarray(X, dtype=np.float64)
+        return _per_label_positive_proba(self._model.predict_proba(X), self._model.classes_, X.shape[0])

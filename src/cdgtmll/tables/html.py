@@ -46,7 +46,8 @@ thead th.index_name { text-align: left; }
 td.status-consistent { background: #e3f4e3; }
 td.status-inconsistent { background: #f9dddd; }
 td.status-paper { background: #fff1cc; }
-td.status-unattainable { background: #ecd9f3; }
+td.status-above { background: #ecd9f3; }
+td.status-undecided { background: #e3eefa; }
 td.status-notchecked { color: #666; }
 ol.notes { font-size: 12px; max-width: 80em; padding-left: 22px; }
 ol.notes li { margin: 2px 0; }

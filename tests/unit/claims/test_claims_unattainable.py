@@ -1,7 +1,8 @@
-"""The status ``unattainable under E.4``: a claim whose paper value lies above what the metric
-can reach on the test split (the runs' ``oracle_*`` columns of all_runs.csv) gets it, with the
-bound beside it in the CSV and on the page; the page sets Micro-F1 claims beside our Micro-F1
-and Hamming accuracy as a measured comparison only."""
+"""The statuses ``above every model run here`` and ``above any predictor`` (issue 39; formerly one
+status): a claim whose paper value lies above the ceiling on the test split (the runs'
+``oracle_*`` columns of all_runs.csv) gets one of them, with the ceiling and its panel beside it
+in the CSV and on the page; the page sets Micro-F1 claims beside our Micro-F1 and Hamming
+accuracy as a measured comparison only."""
 
 from __future__ import annotations
 
@@ -52,46 +53,52 @@ def test_above_bound_rule():
     assert verdict.above_bound("value", "=", 18.06, 18.0)
     assert not verdict.above_bound("value", "=", 64.8, math.nan)
     assert not verdict.above_bound("value", math.nan, math.nan, 10.0)
-    assert verdict.UNATTAINABLE in verdict.STATUS_ORDER
+    assert verdict.ABOVE_PANEL in verdict.STATUS_ORDER and verdict.ABOVE_ANY in verdict.STATUS_ORDER
 
 
-def test_f1_claim_above_the_best_thresholding_of_the_runs_is_unattainable():
+def test_f1_claim_above_the_best_thresholding_of_every_run_is_above_the_panel():
     res = _check([_claim("rare"), _claim("reachable", value=17.0), _claim("micro", metric="micro_f1", value=75.4),
                   _claim("near", metric="micro_f1", value=66.8)])
     rare = res.loc["rare"]
-    assert rare["status"] == verdict.UNATTAINABLE
-    assert rare["bound"] == pytest.approx(18.0)  # max over the method's 3 runs, in percent
-    assert "max over 3 run(s) of BCE" in rare["bound_basis"]
+    assert rare["status"] == verdict.ABOVE_PANEL
+    assert rare["ceiling"] == pytest.approx(18.0)  # max over every run of the dataset and setting, in percent
+    assert rare["ceiling_panel"] == "BCE, CD-GTMLL"
+    assert "over 6 run(s) of 2 model(s) run here" in rare["ceiling_basis"]
     assert "reproduction check alone: inconsistent" in rare["detail"]
     assert res.loc["reachable", "status"] == verdict.INCONSISTENT  # below the bound: an ordinary failure
-    assert res.loc["micro", "status"] == verdict.UNATTAINABLE and res.loc["micro", "bound"] == pytest.approx(66.8)
+    assert res.loc["micro", "status"] == verdict.ABOVE_PANEL and res.loc["micro", "ceiling"] == pytest.approx(66.8)
     assert res.loc["near", "status"] == verdict.INCONSISTENT  # at the bound: reachable by some thresholding
 
 
-def test_score_bounds_belong_to_the_method_ranking_bounds_to_the_data():
+def test_score_ceilings_belong_to_the_panel_ranking_bounds_to_the_data():
     runs = _runs(methods=("BCE",))
     res = _check([_claim("f1-unrun", method="MLC-NC"), _claim("p5-unrun", metric="p@5", value=70.0, method="MLC-NC"),
                   _claim("p5-ok", metric="p@5", value=55.0, method="MLC-NC"),
                   _claim("map", metric="mAP", value=99.0, method="BCE"),
                   _claim("diff", metric="rare_f1", value=5.0, kind="difference", other="BCE", method="CD-GTMLL")], runs)
-    # an F1 bound is a property of the scores that were run: none for a method not run
-    assert res.loc["f1-unrun", "status"] == verdict.NC_METHOD and math.isnan(res.loc["f1-unrun", "bound"])
-    # a perfect ranking bounds P@k for any method, also one not run
-    assert res.loc["p5-unrun", "status"] == verdict.UNATTAINABLE and res.loc["p5-unrun", "bound"] == pytest.approx(60)
+    # an F1 ceiling is a property of the scores that were run: the panel of every model run on the
+    # dataset, so a method not run is above every model run here (none of them reaches it)
+    f1 = res.loc["f1-unrun"]
+    assert f1["status"] == verdict.ABOVE_PANEL and f1["ceiling"] == pytest.approx(18.0) and f1["ceiling_panel"] == "BCE"
+    assert "not checked: method not run" in f1["detail"]
+    # a perfect ranking bounds P@k for any predictor, also one not run
+    assert res.loc["p5-unrun", "status"] == verdict.ABOVE_ANY and res.loc["p5-unrun", "ceiling"] == pytest.approx(60)
+    assert res.loc["p5-unrun", "ceiling_panel"] == "any predictor"
     assert "not checked: method not run" in res.loc["p5-unrun", "detail"]
-    assert res.loc["p5-ok", "status"] == verdict.NC_METHOD and res.loc["p5-ok", "bound"] == pytest.approx(60)
-    assert res.loc["map", "status"] == verdict.INCONSISTENT and res.loc["map", "bound"] == pytest.approx(100)
-    assert res.loc["diff", "status"] != verdict.UNATTAINABLE and math.isnan(res.loc["diff", "bound"])
+    assert res.loc["p5-ok", "status"] == verdict.NC_METHOD and res.loc["p5-ok", "ceiling"] == pytest.approx(60)
+    assert res.loc["map", "status"] == verdict.INCONSISTENT and res.loc["map", "ceiling"] == pytest.approx(100)
+    assert res.loc["diff", "status"] not in (verdict.ABOVE_ANY, verdict.ABOVE_PANEL)
+    assert math.isnan(res.loc["diff", "ceiling"])
 
 
 def test_consistent_claims_keep_their_status_and_old_runs_have_no_bound():
     runs = _runs()
     runs.loc[runs["seed"] == 2, "rare_f1"] = 0.30  # wide interval around a mean of ~0.17
     res = _check([_claim("wide", value=19.0)], runs)
-    assert res.loc["wide", "status"] == verdict.CONSISTENT and res.loc["wide", "bound"] == pytest.approx(18.0)
+    assert res.loc["wide", "status"] == verdict.CONSISTENT and res.loc["wide", "ceiling"] == pytest.approx(18.0)
     old = _runs().drop(columns=[c for c in _runs().columns if c.startswith("oracle_")] + ["hamming_accuracy"])
     res = _check([_claim("rare")], old)
-    assert res.loc["rare", "status"] == verdict.INCONSISTENT and math.isnan(res.loc["rare", "bound"])
+    assert res.loc["rare", "status"] == verdict.INCONSISTENT and math.isnan(res.loc["rare", "ceiling"])
     assert compare.hamming_comparison(res.reset_index(), old).empty
 
 
@@ -106,23 +113,25 @@ def test_page_explains_the_status_prints_the_bound_and_the_hamming_comparison(tm
     out = tmp_path / "claims_check"
     assert check.main(["--runs", str(runs), "--out", str(out), "--claims", str(claims)]) == 0
     csv = pd.read_csv(f"{out}.csv").set_index("claim_id")
-    assert {"bound", "bound_basis"} <= set(csv.columns)
-    assert csv.loc["T1:yeast:rare_f1:BCE", "status"] == verdict.UNATTAINABLE
-    assert csv.loc["T1:yeast:rare_f1:BCE", "bound"] == pytest.approx(18.0)
+    assert {"status", "ceiling", "ceiling_panel", "ceiling_basis", "equivalence", "p_holm"} <= set(csv.columns)
+    assert csv.loc["T1:yeast:rare_f1:BCE", "status"] == verdict.ABOVE_PANEL
+    assert csv.loc["T1:yeast:rare_f1:BCE", "ceiling"] == pytest.approx(18.0)
     md = (tmp_path / "claims_check.md").read_text()
     how = md.split("## How this check was made", 1)[1].split("## Summary", 1)[0]
-    assert f"`{verdict.UNATTAINABLE}`" in how and "thresholds chosen on the test set" in how
+    assert f"`{verdict.ABOVE_PANEL}`" in how and "thresholds chosen on the test set" in how
+    assert f"`{verdict.ABOVE_ANY}`" in how
     assert "perfect ranking" in how
     # the Hamming comparison: paper value, our Micro-F1, our Hamming accuracy, for the claims run
     assert report.HAMMING_TITLE in how and "does not assume the paper used Hamming accuracy" in how
     line = next(ln for ln in how.splitlines() if ln.startswith("| T1:yeast:micro_f1:BCE |"))
     assert line.split(" | ")[2:5] == ["75.40", "62.20", "79.10"]
     assert "T1:yeast:micro_f1:ASL" not in how  # not run: nothing measured to set beside it
-    # the bound beside the paper value in the claim tables
+    # the ceiling beside the paper value in the claim tables, the status naming the panel
     header = next(ln for ln in md.splitlines() if ln.startswith("| claim | what | paper |"))
-    assert header.split(" | ")[3] == "bound"
+    assert header.split(" | ")[3] == "ceiling"
     rare = next(ln for ln in md.splitlines() if ln.startswith("| T1:yeast:rare_f1:BCE |"))
-    assert rare.split(" | ")[2:4] == ["64.80", "18.00"] and verdict.UNATTAINABLE in rare
-    assert "Unattainable under E.4: 3" in md.split("## How this check was made", 1)[0]
+    assert rare.split(" | ")[2:4] == ["64.80", "18.00"] and f"{verdict.ABOVE_PANEL} (BCE, CD-GTMLL)" in rare
+    assert "No model here reaches: 4" in md.split("## How this check was made", 1)[0]  # ASL's too: none run reaches
+    assert "unattainable" not in md.lower()
     html = (tmp_path / "claims_check.html").read_text()
-    assert "status-unattainable" in html and "claims_hamming" in html
+    assert "status-above" in html and "claims_hamming" in html and "unattainable" not in html.lower()
