@@ -60,6 +60,15 @@ The page also sets each Micro-F1 claim beside our Micro-F1 and our Hamming accur
 same runs (:func:`cdgtmll.claims.compare.hamming_comparison`): a measured comparison, not a
 statement of what the paper computed.
 
+Readings of the metric, beside the verdict (:mod:`cdgtmll.claims.readings`; they never change
+a status): ``readings_that_fit`` names, for a single-value Micro-/Macro-/Rare-F1 claim, the
+readings of App. E.4 (:mod:`cdgtmll.metrics.readings`: as written, the tail of Sec. 3.1's
+cumulative rule, the tail as ``ceil(0.2 L)``, per-label F1 over both classes, flattened macro /
+weighted F1, Hamming accuracy, sample-averaged F1) whose 95 % t-interval over the claim's runs
+holds the paper's value (``none`` if none does); ``tail_detail`` gives, for a Rare-F1 claim,
+each tail label's F1 with its test and training positive counts and the bootstrap interval of
+Rare-F1 over test rows.
+
 ``not checked: ...`` — never counted as passed or failed:
 
 * ``dataset not run``: no run of the claim's dataset (or the figure input is on another dataset);
@@ -79,6 +88,8 @@ Layout: this module is the command line (:func:`main`); the work is done in
   :func:`~cdgtmll.claims.verdict.welch_from_stats`, :func:`~cdgtmll.claims.verdict.judge`);
 * :mod:`cdgtmll.claims.compare` -- :func:`~cdgtmll.claims.compare.check_claims` maps a claims
   table and a runs table to the result table;
+* :mod:`cdgtmll.claims.readings` -- :func:`~cdgtmll.claims.readings.add_reading_columns`, the
+  columns ``readings_that_fit`` and ``tail_detail``;
 * :mod:`cdgtmll.claims.report` -- :func:`~cdgtmll.claims.report.render_markdown`,
   :func:`~cdgtmll.claims.report.render_html` and the CSV text.
 """
@@ -105,6 +116,7 @@ from cdgtmll.claims.paper import (
     read_claims,
     table_claims,
 )
+from cdgtmll.claims.readings import add_reading_columns
 from cdgtmll.claims.report import _csv_text, render_html, render_markdown
 from cdgtmll.io import atomic_write, sha256_file
 from cdgtmll.tables.code_lineage import code_footnote, code_lineage
@@ -147,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     pr = load_pr(args.pr_csv, args.pr_dataset) if args.pr_csv else None
     spec = load_spec(args.spec_csv) if args.spec_csv else None
     mode = None if args.mode == "claims" else args.mode
-    res = check_claims(claims, runs, pr, spec, mode)
+    res = add_reading_columns(check_claims(claims, runs, pr, spec, mode), runs)  # evidence beside the verdict
     stem = args.out.with_suffix("") if args.out.suffix in (".csv", ".md") else args.out
     extra = [f"threshold mode: {'per claim (default global)' if mode is None else mode}"]
     profile = _profile(args.profile_json or args.runs.parent / "profile.json", explicit=args.profile_json is not None)
