@@ -198,6 +198,8 @@ rule claims_check:
         runs="results/tables/all_runs.csv",
         pr=[f for f in FIGURES if f.endswith(".csv")],
         spec=["figures/specialization.csv"] if "diagnostics" in config.get("studies", {}) else [],
+        # average ranks across datasets (rule figure_ranks, figures.smk: two or more datasets)
+        ranks=lambda wc: ["results/claims/ranks.md"] if RANKS else [],
     output:
         csv="results/claims/claims_check.csv",
         md="results/claims/claims_check.md",
@@ -211,6 +213,9 @@ rule claims_check:
         code=code_of("cdgtmll.claims.check"),
         pr=lambda wc, input: f"--pr-csv {input.pr[0]}" if input.pr else "",
         spec=lambda wc, input: f"--spec-csv {input.spec[0]}" if input.spec else "",
+        ranks=lambda wc, input: f"--ranks-md {input.ranks[0]}" if input.ranks else "",
+        # the config's claims: section (cdgtmll.claims.verdict.ClaimSettings)
+        claims=" ".join(f"--{k.replace('_', '-')} {float(v):g}" for k, v in sorted(config.get("claims", {}).items())),
     conda:
         ENV
     log:
@@ -221,4 +226,5 @@ rule claims_check:
         mem_mb=2000,
         runtime=10,
     shell:
-        "python -m cdgtmll.claims.check --runs {input.runs} {params.pr} {params.spec} --out results/claims/claims_check > {log} 2>&1"
+        "python -m cdgtmll.claims.check --runs {input.runs} {params.pr} {params.spec} {params.ranks} {params.claims} "
+        "--out results/claims/claims_check > {log} 2>&1"

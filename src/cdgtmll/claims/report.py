@@ -253,11 +253,13 @@ def _summary(res: pd.DataFrame) -> tuple[list[str], pd.Series, int, list[tuple[s
 
 
 def render_markdown(res: pd.DataFrame, runs_path: str, claims_path: str, n_runs: int, datasets: list[str],
-                    extra: list[str], profile: dict | None = None, hamming: pd.DataFrame | None = None) -> str:
+                    extra: list[str], profile: dict | None = None, hamming: pd.DataFrame | None = None,
+                    ranks: str | None = None) -> str:
     """``profile``: the tables' ``profile.json`` (which datasets and methods the profile has), for
     the reasons of the verdict; None when unknown. ``hamming``:
     :func:`cdgtmll.claims.compare.hamming_comparison`, shown at the end of "How this check was
-    made" (omitted when None or empty)."""
+    made" (omitted when None or empty). ``ranks``: the across-datasets section
+    (``results/claims/ranks.md``, :func:`cdgtmll.claims.ranks.markdown`), appended when given."""
     order, counts, partial, kinds = _summary(res)
     md = ["# Paper claims vs. reproduced runs", "", *_verdict_markdown(res, profile), "",
           "## How this check was made", "",
@@ -281,7 +283,42 @@ def render_markdown(res: pd.DataFrame, runs_path: str, claims_path: str, n_runs:
                "|" + "|".join(align.get(c, "---") for c in cols) + "|"]
         md += ["| " + " | ".join(md_cell(_claim_cells(r)[c]) for c in cols) + " |"
                for r in recs if _group(r["claim_id"]) == grp]
+    if ranks:
+        md += ["", ranks.strip()]
     return "\n".join(md) + "\n"
+
+
+def markdown_section_html(text: str) -> str:
+    """A Markdown section written by this package (headings, pipe tables, paragraphs with `code`
+    and **bold**: :func:`cdgtmll.claims.ranks.markdown`) as HTML, every text escaped."""
+    out: list[str] = []
+    table: list[list[str]] = []
+
+    def inline(t: str) -> str:
+        parts = t.split("**")
+        return "".join(f"<strong>{_inline(p)}</strong>" if i % 2 else _inline(p) for i, p in enumerate(parts))
+
+    def flush() -> None:
+        if table:
+            head, *rows = [r for r in table if not all(set(c) <= set("-:") for c in r)]
+            out.append("<table><thead><tr>" + "".join(f"<th>{inline(c)}</th>" for c in head) + "</tr></thead><tbody>"
+                       + "".join("<tr>" + "".join(f'<td class="text">{inline(c)}</td>' for c in r) + "</tr>"
+                                 for r in rows) + "</tbody></table>")
+            table.clear()
+
+    for line in text.splitlines():
+        if line.startswith("|"):
+            table.append([c.strip() for c in line.strip().strip("|").split("|")])
+            continue
+        flush()
+        if line.startswith("### "):
+            out.append(f"<h3>{inline(line[4:])}</h3>")
+        elif line.startswith("## "):
+            out.append(f"<h2>{inline(line[3:])}</h2>")
+        elif line.strip():
+            out.append(f'<p class="caption">{inline(line)}</p>')
+    flush()
+    return "\n".join(out)
 
 
 def _status_class(status: str) -> str:
@@ -306,7 +343,7 @@ def _inline(text: str) -> str:
 
 def render_html(res: pd.DataFrame, runs_path: str, claims_path: str, n_runs: int, datasets: list[str],
                 extra: list[str], stamp: str = "", profile: dict | None = None,
-                hamming: pd.DataFrame | None = None) -> str:
+                hamming: pd.DataFrame | None = None, ranks: str | None = None) -> str:
     """The claims check as one HTML page: the same verdict, header, summary and per-group tables
     as :func:`render_markdown`; the status cell coloured (consistent green, inconsistent red,
     undecided blue, above the ceiling purple, paper inconsistency yellow, not checked grey)."""
@@ -344,6 +381,8 @@ def render_html(res: pd.DataFrame, runs_path: str, claims_path: str, n_runs: int
         cls = pd.DataFrame([[_status_class(st) if col == "status" else ("text" if col in text_cols else "")
                              for col in cols] for _, st in rows], columns=cols)
         body += [f"<h2>{esc(grp)}</h2>", frame_table(df, f"claims_group{k}", cls)]
+    if ranks:
+        body.append(markdown_section_html(ranks))
     return page(title, body)
 
 

@@ -79,10 +79,6 @@ class ClaimSettings:
         section = dict(section or {})
         return cls(**{k: float(section[k]) for k in cls.__dataclass_fields__ if k in section})
 
-    def cli_args(self) -> str:
-        """The command-line flags of :meth:`add_arguments` for these settings (rule claims_check)."""
-        return " ".join(f"--{k.replace('_', '-')} {getattr(self, k):g}" for k in self.__dataclass_fields__)
-
     @classmethod
     def add_arguments(cls, ap) -> None:
         """Add ``--equivalence-margin``, ``--implementation-tolerance``, ``--alpha``, ``--power`` to

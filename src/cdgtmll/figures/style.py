@@ -50,7 +50,7 @@ PROPOSED = "CD-GTMLL"
 BUILTIN_ORDER = (
     "CD-GTMLL", "BCE", "ASL", "MLC-NC", "BR-LogReg", "PE", "SRB", "DBL", "LSFA", "BalanceMix",
     "MLBOTE", "CC", "ML-GCN", "C-Tran", "ML-Decoder", "LCIFS", "XR-Transformer", "MatchXML", "XR-Linear",
-    "ETU", "Focal", "CB", "LDAM", "LogitAdj", "napkinXC-PLT", "LibMultiLabel-1vsRest",
+    "ETU", "Focal", "CB", "LDAM", "LogitAdj", "napkinXC-PLT", "LibMultiLabel-1vsRest", "kNN-15", "RF-300",
 )  # fmt: skip
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 LINESTYLES = ("-", "--", ":", "-.")

@@ -63,8 +63,13 @@ def test_comparison_verdicts():
     assert verdict.comparison_verdict(0.3, -1.5, 2.1, 0.4, 1.94, 3, s) == "undecided (3 seeds detect >= 1.9 points)"
     assert verdict.comparison_verdict(0.3, math.nan, math.nan, 0.4, 1.9, 1, s) == ""
     assert verdict.ClaimSettings.from_config({"equivalence_margin": 2}).equivalence_margin == 2.0
-    assert verdict.ClaimSettings().cli_args() == ("--equivalence-margin 1 --implementation-tolerance 1 "
-                                                  "--alpha 0.05 --power 0.8")
+    # the flags rule claims_check writes from the config's claims: section reach the settings
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    verdict.ClaimSettings.add_arguments(ap)
+    got = verdict.ClaimSettings.from_args(ap.parse_args(["--alpha", "0.01", "--equivalence-margin", "0.5"]))
+    assert got == verdict.ClaimSettings(equivalence_margin=0.5, alpha=0.01)
 
 
 def test_judge_tolerance_beats_and_bounds():

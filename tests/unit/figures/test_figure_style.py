@@ -90,7 +90,11 @@ def test_method_style_is_fixed_unique_and_colour_blind_safe():
         assert a.method(m) == b.method(m), m
     assert a.method("CD-GTMLL@alpha=0.2") == a.method("CD-GTMLL")  # sweep points: their method
     safe = set(ps.palette_colors())
-    names = [*ps.BUILTIN_ORDER, *aliases, *(f"extra{i}" for i in range(6))]  # 36 methods
+    # as many methods as the styles tell apart in bars: the proposed one, then 9 colours x 4 hatches
+    capacity = 1 + (len(ps.palette_colors()) - 1) * len(ps.HATCHES)
+    names = [*ps.BUILTIN_ORDER, *aliases]
+    names += [f"extra{i}" for i in range(capacity - len(names))]
+    assert len(names) == capacity == 37
     st = {m: a.method(m) for m in names}
     assert all(s.color in safe for s in st.values())
     assert len({(s.color, s.linestyle, s.marker) for s in st.values()}) == len(names)  # lines
