@@ -27,7 +27,7 @@ Macro-F1, Rare-F1; :func:`rank_metric`):
   (:func:`iman_davenport`). Needs k >= 3 methods.
 * **Pairwise comparisons**: the Wilcoxon signed-rank test on the N per-dataset values of each pair
   (zero differences split between the signs, as in Demšar 2006, Sec. 3.1.3; exact by enumerating
-  the sign flips for N <= 13), Holm-corrected (Holm 1979, :func:`holm`) over the k (k - 1) / 2
+  the sign flips for N <= 13), Holm-corrected (Holm 1979, :func:`cdgtmll.claims.verdict.holm`) over the k (k - 1) / 2
   pairs of one metric. Benavoli, Corani and Mangili (2016) show that the mean-ranks post-hoc tests
   (Nemenyi, or z-tests on the average ranks) make the verdict on two methods depend on which other
   methods are in the comparison, and recommend the Wilcoxon signed-rank test with a step-down
@@ -46,9 +46,8 @@ Davenport, Commun. Stat. Theory Methods 9(6):571-595, 1980. S. Holm, "A simple s
 rejective multiple test procedure", Scand. J. Stat. 6:65-70, 1979. F. Wilcoxon, Biometrics Bull.
 1(6):80-83, 1945.
 
-Holm is computed here (a few lines) rather than with ``statsmodels.stats.multitest.multipletests``
-(method ``"holm"``), which the tests compare it with when statsmodels is installed: statsmodels is
-not in ``requirements.lock``.
+Holm's correction is :func:`cdgtmll.claims.verdict.holm` (statsmodels' ``multipletests``), the one
+the claims' families use.
 """
 
 from __future__ import annotations
@@ -66,6 +65,7 @@ import pandas as pd
 from scipy import stats
 
 from cdgtmll.claims.compare import ABLATION_ALIASES, higher_is_better, normalise_runs
+from cdgtmll.claims.verdict import holm
 from cdgtmll.io import atomic_write
 
 #: the metrics of the paper's Tables 1-2 (Table 3's P@k is for the XMC datasets alone)
@@ -81,23 +81,6 @@ CSV_COLUMNS = (
 
 
 # ================================================================ the statistics
-
-
-def holm(pvalues: Sequence[float]) -> np.ndarray:
-    """Holm's step-down adjusted p-values (Holm 1979): sorted ascending, p_(i) times (m - i + 1)
-    (i = 1..m), made non-decreasing, capped at 1, returned in the input order. Rejecting where
-    the adjusted p <= alpha controls the family-wise error rate at alpha. NaN p-values are
-    not counted in m and stay NaN."""
-    p = np.asarray(pvalues, dtype=np.float64)
-    out = np.full(p.shape, np.nan)
-    ok = np.flatnonzero(np.isfinite(p))
-    m = ok.size
-    if m == 0:
-        return out
-    order = ok[np.argsort(p[ok], kind="stable")]
-    adj = np.minimum(1.0, np.maximum.accumulate(p[order] * (m - np.arange(m))))
-    out[order] = adj
-    return out
 
 
 def iman_davenport(chi2: float, n: int, k: int) -> tuple[float, float]:
@@ -163,7 +146,7 @@ def wilcoxon_p(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
 def pairwise(values: pd.DataFrame, alpha: float = ALPHA) -> pd.DataFrame:
     """Every pair of methods (columns of ``values``, in their order): Wilcoxon signed-rank
     statistic and p over the datasets (:func:`wilcoxon_p`), Holm-adjusted over all pairs
-    (:func:`holm`), and whether the adjusted p is <= ``alpha``."""
+    (:func:`cdgtmll.claims.verdict.holm`), and whether the adjusted p is <= ``alpha``."""
     rows = []
     for m, o in combinations(values.columns, 2):
         stat, p = wilcoxon_p(values[m].to_numpy(), values[o].to_numpy())

@@ -237,18 +237,17 @@ def detectable_effect(se: float, dof: float, alpha: float = 0.05, power: float =
 
 
 def holm(pvalues) -> np.ndarray:
-    """Holm's step-down adjusted p-values (Holm 1979): sort the m finite p ascending, adjusted
-    ``p_(i) = max_{j <= i} min(1, (m - j + 1) p_(j))``; NaN stays NaN and is not counted in m.
-    Equal to ``statsmodels.stats.multitest.multipletests(p, method='holm')[1]``."""
+    """Holm's step-down adjusted p-values (Holm 1979), by
+    ``statsmodels.stats.multitest.multipletests(p, method='holm')``: ``p_(i) = max_{j <= i}
+    min(1, (m - j + 1) p_(j))`` over the m finite p sorted ascending; NaN stays NaN and is not
+    counted in m (statsmodels would propagate it)."""
+    from statsmodels.stats.multitest import multipletests
+
     p = np.asarray(pvalues, dtype=float)
     out = np.full(p.shape, np.nan)
-    ok = np.flatnonzero(np.isfinite(p))
-    m = ok.size
-    if not m:
-        return out
-    order = ok[np.argsort(p[ok], kind="stable")]
-    adj = np.minimum(1.0, (m - np.arange(m)) * p[order])
-    out[order] = np.maximum.accumulate(adj)
+    ok = np.isfinite(p)
+    if ok.any():
+        out[ok] = multipletests(p[ok], method="holm")[1]
     return out
 
 
