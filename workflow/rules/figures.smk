@@ -225,7 +225,7 @@ rule figure_ranks:
         ranks_csv="results/claims/ranks.csv",
         ranks_md="results/claims/ranks.md",
     params:
-        code=code_of("cdgtmll.figures.cd_diagram", "cdgtmll.claims.ranks"),
+        code=code_of("cdgtmll.claims.ranks", "cdgtmll.figures.cd_diagram"),
         datasets=" ".join(map(report_shell_word, DATASETS)),
         methods=" ".join(map(report_shell_word, METHODS)),
         not_run=" ".join(

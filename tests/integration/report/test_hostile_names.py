@@ -255,7 +255,7 @@ def test_hostile_display_name_keeps_latex_tables_compiling(hostile_run, tmp_path
         doc = tmp_path / f"{tex.stem}-doc.tex"
         doc.write_text(DOC % tex.resolve().as_posix())
         r = subprocess.run([exe, "-pdf", "-interaction=nonstopmode", "-halt-on-error", doc.name], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=120)
+                           capture_output=True, text=True, errors="replace", timeout=120)
         if r.returncode != 0:
             log = doc.with_suffix(".log")
             lines = log.read_text(errors="replace").splitlines() if log.exists() else r.stdout.splitlines()
