@@ -159,6 +159,11 @@ def _setting(res: pd.DataFrame, col: str, default: float) -> str:
     return f"{(vals.iloc[0] if len(vals) else default):g}"
 
 
+def _points(value: str) -> str:
+    """``'1'`` -> ``'1 point'``, ``'0.5'`` -> ``'0.5 points'``."""
+    return f"{value} point" if value == "1" else f"{value} points"
+
+
 def _header(res: pd.DataFrame, runs_path: str, claims_path: str, n_runs: int, datasets: list[str],
             extra: list[str], settings: dict | None = None) -> list[str]:
     """The bullet points above the summary (Markdown inline: `code`). ``settings``: the config's
@@ -175,15 +180,15 @@ def _header(res: pd.DataFrame, runs_path: str, claims_path: str, n_runs: int, da
             "`consistent`: value/difference inside the CI, range overlapping it, bound met by the mean, "
             "`beats` with the whole CI in the claimed direction. Claims marked `not checked` are neither passed "
             "nor failed.",
-            f"`consistent` / `inconsistent` use an implementation tolerance of ±{tol} points on top of the "
+            f"`consistent` / `inconsistent` use an implementation tolerance of ±{_points(tol)} on top of the "
             f"interval (config `claims.implementation_tolerance`): a value, difference or range is `inconsistent` "
-            f"only when the paper's number lies more than {tol} points outside the 95 % interval; a bound only when "
+            f"only when the paper's number lies more than {_points(tol)} outside the 95 % interval; a bound only when "
             "the widened interval lies wholly on the wrong side. `beats` needs the interval: `consistent` when the "
             "whole interval of the paired difference lies on the claimed side of 0, `inconsistent` when it lies "
             "on the other side, else `undecided` (no tolerance: both methods are run here).",
             f"Paired comparisons also give an equivalence verdict (column `equivalence`): `better` / `worse` when "
             f"the interval excludes 0, `equivalent within ±{margin}` when two one-sided t-tests (TOST, margin "
-            f"config `claims.equivalence_margin`) reject a difference of {margin} points or more at level {alpha}, "
+            f"config `claims.equivalence_margin`) reject a difference of {_points(margin)} or more at level {alpha}, "
             f"else `undecided (n seeds detect >= x points)`: x is the true difference the paired t-test would find "
             f"with {power} power at level {alpha}, from the observed std of the paired differences.",
             "`p (Holm)`: the raw two-sided p (paired t-test; for a single value the one-sample t-test of the "

@@ -193,7 +193,7 @@ def test_page_renders_the_new_columns(tmp_path):
     assert head.split(" | ")[3] == "ceiling" and "readings that fit" in head and "tail detail" in head
     assert "equivalence" in head and "p (Holm)" in head
     how = md.split("## How this check was made", 1)[1]
-    assert "implementation tolerance of ±1 points" in how and "equivalent within ±1" in how
+    assert "implementation tolerance of ±1 point" in how and "equivalent within ±1" in how
     assert "unattainable" not in md.lower()
     html = report.render_html(res, "all_runs.csv", "claims.csv", len(PANEL), ["yeast"], [])
     assert "status-above" in html and "unattainable" not in html.lower()
