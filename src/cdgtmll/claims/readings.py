@@ -41,7 +41,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from cdgtmll.claims.compare import canonical_method, canonical_setting, normalise_runs, setting_matches
+from cdgtmll.claims.compare import canonical_method, canonical_setting, nested_units, normalise_runs, setting_matches
 from cdgtmll.claims.verdict import describe, to_percent
 from cdgtmll.metrics.readings import F1_COLUMNS, READINGS, reading_column
 
@@ -69,15 +69,13 @@ def claim_runs(runs: pd.DataFrame, claim: dict) -> pd.DataFrame:
 
 def units(sel: pd.DataFrame, col: str) -> np.ndarray:
     """The independent units of column ``col`` over the runs ``sel`` (normalised: ``setting``,
-    ``seed``, ``skey``), in percent: with runs of two or more R-variant draws (``skey >= 0``), the
-    mean of each draw (setting, sampling seed) over its training seeds; otherwise each run."""
-    vals = to_percent(pd.to_numeric(sel[col], errors="coerce"))
-    df = pd.DataFrame({"setting": sel["setting"].to_numpy(), "skey": sel["skey"].to_numpy(), "v": vals})
-    df = df[np.isfinite(df["v"])]
-    sampled = df["skey"] >= 0
-    if sampled.any() and df.loc[sampled, ["setting", "skey"]].drop_duplicates().shape[0] >= 2:
-        return df.groupby(["setting", "skey"])["v"].mean().to_numpy()
-    return df["v"].to_numpy()
+    ``seed``, ``skey``), in percent, as the verdict takes them
+    (:func:`cdgtmll.claims.compare.nested_units`): with runs of two or more R-variant draws, the
+    mean of each draw over its training seeds; otherwise each run."""
+    idx = pd.MultiIndex.from_arrays([sel["setting"].to_numpy(), sel["seed"].to_numpy(), sel["skey"].to_numpy()],
+                                    names=["setting", "seed", "skey"])
+    vals = pd.Series(to_percent(pd.to_numeric(sel[col], errors="coerce")), index=idx)
+    return nested_units(vals[np.isfinite(vals.to_numpy())])[0]
 
 
 def fitting_readings(sel: pd.DataFrame, metric: str, paper_value: float) -> list[str] | None:
