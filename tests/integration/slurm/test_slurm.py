@@ -121,7 +121,7 @@ JOB = re.compile(r"^( *)rule (\w+):\n((?: +\w+: .*\n)+)", flags=re.M)
 GROUP = re.compile(r"^\[[^]]*\] Group job (\S+) \(jobs in lexicogr\. order\):$", flags=re.M)
 # what runs in Snakemake's own process on the login node (localrules; `all` runs no command)
 LOCAL = {"tables", "metrics_summary", "figure_pr", "claims_check", "figure_ablation", "figure_robustness",
-         "figure_sensitivity", "figure_diagnostics", "study_readings", "all"}
+         "figure_sensitivity", "figure_diagnostics", "study_readings", "figure_ranks", "all"}
 
 
 def _jobs(out: str) -> list[dict]:
