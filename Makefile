@@ -47,9 +47,7 @@ all: venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/cdgtmll check-config "$(CONFIG)"
 	@envs=$$($(BIN)/cdgtmll envs "$(CONFIG)") && for e in $$envs; do \
 	  $(MAKE) --no-print-directory -f mk/xmc-envs.mk $(XMC_DIR)/$$e/.installed || true; done
-	@mkdir -p logs && PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake datasets --cores $(CORES) --keep-going \
-	  --configfile "$(CONFIG)" >logs/make-datasets.log 2>&1 || echo "make all: a dataset could not be \
-	prepared (logs/make-datasets.log); the run below names it and why, and runs without it"
+	@mkdir -p logs && PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --keep-going datasets --cores $(CORES) --configfile "$(CONFIG)" >logs/make-datasets.log 2>&1 || echo "make all: a dataset could not be prepared (logs/make-datasets.log); the run below names it and why, and runs without it"
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake all --cores $(CORES) --show-failed-logs --configfile "$(CONFIG)"
 
 # three pytest workers on two cores: the third runs a file while the Slurm test waits on its
