@@ -225,7 +225,7 @@ rule figure_ranks:
         ranks_csv="results/claims/ranks.csv",
         ranks_md="results/claims/ranks.md",
     params:
-        code=code_of("cdgtmll.claims.ranks", "cdgtmll.figures.cd_diagram"),
+        code=code_of("cdgtmll.figures.cd_diagram"),
         datasets=" ".join(map(report_shell_word, DATASETS)),
         methods=" ".join(map(report_shell_word, METHODS)),
         not_run=" ".join(
@@ -242,7 +242,6 @@ rule figure_ranks:
         mem_mb=2000,
         runtime=10,
     shell:
-        "(python -m cdgtmll.claims.ranks --runs {input.runs} --datasets {params.datasets} --methods {params.methods} "
-        "{params.not_run} --out results/claims/ranks && "
         "python -m cdgtmll.figures.cd_diagram --runs {input.runs} --datasets {params.datasets} "
-        "--methods {params.methods} {params.not_run} --out figures/cd_diagram {params.style}) > {log} 2>&1"
+        "--methods {params.methods} {params.not_run} --out figures/cd_diagram --ranks-out results/claims/ranks "
+        "{params.style} > {log} 2>&1"

@@ -382,17 +382,24 @@ def parse_not_run(items: Sequence[str]) -> dict[tuple[str, str], str]:
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_ranking_args(ap: argparse.ArgumentParser) -> None:
+    """The arguments that say what is ranked (this module's command line and the diagram's,
+    :mod:`cdgtmll.figures.cd_diagram`): ``--runs``, ``--datasets``, ``--methods``, ``--mode``,
+    ``--alpha``, ``--not-run``."""
     ap.add_argument("--runs", required=True, help="results/tables/all_runs.csv")
-    ap.add_argument("--out", required=True, help="output stem: <out>.csv, <out>.md")
     ap.add_argument("--datasets", nargs="*", default=[], help="the profile's datasets (default: those run)")
     ap.add_argument("--methods", nargs="*", default=[], help="the methods to rank (default: every method run)")
     ap.add_argument("--mode", choices=("global", "adaptive"), default="global")
     ap.add_argument("--alpha", type=float, default=ALPHA)
     ap.add_argument("--not-run", action="append", default=[], metavar="D|M|WHY",
                     help="a (dataset, method) that could not run, and why (named among the left out)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_ranking_args(ap)
+    ap.add_argument("--out", required=True, help="output stem: <out>.csv, <out>.md")
     args = ap.parse_args(argv)
     runs = read_runs(args.runs)
     datasets = args.datasets or sorted(set(runs.loc[runs["setting"] == "clean", "dataset"]))

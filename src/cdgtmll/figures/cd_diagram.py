@@ -32,9 +32,11 @@ from cdgtmll.claims.ranks import (
     METRIC_NAMES,
     TABLE_METRICS,
     MetricRanking,
+    add_ranking_args,
     min_wilcoxon_p,
     parse_not_run,
     rank_all,
+    write,
 )
 from cdgtmll.figures.studies.runs import _plt, _write_rows
 from cdgtmll.figures.style import (
@@ -185,8 +187,10 @@ def figure_rows(rankings: Sequence[MetricRanking], lays: Sequence[dict[str, Any]
 def cd_figure(runs_csv: str | Path, out: str | Path, datasets: Sequence[str] = (), methods: Sequence[str] = (),
               mode: str = "global", alpha: float = ALPHA, not_run: dict[tuple[str, str], str] | None = None,
               metrics: Sequence[str] = TABLE_METRICS, title: str = "",
-              style: FigureStyle | None = None) -> list[dict[str, Any]]:
-    """Draw and write the diagram (module doc); returns the CSV rows."""
+              style: FigureStyle | None = None, ranks_out: str | Path | None = None) -> list[dict[str, Any]]:
+    """Draw and write the diagram (module doc); returns the CSV rows. ``ranks_out``: also write
+    the same rankings as the claims page's section (:func:`cdgtmll.claims.ranks.write`), so that
+    the runs are ranked once."""
     import pandas as pd
 
     runs_csv, out = Path(runs_csv), Path(out)
@@ -194,6 +198,8 @@ def cd_figure(runs_csv: str | Path, out: str | Path, datasets: Sequence[str] = (
     runs = normalise_runs(pd.read_csv(runs_csv))
     datasets = list(datasets) or sorted(set(runs.loc[runs["setting"] == "clean", "dataset"]))
     rankings = rank_all(runs, datasets, list(methods) or None, metrics, mode, alpha, not_run)
+    if ranks_out is not None:
+        write(rankings, ranks_out, datasets, alpha, mode)
     style = style or FigureStyle()
     style.add_methods(m for r in rankings for m in r.methods)
     names = ", ".join(style.dataset(d) for d in datasets)
@@ -241,18 +247,15 @@ def cd_figure(runs_csv: str | Path, out: str | Path, datasets: Sequence[str] = (
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--runs", required=True, help="results/tables/all_runs.csv")
+    add_ranking_args(ap)
     ap.add_argument("--out", required=True, help="output stem: <out>.pdf/.png/.csv/.sources.json")
-    ap.add_argument("--datasets", nargs="*", default=[], help="the profile's datasets (default: those run)")
-    ap.add_argument("--methods", nargs="*", default=[], help="the methods to rank (default: every method run)")
-    ap.add_argument("--mode", choices=("global", "adaptive"), default="global")
-    ap.add_argument("--alpha", type=float, default=ALPHA)
-    ap.add_argument("--not-run", action="append", default=[], metavar="D|M|WHY")
+    ap.add_argument("--ranks-out", default=None,
+                    help="also write the rankings drawn as <stem>.csv and <stem>.md (cdgtmll.claims.ranks.write)")
     ap.add_argument("--title", default="", help="replaces the panel titles")
     add_style_args(ap)
     args = ap.parse_args(argv)
     cd_figure(args.runs, args.out, args.datasets, args.methods, args.mode, args.alpha,
-              parse_not_run(args.not_run), title=args.title, style=style_from_args(args))
+              parse_not_run(args.not_run), title=args.title, style=style_from_args(args), ranks_out=args.ranks_out)
     for ext in ("pdf", "png", "csv", "sources.json"):
         print(f"{args.out}.{ext}")
     return 0

@@ -72,3 +72,16 @@ def test_layout_no_crossing_and_one_dataset(runs_csv, tmp_path):
     # one dataset: a figure that says no ranking is made
     rows = cd_diagram.cd_figure(runs_csv, tmp_path / "one" / "cd", datasets=["d1"])
     assert rows == [] and (tmp_path / "one" / "cd.png").is_file()
+
+
+def test_ranks_written_with_the_figure_equal_the_ranks_command(runs_csv, tmp_path):
+    """Rule figure_ranks ranks the runs once: the diagram's --ranks-out writes the same
+    ranks.csv and ranks.md bytes as ``python -m cdgtmll.claims.ranks``."""
+    from cdgtmll.claims import ranks
+
+    args = ["--runs", str(runs_csv), "--not-run", "d0|ASL|no data"]
+    assert cd_diagram.main([*args, "--out", str(tmp_path / "fig"), "--ranks-out", str(tmp_path / "a")]) == 0
+    assert ranks.main([*args, "--out", str(tmp_path / "b")]) == 0
+    for ext in ("csv", "md"):
+        assert (tmp_path / f"a.{ext}").read_bytes() == (tmp_path / f"b.{ext}").read_bytes()
+    assert "no data" in (tmp_path / "a.md").read_text()
