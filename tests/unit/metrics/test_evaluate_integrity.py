@@ -4,21 +4,16 @@ deleted so that the next run trains it again."""
 
 import numpy as np
 
+from tests.support.runs import train_seeds
 from tests.unit.lineage.test_audit_cell_values import _dataset
 
 
 def test_edited_predictions_are_refused_and_removed(tmp_path, capsys):
-    from cdgtmll import train
-    from cdgtmll.labels import tail_labels
     from cdgtmll.metrics import evaluate_run
 
     clean, clean_path = _dataset(tmp_path)
-    spec = {"dataset": "yeast", "variant": "clean", "method": "BR-LogReg", "registered_method": "BR-LogReg",
-            "seeds": [0], "hparams": {}, "device": "cpu", "training": {"backbone": "mlp", "epochs": 1},
-            "r_variants": {"tail_fraction": 0.2, "tie_seed": 0}}
-    rundir = tmp_path / "runs" / "yeast" / "clean" / "BR-LogReg"
-    train.run_seed(clean, tail_labels(clean.part("train")[1]), spec, 0, rundir / "seed0",
-                   {"data": clean_path, "clean": clean_path})
+    rundir = train_seeds(clean, clean_path, tmp_path / "runs" / "yeast" / "clean" / "BR-LogReg", "BR-LogReg", [0],
+                         {"backbone": "mlp", "epochs": 1})
     args = ["--clean", str(clean_path), "--rundir", str(rundir), "--seeds", "0"]
     assert evaluate_run.main(args) == 0
     pred = rundir / "seed0" / "predictions.npz"

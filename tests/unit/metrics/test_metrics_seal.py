@@ -9,23 +9,18 @@ import json
 
 import pytest
 
+from tests.support.runs import train_seeds
 from tests.unit.lineage.test_audit_cell_values import _dataset
 
 
 @pytest.fixture()
 def run(tmp_path):
     """``(metrics.json path, clean data path)`` of one real BR-LogReg run, evaluated by the job's code."""
-    from cdgtmll import train
-    from cdgtmll.labels import tail_labels
     from cdgtmll.metrics import evaluate_run
 
     clean, clean_path = _dataset(tmp_path)
-    spec = {"dataset": "yeast", "variant": "clean", "method": "BR-LogReg", "registered_method": "BR-LogReg",
-            "seeds": [0], "hparams": {}, "device": "cpu", "training": {"backbone": "mlp", "epochs": 1},
-            "r_variants": {"tail_fraction": 0.2, "tie_seed": 0}}
-    rundir = tmp_path / "runs" / "yeast" / "clean" / "BR-LogReg"
-    train.run_seed(clean, tail_labels(clean.part("train")[1]), spec, 0, rundir / "seed0",
-                   {"data": clean_path, "clean": clean_path})
+    rundir = train_seeds(clean, clean_path, tmp_path / "runs" / "yeast" / "clean" / "BR-LogReg", "BR-LogReg", [0],
+                         {"backbone": "mlp", "epochs": 1})
     assert evaluate_run.main(["--clean", str(clean_path), "--rundir", str(rundir), "--seeds", "0",
                               "--threshold", "0.5", "--tail-fraction", "0.2", "--f1-no-positive-labels", "zero"]) == 0
     return rundir / "seed0" / "metrics.json", clean_path

@@ -11,6 +11,8 @@ import json
 import numpy as np
 import pytest
 
+from tests.support.runs import prepared_yeast, train_seeds
+
 SEEDS = (0, 1)
 TRAINING = {"backbone": "mlp", "epochs": 3, "batch_size": 256, "hidden_dim": 32}
 METRICS = ("mAP", "micro_f1", "macro_f1", "rare_f1", "p@1", "p@3", "p@5")
@@ -20,31 +22,11 @@ METRICS = ("mAP", "micro_f1", "macro_f1", "rare_f1", "p@1", "p@3", "p@5")
 def yeast_runs(tmp_path_factory, mirror):
     """Real Yeast through the project's mirror fixture (CDGTMLL_DATA_MIRROR, ../shared/datasets, or
     Yeast rebuilt from its packaged copy)."""
-    MIRROR = mirror
-    from cdgtmll import train
-    from cdgtmll.data import prepare
-    from cdgtmll.data.processed import ProcessedData
-    from cdgtmll.labels import tail_labels
     from cdgtmll.metrics import evaluate_run
 
     root = tmp_path_factory.mktemp("oracle_yeast")
-    clean_path = root / "data" / "yeast" / "processed.npz"
-    mp = pytest.MonkeyPatch()
-    mp.setenv("CDGTMLL_DATA_MIRROR", str(MIRROR))
-    try:
-        assert prepare.main(["--dataset", "yeast", "--raw-dir", str(root / "raw"), "--out", str(clean_path),
-                             "--mirror", str(MIRROR), "--no-download", "--val-fraction", "0.1",
-                             "--split-seed", "0", "--min-split-rows", "10"]) == 0
-    finally:
-        mp.undo()
-    clean = ProcessedData.load(clean_path)
-    tail = tail_labels(clean.part("train")[1])
-    spec = {"dataset": "yeast", "variant": "clean", "method": "BCE", "registered_method": "BCE",
-            "seeds": list(SEEDS), "hparams": {}, "device": "cpu", "training": TRAINING,
-            "r_variants": {"tail_fraction": 0.2, "tie_seed": 0}}
-    rundir = root / "runs" / "yeast" / "clean" / "BCE"
-    for seed in SEEDS:
-        train.run_seed(clean, tail, spec, seed, rundir / f"seed{seed}", {"data": clean_path, "clean": clean_path})
+    clean, clean_path = prepared_yeast(root, mirror)
+    rundir = train_seeds(clean, clean_path, root / "runs" / "yeast" / "clean" / "BCE", "BCE", SEEDS, TRAINING)
     assert evaluate_run.main(["--clean", str(clean_path), "--rundir", str(rundir),
                               "--seeds", *map(str, SEEDS)]) == 0
     return clean, [rundir / f"seed{s}" / "metrics.json" for s in SEEDS]

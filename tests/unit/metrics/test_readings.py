@@ -15,6 +15,7 @@ from sklearn.metrics import f1_score, hamming_loss
 
 from cdgtmll.labels import tail_labels
 from cdgtmll.metrics import readings as R
+from tests.support.runs import prepared_yeast, train_seeds
 
 # -------------------------------------------------------------------- a case by hand
 
@@ -186,29 +187,11 @@ def yeast_runs(tmp_path_factory, mirror):
     """Real MULAN Yeast (the mirror or its packaged copy), BR-LogReg on 2 seeds, trained with
     :func:`cdgtmll.train.run_seed` and scored by ``cdgtmll.metrics.evaluate_run`` as the
     pipeline does."""
-    from cdgtmll import train
-    from cdgtmll.data import prepare
-    from cdgtmll.data.processed import ProcessedData
     from cdgtmll.metrics import evaluate_run
 
     root = tmp_path_factory.mktemp("readings_yeast")
-    clean_path = root / "data" / "yeast" / "processed.npz"
-    mp = pytest.MonkeyPatch()
-    mp.setenv("CDGTMLL_DATA_MIRROR", str(mirror))
-    try:
-        assert prepare.main(["--dataset", "yeast", "--raw-dir", str(root / "raw"), "--out", str(clean_path),
-                             "--mirror", str(mirror), "--no-download", "--val-fraction", "0.1",
-                             "--split-seed", "0", "--min-split-rows", "10"]) == 0
-    finally:
-        mp.undo()
-    clean = ProcessedData.load(clean_path)
-    tail = tail_labels(clean.part("train")[1])
-    spec = {"dataset": "yeast", "variant": "clean", "method": "BR-LogReg", "registered_method": "BR-LogReg",
-            "seeds": list(SEEDS), "hparams": {}, "device": "cpu", "training": {},
-            "r_variants": {"tail_fraction": 0.2, "tie_seed": 0}}
-    rundir = root / "runs" / "yeast" / "clean" / "BR-LogReg"
-    for seed in SEEDS:
-        train.run_seed(clean, tail, spec, seed, rundir / f"seed{seed}", {"data": clean_path, "clean": clean_path})
+    clean, clean_path = prepared_yeast(root, mirror)
+    rundir = train_seeds(clean, clean_path, root / "runs" / "yeast" / "clean" / "BR-LogReg", "BR-LogReg", SEEDS, {})
     assert evaluate_run.main(["--clean", str(clean_path), "--rundir", str(rundir),
                               "--seeds", *map(str, SEEDS)]) == 0
     return clean, rundir

@@ -1,0 +1,44 @@
+"""Real runs made the way the pipeline's jobs make them, for tests that need a ``metrics.json``
+or ``predictions.npz`` without Snakemake: the real Yeast prepared by ``prepare``'s command line,
+and seeds trained by :func:`cdgtmll.train.run_seed` (``from tests.support.runs import ...``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+
+def prepared_yeast(root: Path, mirror: Path):
+    """``(ProcessedData, path)`` of MULAN Yeast prepared from ``mirror`` into
+    ``root/data/yeast/processed.npz`` by ``python -m cdgtmll.data.prepare``'s main, with the
+    default profile's split settings."""
+    from cdgtmll.data import prepare
+    from cdgtmll.data.processed import ProcessedData
+
+    path = root / "data" / "yeast" / "processed.npz"
+    mp = pytest.MonkeyPatch()
+    mp.setenv("CDGTMLL_DATA_MIRROR", str(mirror))
+    try:
+        assert prepare.main(["--dataset", "yeast", "--raw-dir", str(root / "raw"), "--out", str(path),
+                             "--mirror", str(mirror), "--no-download", "--val-fraction", "0.1",
+                             "--split-seed", "0", "--min-split-rows", "10"]) == 0
+    finally:
+        mp.undo()
+    return ProcessedData.load(path), path
+
+
+def train_seeds(clean, clean_path: Path, rundir: Path, method: str, seeds: Sequence[int], training: dict) -> Path:
+    """Train ``method`` on ``clean`` for each seed into ``rundir/seed<k>`` as rule ``train`` does
+    (the spec's other keys as the plan writes them for a clean run); returns ``rundir``."""
+    from cdgtmll import train
+    from cdgtmll.labels import tail_labels
+
+    spec = {"dataset": clean.name, "variant": "clean", "method": method, "registered_method": method,
+            "seeds": list(seeds), "hparams": {}, "device": "cpu", "training": training,
+            "r_variants": {"tail_fraction": 0.2, "tie_seed": 0}}
+    tail = tail_labels(clean.part("train")[1])
+    for seed in seeds:
+        train.run_seed(clean, tail, spec, seed, rundir / f"seed{seed}", {"data": clean_path, "clean": clean_path})
+    return rundir
