@@ -163,6 +163,17 @@ def _get(z: Any, key: str) -> Any:
     return None
 
 
+def read_labels(path: str | Path) -> tuple[Any, dict[str, np.ndarray]]:
+    """The label matrix ``Y`` and the split indices of a processed file, without loading its
+    features (a table footnote counts each split's positives). Raises ``OSError``, ``ValueError``
+    or ``KeyError`` for a file that is not one."""
+    with np.load(path, allow_pickle=False) as z:
+        Y = _get(z, "Y")
+        if Y is None:
+            raise KeyError(f"{path}: no label matrix 'Y'")
+        return Y, {s: z[f"idx_{s}"] for s in SPLITS}
+
+
 #: how many label names a warning sentence lists before '... and N more'
 WARN_NAMES = 20
 

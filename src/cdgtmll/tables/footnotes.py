@@ -342,23 +342,17 @@ def _test_counts(metrics_path: str, rec: dict, tail: list[int], train: list[int]
     path = _clean_data_path(metrics_path, rec)
     if path is None:
         return None
-    import numpy as np
-
-    from cdgtmll.data.processed import _get
+    from cdgtmll.data.processed import read_labels
     from cdgtmll.labels import label_counts
 
     try:
-        with np.load(path, allow_pickle=False) as z:
-            Y = _get(z, "Y")
-            idx_train, idx_test = z["idx_train"], z["idx_test"]
+        Y, splits = read_labels(path)
     except (OSError, ValueError, KeyError):
         return None
-    if Y is None:
-        return None
     Y = Y[:, tail]
-    if [int(c) for c in label_counts(Y[idx_train])] != list(train):
+    if [int(c) for c in label_counts(Y[splits["train"]])] != list(train):
         return None
-    return [int(c) for c in label_counts(Y[idx_test])]
+    return [int(c) for c in label_counts(Y[splits["test"]])]
 
 
 def tail_records(runs: pd.DataFrame) -> dict:
