@@ -25,6 +25,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
+from cdgtmll.lineage.seal import SEAL_FIELD, seal_problem
 from tests.support.paths import ROOT
 from tests.support.workflow import checkout_ignore, snakemake_env
 
@@ -340,12 +341,14 @@ def _cancel_jobs_of(repo: Path) -> None:
 
 
 def _metrics(path: Path) -> dict:
-    """A run's metrics.json less the two fields that record when it was made: the
-    evaluation time and the hash of the provenance record (which holds the training's
-    start/finish times)."""
+    """A run's metrics.json less the three fields that record when it was made: the
+    evaluation time, the hash of the provenance record (which holds the training's
+    start/finish times) and the self-hash over both (``integrity``), which must hold."""
     m = json.loads(path.read_text())
+    assert seal_problem(m) is None, (path, seal_problem(m))
     m.pop("evaluated")
     m["inputs"]["provenance"].pop("sha256")
+    m.pop(SEAL_FIELD)
     return m
 
 
