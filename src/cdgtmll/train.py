@@ -192,6 +192,8 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
                                    "data_sources": data.meta.get("source_files"),
                                    "backbone": backbone_record(data, method),
                                    "epoch_selection": getattr(method, "epoch_selection", None),
+                                   # steps, clipped steps, max and median pre-clip gradient norm (trainer.clip_summary)
+                                   "grad_clip": getattr(method, "grad_clip_summary", None),
                                    # which kinds of machine trained which epochs (more than one: resumed elsewhere)
                                    "training_machines": provenance.training_machines(getattr(method, "train_log", None)),
                                    # the tables' footnote on how this run differs from its paper, in the

@@ -49,7 +49,16 @@ from cdgtmll.methods.base import FitData, Method, RunContext, hparam_names, regi
 from cdgtmll.nn.backbone import MLPBackbone
 from cdgtmll.nn.losses.registry import build_loss, loss_class, loss_hparam_space, loss_module
 from cdgtmll.nn.sparse import SparseLinearBackbone, use_sparse_backbone
-from cdgtmll.nn.trainer import TrainConfig, TrainTask, epoch_selection, predict_in_chunks, resolve_device, train
+from cdgtmll.nn.trainer import (
+    TrainConfig,
+    TrainTask,
+    clip_summary,
+    epoch_selection,
+    predict_in_chunks,
+    read_grad_norms,
+    resolve_device,
+    train,
+)
 
 #: the default of ``select_epoch`` for every neural method: ``last``, the paper's protocol (App. E.1/E.2 train
 #: a fixed number of epochs with cosine decay and use the validation split only to tune thresholds);
@@ -100,6 +109,7 @@ class NeuralMethod(Method, TrainTask):
         self.optimizer_impl = str(optimizer_impl)
         TrainConfig(select_epoch=self.select_epoch, optimizer_impl=self.optimizer_impl)  # validates both
         self.epoch_selection: dict[str, Any] | None = None  # set by fit
+        self.grad_clip_summary: dict[str, Any] | None = None  # set by fit: did the clip act (trainer.clip_summary)
         self.model: nn.Module | None = None
         self.train_log: list[dict[str, Any]] = []
         self.device = torch.device("cpu")
@@ -195,6 +205,7 @@ class NeuralMethod(Method, TrainTask):
         cfg = self.train_config(ctx)
         self.model, self.train_log = train(self, X_train, data.Y_train, X_val, data.Y_val, cfg, ctx, self.fingerprint())
         self.epoch_selection = epoch_selection(self.train_log, cfg.select_epoch)
+        self.grad_clip_summary = clip_summary(read_grad_norms(ctx.workdir), cfg.grad_clip, self.train_log)
         return self
 
     def predict_proba(self, X: Any) -> np.ndarray:

@@ -24,7 +24,8 @@ everything else, identically for BCE, the other loss-based baselines and CD-GTML
   clip per parameter block instead (CD-GTMLL does, see its docstring);
 * one row per epoch in ``ctx.workdir/train_log.csv``: ``epoch``, ``loss`` (mean
   objective over the epoch's samples), the task's terms (same weighting),
-  ``lr_backbone`` / ``lr_head`` (rates of the epoch's first step), ``val_mAP`` (macro
+  ``lr_backbone`` / ``lr_head`` (rates of the epoch's first step), ``grad_norm_max`` and
+  ``clipped_steps`` (below, "Is the clip engaged?"), ``val_mAP`` (macro
   AP over the labels with a validation positive, = scikit-learn's per-label
   ``average_precision_score``, vectorised), ``val_microF1``
   (threshold 0.5, ``p > 0.5``), the task's ``epoch_end`` columns, ``epoch_time``
@@ -86,6 +87,22 @@ because it is row-wise, unless the task names its target columns with
 ``Y_val`` the log gets ``val_p@1/3/5`` too and ``val_mAP`` is NaN above
 ``nn.sparse.DENSE_VAL_MAX_CELLS``. Dense inputs take exactly the previous code path.
 
+Is the clip engaged? (App. E.1: "Gradient clipping (global norm 5) is enabled.") A clip that
+never acts cannot make two clipping readings differ, so the log says whether it acted:
+``grad_norm_max`` is the epoch's largest pre-clip gradient norm and ``clipped_steps`` the number
+of its steps whose pre-clip norm exceeded ``grad_clip`` (0 without clipping). The norm is the
+one clipping compares with ``grad_clip``: the global norm that ``task.clip_gradients`` returns
+(computed by :func:`~cdgtmll.nn.divergence.grad_norm` when clipping is off), or, for a task that
+clips per block, :meth:`TrainTask.clip_statistic` (CD-GTMLL ``clip_scope: block``: the largest
+block norm, so a step counts as clipped if any block was). ``torch``'s clip scales by
+``max_norm / (norm + 1e-6)`` when that is below 1, i.e. also for a norm within 1e-6 under
+``grad_clip``; such a step is not counted. The per-step norms go into a preallocated device
+tensor (no host sync per step on CUDA) read once per epoch; on the float16 GradScaler path the
+norm is recorded only when clipping is on, and a step the scaler skips (non-finite gradients)
+is left out. ``grad_norms.npy`` (float32, one entry per step, NaN where none was recorded) is
+written with the log, so that :func:`clip_summary` (steps, clipped steps, max and median
+pre-clip norm over the whole run) covers the epochs before a resume too.
+
 Epoch selection (``TrainConfig.select_epoch``; :func:`epoch_selection`): ``last`` returns
 the weights after the last epoch; ``best_val`` returns the weights after the epoch with
 the highest validation mAP (the log's ``val_mAP``, Eq. E.8; ties: the earliest such
@@ -127,7 +144,7 @@ import torch
 from torch import nn
 
 from cdgtmll.images.trainer_input import ImageInput, iter_rows, needs_grad_scaler
-from cdgtmll.io import remove_stale_temps
+from cdgtmll.io import atomic_path, remove_stale_temps
 from cdgtmll.lineage.provenance import device_info, device_kind
 from cdgtmll.nn import sparse as sparse_mod
 from cdgtmll.nn.checkpoint import (
@@ -150,6 +167,8 @@ PREDICT_CHUNK = 8192
 SELECT_EPOCH_RULES = ("last", "best_val")
 #: the validation column ``best_val`` maximises
 SELECT_METRIC = "val_mAP"
+#: per-step pre-clip gradient norms of the whole run (module docstring, "Is the clip engaged?")
+GRAD_NORMS = "grad_norms.npy"
 #: default checkpoint cadence in epochs (module docstring); ``ctx.extra["checkpoint_every"]``
 #: overrides it. Measured on Yeast (BCE, 100 epochs): a checkpoint every epoch was 8% of the
 #: fit's CPU and 14% of its wall time; every 10 epochs still about 4% (cProfile, 2026-11-27). A run stopped by
@@ -252,6 +271,13 @@ class TrainTask:
         if cached is None or cached[0] is not model:  # the parameter list, once per model (2.5% of a Yeast fit)
             cached = self._clip_params = (model, list(model.parameters()))
         return nn.utils.clip_grad_norm_(cached[1], max_norm)  # it skips parameters without a gradient
+
+    def clip_statistic(self) -> torch.Tensor | None:
+        """The norm the last :meth:`clip_gradients` call compared with ``max_norm``, when that
+        is not the global norm it returned (a task that clips per block: the largest block
+        norm); None (default): the returned norm. Logged as ``grad_norm_max`` and counted in
+        ``clipped_steps``; a device tensor, not read on the host per step."""
+        return None
 
     def after_optimizer_step(self, model: nn.Module) -> None:
         """Hook after every optimiser step (e.g. EMA buffers)."""
@@ -548,6 +574,7 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
     if state is not None:
         rows, start_epoch = restore_state(state, model, opt, sched, task, scaler, gen), int(state["epoch"]) + 1
         best = state.get("best")
+    step_norms = _restored_norms(workdir, start_epoch - 1, steps_per_epoch)
 
     X_t = _rows_on(Xtr, device)
     if sp.issparse(Ytr):
@@ -577,12 +604,13 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
             t0 = time.perf_counter()
             perm = torch.randperm(n, generator=gen).to(device)
             sums = train_epoch(task, model, opt, sched, X_t, Y_t, perm, B, (epoch - 1) * steps_per_epoch, total_steps,
-                               cfg.grad_clip, scaler=scaler, epoch=epoch, watch=watch)
+                               cfg.grad_clip, scaler=scaler, epoch=epoch, watch=watch, step_norms=step_norms)
             epoch_time = time.perf_counter() - t0
             row: dict[str, Any] = {"epoch": epoch}
             row.update({k: v / n for k, v in sums.items()})
             row["lr_backbone"] = lrs.get("backbone", float("nan"))
             row["lr_head"] = lrs.get("head", float("nan"))
+            row.update(clip_columns(step_norms[-1], cfg.grad_clip))
 
             t1 = time.perf_counter()
             model.eval()
@@ -608,6 +636,7 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
                 save_checkpoint(ckpt_path, training_state(fp, fp_hash, epoch, model, opt, sched, task, gen, rows,
                                                           scaler, best=best))
                 write_log(log_path, rows)
+                _write_norms(workdir, step_norms)
                 task.write_artifacts(workdir)
                 ckpt_epoch, ckpt_t = epoch, time.perf_counter()
             if report is not None:  # reads the row only: no RNG, no tensor touched
@@ -621,6 +650,7 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
         e.method = method_name
         if rows:  # the finished epochs' rows (the checkpoint may be older: its epoch is in the notes)
             write_log(log_path, rows)
+            _write_norms(workdir, step_norms[: len(rows)])
             task.write_artifacts(workdir)
         e.notes.extend(divergence_notes(e, Xtr, Ytr, rows, ckpt_path, ckpt_epoch))
         raise
@@ -628,6 +658,7 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
         stop.restore()
     if start_epoch > cfg.epochs:  # already complete: make sure the log is there
         write_log(log_path, rows)
+        _write_norms(workdir, step_norms)
     if keep_best:
         sel = epoch_selection(rows, "best_val")
         if best is not None:
@@ -638,6 +669,28 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
             warnings.warn(f"{method_name} seed {ctx.seed}: select_epoch best_val: {sel.get('fallback')}", stacklevel=3)
     model.eval()
     return model, rows
+
+
+def _restored_norms(workdir: Path, epochs: int, steps_per_epoch: int) -> list[np.ndarray]:
+    """The per-epoch step norms of the ``epochs`` epochs a resumed run restores, from
+    ``grad_norms.npy`` (written with every checkpoint, so it holds at least those epochs);
+    NaN for the epochs it does not hold (a checkpoint of a run without the file)."""
+    if epochs <= 0:
+        return []
+    flat = read_grad_norms(workdir)
+    flat = np.full(0, np.nan) if flat is None else flat.astype(np.float64)
+    out = []
+    for e in range(epochs):
+        part = flat[e * steps_per_epoch : (e + 1) * steps_per_epoch]
+        out.append(np.concatenate([part, np.full(steps_per_epoch - part.size, np.nan)]))
+    return out
+
+
+def _write_norms(workdir: Path, step_norms: list[np.ndarray]) -> None:
+    """``grad_norms.npy``: the per-step norms of the epochs so far, float32, atomically."""
+    flat = np.concatenate(step_norms).astype(np.float32) if step_norms else np.zeros(0, np.float32)
+    with atomic_path(Path(workdir) / GRAD_NORMS, suffix=".npy") as tmp, open(tmp, "wb") as fh:
+        np.save(fh, flat, allow_pickle=False)
 
 
 def _trainer_input(X: Any, keep_sparse: bool) -> Any:
@@ -700,6 +753,7 @@ def train_epoch(
     scaler: torch.amp.GradScaler | None = None,
     epoch: int = 1,
     watch: FiniteWatch | None = None,
+    step_norms: list[np.ndarray] | None = None,
 ) -> dict[str, float]:
     """One pass over ``perm`` in batches; returns sample-weighted sums of the objective
     (``loss``) and of the task's logged terms. ``X_t`` is a tensor, ``SparseRows`` (row
@@ -708,7 +762,9 @@ def train_epoch(
     gradients unscaled before clipping; a step with inf/NaN gradients is skipped (the
     scaler's job), a non-finite loss is not. A non-finite loss or gradient norm raises
     :class:`TrainingDiverged` (see :class:`FiniteWatch` for when it is noticed; pass
-    one ``watch`` for all epochs of a run)."""
+    one ``watch`` for all epochs of a run). ``step_norms``: a list to which the epoch's
+    per-step pre-clip norms are appended as one float64 array (module docstring, "Is the
+    clip engaged?"; NaN for a step without a recorded norm)."""
     model.train()
     device = perm.device
     names: list[str] = []
@@ -725,6 +781,7 @@ def train_epoch(
     if watch is None:
         watch = FiniteWatch(device, immediate=device.type == "cpu" or scaler is not None)
     watch.start(len(plan))
+    norms = torch.full((len(plan),), float("nan"), dtype=torch.float32, device=device)  # pre-clip, per step
 
     def diverged(found: tuple[int, list[float], float | None]) -> TrainingDiverged:
         b, values, gnorm = found
@@ -742,11 +799,12 @@ def train_epoch(
             names = ["loss", *terms]
         vec = torch.stack([loss.detach(), *(torch.as_tensor(v, device=device).detach() for v in terms.values())])
         opt.zero_grad(set_to_none=True)
-        gnorm = None
+        gnorm = clip_norm = None
         if scaler is None:
             loss.backward()
             if grad_clip:
                 gnorm = task.clip_gradients(model, grad_clip)
+                clip_norm = task.clip_statistic()
             if gnorm is None:  # no clipping, or a clip_gradients that returns no norm
                 gnorm = grad_norm(model)
             optimizer_step(opt)
@@ -754,9 +812,14 @@ def train_epoch(
             scaler.scale(loss).backward()
             scaler.unscale_(opt)
             if grad_clip:
-                task.clip_gradients(model, grad_clip)
+                returned = task.clip_gradients(model, grad_clip)
+                clip_norm = task.clip_statistic()
+                clip_norm = returned if clip_norm is None else clip_norm
             scaler.step(opt)
             scaler.update()
+        clip_norm = gnorm if clip_norm is None else clip_norm
+        if clip_norm is not None:
+            norms[b] = torch.as_tensor(clip_norm).detach()  # a device copy: no host sync
         sched.step()
         task.after_optimizer_step(model)
         found = watch.observe(b, loss, vec, gnorm)
@@ -767,7 +830,46 @@ def train_epoch(
     found = watch.finish()
     if found is not None:
         raise diverged(found)
+    if step_norms is not None:
+        step_norms.append(norms.double().cpu().numpy())
     return sums
+
+
+def clip_columns(norms: np.ndarray, grad_clip: float | None) -> dict[str, float | int]:
+    """The log's ``grad_norm_max`` (NaN when no finite norm was recorded) and ``clipped_steps``
+    (steps with a pre-clip norm above ``grad_clip``; 0 without clipping) of one epoch's norms."""
+    fin = np.asarray(norms, dtype=np.float64)
+    fin = fin[np.isfinite(fin)]
+    return {"grad_norm_max": float(fin.max()) if fin.size else float("nan"),
+            "clipped_steps": int((fin > grad_clip).sum()) if grad_clip else 0}
+
+
+def clip_summary(norms: np.ndarray | None, grad_clip: float | None, rows: list[dict[str, Any]] | None = None
+                 ) -> dict[str, Any]:
+    """The run's clip record (module docstring, "Is the clip engaged?"): ``grad_clip``,
+    ``steps`` (steps with a recorded norm), ``clipped_steps``, ``max`` and ``median`` of the
+    pre-clip norms, and ``engaged`` (some step was clipped). ``norms``: the per-step norms of
+    the whole run (``grad_norms.npy``); without them (None) only what the log ``rows`` hold:
+    ``clipped_steps``, ``max``, and ``median`` None."""
+    out: dict[str, Any] = {"grad_clip": grad_clip}
+    if norms is not None:
+        fin = np.asarray(norms, dtype=np.float64)
+        fin = fin[np.isfinite(fin)]
+        clipped = int((fin > grad_clip).sum()) if grad_clip else 0
+        out.update(steps=int(fin.size), clipped_steps=clipped, max=float(fin.max()) if fin.size else None,
+                   median=float(np.median(fin)) if fin.size else None)
+    else:
+        mx = [float(r["grad_norm_max"]) for r in rows or [] if math.isfinite(float(r.get("grad_norm_max", "nan")))]
+        clipped = sum(int(float(r.get("clipped_steps", 0))) for r in rows or [])
+        out.update(steps=None, clipped_steps=clipped, max=max(mx) if mx else None, median=None)
+    out["engaged"] = bool(clipped > 0)
+    return out
+
+
+def read_grad_norms(workdir: str | Path) -> np.ndarray | None:
+    """The run's per-step pre-clip norms (``grad_norms.npy``), None if the file is not there."""
+    path = Path(workdir) / GRAD_NORMS
+    return np.load(path, allow_pickle=False) if path.is_file() else None
 
 
 def _check_groups(model: nn.Module, groups: dict[str, list[nn.Parameter]]) -> None:

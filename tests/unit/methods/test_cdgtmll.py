@@ -150,10 +150,16 @@ def test_partition_covers_overlaps_tail_twice_balanced(L, N):
     assert sizes.max() - sizes.min() <= (1 if N == 2 else 2)
     for p in part.players:
         assert len(np.unique(p)) == len(p), "a player holds a label at most once"
-    # round-robin over the ascending-frequency order
+    # round-robin over the ascending-frequency order, dealt to the players in the order of a
+    # permutation (partition_order 'shuffled', the default) or 0..N-1 ('fixed')
     order = ascending_order(Y)
+    deal = part.owner[order[:N]]
+    assert sorted(deal.tolist()) == list(range(N))
     for pos, lab in enumerate(order):
-        assert lab in part.players[pos % N]
+        assert part.owner[lab] == deal[pos % N] and lab in part.players[deal[pos % N]]
+    fixed = make_partition(Y, N, 0.2, tail, seed=1, order="fixed")
+    for pos, lab in enumerate(order):
+        assert lab in fixed.players[pos % N]
 
 
 def test_partition_balance_sweep():
@@ -836,8 +842,9 @@ def test_short_run_equals_the_pre_issue_25_predictions(tmp_path):
     from tests.support.reference_runs import reference_data, reference_outputs
 
     ref, data = reference_outputs(), reference_data()
-    for sel in ("last", "best_val"):
-        m = build("CD-GTMLL", {"epochs": 4, "hidden_dim": 64, "batch_size": 64, "select_epoch": sel})
+    for sel in ("last", "best_val"):  # the reference predates partition_order 'shuffled' (issue 40)
+        m = build("CD-GTMLL", {"epochs": 4, "hidden_dim": 64, "batch_size": 64, "select_epoch": sel,
+                               "partition_order": "fixed"})
         m.fit(data, RunContext(seed=3, workdir=tmp_path / sel))
         want = ref[f"CD-GTMLL/{sel}"]
         np.testing.assert_allclose(m.predict_proba(data.X_val), np.asarray(want["predictions"]), rtol=0, atol=1e-5)

@@ -1,14 +1,32 @@
 """Multi-player study figures of Sec. 5.4: ``specialization`` (:func:`specialization_figure`),
 ``ranks`` (:func:`ranks_figures`) and ``potential`` (:func:`potential_figure`), with the
-pure computations on per-(player, label) validation accuracies (:func:`best_credit`,
+pure computations on per-(player, label) validation scores (:func:`best_credit`,
 :func:`specialization_shares`, :func:`pair_ranks`, :func:`mean_ranks`, :func:`n_all_tied`),
 the tail of the training counts (:func:`tail_from_counts`) and the monotonicity of the
 potential (:func:`phi_monotonicity`). The subcommands are documented in
 :mod:`cdgtmll.figures.studies.build`.
+
+Two per-pair scores (``player_val_acc.npz``): ``accuracy`` (threshold 0.5 of the player's own
+probability) and ``ap`` (validation average precision of the player's own scores, NaN where the
+label has no validation positive; issue 40). Accuracy ties whenever every covering player
+predicts every validation row negative (Enron: all 3 players tie on all 10 contested labels), so
+it cannot say which player is better there; AP ranks the players anyway. Every share and rank is
+computed under both (``*_ap`` columns); a label whose AP is NaN is out of the AP scope. Runs
+without an ``ap`` array (before issue 40) give NaN AP columns.
+
+Roles (:func:`pair_roles`, :func:`player_coverage`, :func:`role_outcomes`): the partition in
+``method_outputs.json`` records each label's round-robin **owner** and, for each overlap
+(contested) label, the **extra coverer** that E.1 step (iii) added. Which player index gets
+which role changes with the seed (``partition_order: shuffled``), so "player 2 is the rare
+specialist" is only meaningful together with what player 2 covers: per player, the number of
+tail labels it owns and of extra labels it covers, and per contested label whether its owner or
+its extra coverer scores better.
 """
 
 from __future__ import annotations
 
+import io
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,7 +34,9 @@ from typing import Any
 import numpy as np
 
 from cdgtmll.figures.studies.runs import (
+    METHOD_OUTPUTS,
     METRICS_FILE,
+    PLAYER_ACC_FILE,
     TRAIN_LOG,
     RunDir,
     SourceLog,
@@ -47,6 +67,11 @@ from cdgtmll.figures.style import (
 )
 
 LABEL_GROUPS = ("rare", "frequent")
+#: the per-pair scores of ``player_val_acc.npz`` the diagnostics use, and their display names
+MEASURES = ("accuracy", "ap")
+MEASURE_NAMES = {"accuracy": "accuracy@0.5", "ap": "AP"}
+#: a pair's role (module docstring); "sole": its label has one covering player
+ROLES = ("owner", "extra coverer")
 
 
 def best_credit(acc: np.ndarray, pair_label: np.ndarray) -> np.ndarray:
@@ -82,10 +107,13 @@ def specialization_shares(acc: np.ndarray, pair_player: np.ndarray, pair_label: 
         sel = np.zeros_like(scope)
         sel[np.asarray(labels, dtype=np.int64)[np.asarray(labels) < scope.size]] = True
         scope &= sel
+    acc = np.asarray(acc, dtype=np.float64)
+    bad = np.bincount(lab, weights=(~np.isfinite(acc)).astype(np.float64), minlength=scope.size)
+    scope &= bad[: scope.size] == 0  # a label without a finite score for every covering player (AP: no positive)
     n_scope = int(scope.sum())
     if n_scope == 0:
         return np.full(N, np.nan), 0
-    credit = best_credit(acc, lab) * scope[lab]
+    credit = best_credit(np.where(np.isfinite(acc), acc, -np.inf), lab) * scope[lab]
     return np.bincount(player, weights=credit, minlength=N) / n_scope, n_scope
 
 
@@ -113,7 +141,9 @@ def mean_ranks(acc: np.ndarray, pair_player: np.ndarray, pair_label: np.ndarray,
     lab = np.asarray(pair_label, dtype=np.int64)
     N = int(player.max()) + 1 if n_players is None else int(n_players)
     cov = np.bincount(lab)
-    in_group = np.isin(lab, np.asarray(labels, dtype=np.int64)) & (cov[lab] >= 2)
+    acc = np.asarray(acc, dtype=np.float64)
+    bad = np.bincount(lab, weights=(~np.isfinite(acc)).astype(np.float64), minlength=cov.size)
+    in_group = np.isin(lab, np.asarray(labels, dtype=np.int64)) & (cov[lab] >= 2) & (bad[lab] == 0)
     r = pair_ranks(acc, lab)
     n = np.bincount(player[in_group], minlength=N)
     s = np.bincount(player[in_group], weights=r[in_group], minlength=N)
@@ -134,7 +164,78 @@ def n_all_tied(acc: np.ndarray, pair_label: np.ndarray, labels: np.ndarray) -> i
     sel = np.zeros(L, dtype=bool)
     labels = np.asarray(labels, dtype=np.int64)
     sel[labels[labels < L]] = True
-    return int(np.sum(sel & (cov >= 2) & (hi == lo)))
+    return int(np.sum(sel & (cov >= 2) & (hi == lo) & np.isfinite(hi)))
+
+
+def pair_roles(pair_player: np.ndarray, pair_label: np.ndarray, owner: Sequence[int],
+               extra_of: dict[int, int]) -> np.ndarray:
+    """Role of each (player, label) pair ``[P]`` (object array): ``"sole"`` (its label has one
+    covering player), ``"owner"`` (the round-robin owner of a contested label), ``"extra coverer"``
+    (the player E.1 step (iii) added to it), ``"other"`` (any further coverer; never under
+    :func:`~cdgtmll.methods.cdgtmll.partition.make_partition`)."""
+    player = np.asarray(pair_player, dtype=np.int64)
+    lab = np.asarray(pair_label, dtype=np.int64)
+    owner = np.asarray(owner, dtype=np.int64)
+    cov = np.bincount(lab, minlength=owner.size)
+    out = np.empty(player.size, dtype=object)
+    for k, (i, lb) in enumerate(zip(player.tolist(), lab.tolist())):
+        if cov[lb] < 2:
+            out[k] = "sole"
+        elif owner[lb] == i:
+            out[k] = "owner"
+        elif extra_of.get(lb) == i:
+            out[k] = "extra coverer"
+        else:
+            out[k] = "other"
+    return out
+
+
+def player_coverage(owner: Sequence[int], extra_of: dict[int, int], tail: Sequence[int],
+                    n_players: int) -> list[dict[str, int]]:
+    """Per player (index from 0): ``n_owned`` labels dealt to it, ``n_tail_owned`` of them in the
+    tail, ``n_extra`` labels it covers as extra coverer (``n_extra_tail`` of them in the tail)."""
+    owner = np.asarray(owner, dtype=np.int64)
+    in_tail = np.zeros(owner.size, dtype=bool)
+    in_tail[np.asarray(tail, dtype=np.int64)] = True
+    ex_players = np.array(list(extra_of.values()), dtype=np.int64)
+    ex_labels = np.array(list(extra_of), dtype=np.int64)
+    return [{"n_owned": int((owner == i).sum()), "n_tail_owned": int(((owner == i) & in_tail).sum()),
+             "n_extra": int((ex_players == i).sum()),
+             "n_extra_tail": int(((ex_players == i) & in_tail[ex_labels]).sum()) if ex_labels.size else 0}
+            for i in range(int(n_players))]
+
+
+def role_outcomes(score: np.ndarray, pair_label: np.ndarray, roles: np.ndarray) -> dict[str, int]:
+    """Over the contested labels with an owner and an extra coverer and a finite score for both:
+    on how many the owner scores higher (``owner_best``), the extra coverer (``extra_best``), or
+    they tie (``tied``); ``n`` = those labels."""
+    score = np.asarray(score, dtype=np.float64)
+    lab = np.asarray(pair_label, dtype=np.int64)
+    own = {int(lb): score[k] for k, lb in enumerate(lab) if roles[k] == "owner"}
+    ext = {int(lb): score[k] for k, lb in enumerate(lab) if roles[k] == "extra coverer"}
+    both = [lb for lb in own if lb in ext and np.isfinite(own[lb]) and np.isfinite(ext[lb])]
+    ob = sum(own[lb] > ext[lb] for lb in both)
+    eb = sum(own[lb] < ext[lb] for lb in both)
+    return {"owner_best": int(ob), "extra_best": int(eb), "tied": len(both) - ob - eb, "n": len(both)}
+
+
+def read_player_scores(run: RunDir, log: SourceLog) -> dict[str, Any]:
+    """:func:`~cdgtmll.figures.studies.runs.read_player_acc` plus ``ap [E, P]`` (all NaN for a
+    file without it, ``has_ap`` False) and the run's partition roles from ``method_outputs.json``
+    (``owner``, ``extra_of``, ``tail``; None without that file or fields: runs before issue 40)."""
+    out: dict[str, Any] = dict(read_player_acc(run, log))
+    with np.load(io.BytesIO(log.read(run, PLAYER_ACC_FILE)), allow_pickle=False) as z:
+        ap = np.asarray(z["ap"], dtype=np.float64) if "ap" in z.files else None
+    out["has_ap"] = ap is not None and ap.shape == out["accuracy"].shape
+    out["ap"] = ap if out["has_ap"] else np.full(out["accuracy"].shape, np.nan)
+    out["roles"] = None
+    if (run.path / METHOD_OUTPUTS).is_file():
+        part = json.loads(log.read(run, METHOD_OUTPUTS).decode("utf-8")).get("partition") or {}
+        if part.get("owner") is not None and "extra_of" in part:
+            out["roles"] = {"owner": np.asarray(part["owner"], dtype=np.int64),
+                            "extra_of": {int(k): int(v) for k, v in part["extra_of"].items()},
+                            "tail": np.asarray(part.get("tail_labels", []), dtype=np.int64)}
+    return out
 
 
 def tail_from_counts(counts: Sequence[int], q: float, tie_seed: int = 0) -> np.ndarray:
@@ -179,7 +280,7 @@ def phi_monotonicity(epochs: Sequence[int], phi: Sequence[float], tol: float = 0
 def collect_player_acc(runs: list[RunDir], log: SourceLog) -> dict[str, list[tuple[RunDir, dict[str, np.ndarray]]]]:
     by_group: dict[str, list[tuple[RunDir, dict[str, np.ndarray]]]] = {}
     for r in sorted(runs, key=lambda r: (r.group, r.seed)):
-        by_group.setdefault(r.group, []).append((r, read_player_acc(r, log)))
+        by_group.setdefault(r.group, []).append((r, read_player_scores(r, log)))
     for g, lst in by_group.items():
         ns = {int(a["player"].max()) + 1 for _, a in lst}
         if len(ns) != 1:
@@ -188,13 +289,14 @@ def collect_player_acc(runs: list[RunDir], log: SourceLog) -> dict[str, list[tup
 
 
 def specialization_long(by_group: dict[str, list[tuple[RunDir, dict[str, np.ndarray]]]],
-                        contested_only: bool) -> list[dict[str, Any]]:
-    """Per run, epoch and player: ``{"group", "seed", "epoch", "player", "share", "n_labels"}``."""
+                        contested_only: bool, measure: str = "accuracy") -> list[dict[str, Any]]:
+    """Per run, epoch and player: ``{"group", "seed", "epoch", "player", "share", "n_labels"}``,
+    the best player judged by ``measure`` (:data:`MEASURES`)."""
     out = []
     for g, lst in by_group.items():
         N = int(lst[0][1]["player"].max()) + 1
         for r, a in lst:
-            for e, acc in zip(a["epoch"], a["accuracy"]):
+            for e, acc in zip(a["epoch"], a[measure]):
                 sh, n = specialization_shares(acc, a["player"], a["label"], contested_only=contested_only, n_players=N)
                 out += [{"group": g, "seed": r.seed, "epoch": int(e), "player": i + 1, "share": float(sh[i]),
                          "n_labels": n} for i in range(N)]
@@ -202,21 +304,32 @@ def specialization_long(by_group: dict[str, list[tuple[RunDir, dict[str, np.ndar
 
 
 def specialization_rows(by_group: dict[str, list[tuple[RunDir, dict[str, np.ndarray]]]],
-                        contested_only: bool, long: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """Mean ± std over the runs of :func:`specialization_long` per (group, epoch, player)."""
+                        contested_only: bool, long: list[dict[str, Any]] | None = None,
+                        long_ap: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Mean ± std over the runs of :func:`specialization_long` per (group, epoch, player), by
+    accuracy (``share_*``) and by AP (``share_ap_*``, ``n_labels_ap``: labels with a validation
+    positive in scope)."""
     long = specialization_long(by_group, contested_only) if long is None else long
+    long_ap = specialization_long(by_group, contested_only, "ap") if long_ap is None else long_ap
     cells: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
     for x in long:
         cells.setdefault((x["group"], x["epoch"], x["player"]), []).append(x)
+    cells_ap: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
+    for x in long_ap:
+        cells_ap.setdefault((x["group"], x["epoch"], x["player"]), []).append(x)
     rows = []
     for g in by_group:
         ds, var, meth = g.split("/", 2)
         for (_, e, i), xs in sorted((k, v) for k, v in cells.items() if k[0] == g):
             mu, sd, n = mean_std([x["share"] for x in xs])
+            xa = cells_ap.get((g, e, i), [])
+            mua, sda, na = mean_std([x["share"] for x in xa])
             rows.append({"dataset": ds, "variant": var, "method": meth, "epoch": e, "player": i,
                          "share_mean": mu, "share_std": sd, "n_seeds": n,
                          "n_labels": float(np.mean([x["n_labels"] for x in xs])),
-                         "labels": "contested" if contested_only else "all"})
+                         "labels": "contested" if contested_only else "all",
+                         "share_ap_mean": mua, "share_ap_std": sda, "n_seeds_ap": na,
+                         "n_labels_ap": float(np.mean([x["n_labels"] for x in xa])) if xa else float("nan")})
     return rows
 
 
@@ -230,45 +343,94 @@ def ranks_rows(by_group: dict[str, list[tuple[RunDir, dict[str, np.ndarray]]]],
     for g, lst in by_group.items():
         N = int(lst[0][1]["player"].max()) + 1
         ds, var, meth = g.split("/", 2)
-        per: dict[str, dict[str, list]] = {lg: {"rank": [], "n_rank": [], "share": [], "n_share": [], "tied": []}
-                                      for lg in LABEL_GROUPS}
+        per: dict[tuple[str, str], dict[str, list]] = {
+            (lg, ms): {"rank": [], "n_rank": [], "share": [], "n_share": [], "tied": []}
+            for lg in LABEL_GROUPS for ms in MEASURES}
         for r, a in lst:
-            acc = a["accuracy"][int(np.argmax(a["epoch"]))]
+            last = int(np.argmax(a["epoch"]))
             tail = tails[(g, r.seed)]
             all_labels = np.unique(a["label"])
             groups = {"rare": np.intersect1d(all_labels, tail), "frequent": np.setdiff1d(all_labels, tail)}
-            for lg, labs in groups.items():
-                mr, n = mean_ranks(acc, a["player"], a["label"], labs, n_players=N)
-                per[lg]["tied"].append(n_all_tied(acc, a["label"], labs))
-                sh, ns = specialization_shares(acc, a["player"], a["label"], labels=labs,
-                                               contested_only=contested_only, n_players=N)
-                per[lg]["rank"].append(mr)
-                per[lg]["n_rank"].append(n)
-                per[lg]["share"].append(sh)
-                per[lg]["n_share"].append(ns)
-                if seed_shares is not None:
-                    seed_shares += [{"group": g, "seed": r.seed, "player": i + 1, "label_group": lg,
-                                     "share": float(sh[i])} for i in range(N)]
+            for ms in MEASURES:
+                acc = a[ms][last]
+                for lg, labs in groups.items():
+                    cell = per[(lg, ms)]
+                    mr, n = mean_ranks(acc, a["player"], a["label"], labs, n_players=N)
+                    cell["tied"].append(n_all_tied(acc, a["label"], labs))
+                    sh, ns = specialization_shares(acc, a["player"], a["label"], labels=labs,
+                                                   contested_only=contested_only, n_players=N)
+                    cell["rank"].append(mr)
+                    cell["n_rank"].append(n)
+                    cell["share"].append(sh)
+                    cell["n_share"].append(ns)
+                    if seed_shares is not None and ms == "accuracy":
+                        seed_shares += [{"group": g, "seed": r.seed, "player": i + 1, "label_group": lg,
+                                         "share": float(sh[i])} for i in range(N)]
         for lg in LABEL_GROUPS:
-            R, S = np.vstack(per[lg]["rank"]), np.vstack(per[lg]["share"])
-            NR = np.vstack(per[lg]["n_rank"])
+            stats = {}
+            for ms, suffix in (("accuracy", ""), ("ap", "_ap")):
+                cell = per[(lg, ms)]
+                stats[suffix] = (np.vstack(cell["rank"]), np.vstack(cell["share"]), np.vstack(cell["n_rank"]),
+                                 float(np.mean(cell["tied"])), float(np.mean(cell["n_share"])))
             for i in range(N):
-                mu, sd, n = mean_std(R[:, i].tolist())
-                rank_rows.append({"dataset": ds, "variant": var, "method": meth, "player": i + 1, "label_group": lg,
-                                  "mean_rank_mean": mu, "mean_rank_std": sd, "n_seeds": n,
-                                  "n_contested_labels_mean": float(NR[:, i].mean()),
-                                  "n_all_tied_labels_mean": float(np.mean(per[lg]["tied"]))})
-                mu, sd, n = mean_std(S[:, i].tolist())
-                share_rows.append({"dataset": ds, "variant": var, "method": meth, "player": i + 1, "label_group": lg,
-                                   "share_mean": mu, "share_std": sd, "n_seeds": n,
-                                   "n_labels_mean": float(np.mean(per[lg]["n_share"])),
-                                   "labels": "contested" if contested_only else "all"})
+                rrow = {"dataset": ds, "variant": var, "method": meth, "player": i + 1, "label_group": lg}
+                srow = dict(rrow)
+                for suffix, (R, S, NR, tied, nsh) in stats.items():
+                    mu, sd, n = mean_std(R[:, i].tolist())
+                    rrow.update({f"mean_rank{suffix}_mean": mu, f"mean_rank{suffix}_std": sd, f"n_seeds{suffix}": n,
+                                 f"n_contested_labels{suffix}_mean": float(NR[:, i].mean()),
+                                 f"n_all_tied_labels{suffix}_mean": tied})
+                    mu, sd, n = mean_std(S[:, i].tolist())
+                    srow.update({f"share{suffix}_mean": mu, f"share{suffix}_std": sd, f"n_seeds{suffix}": n,
+                                 f"n_labels{suffix}_mean": nsh})
+                    if not suffix:
+                        srow["labels"] = "contested" if contested_only else "all"
+                rank_rows.append(rrow)
+                share_rows.append(srow)
     return rank_rows, share_rows
 
 
+def role_rows(by_group: dict[str, list[tuple[RunDir, dict[str, Any]]]]) -> tuple[list[dict], list[dict]]:
+    """Final epoch, per run: what each player covers (:func:`player_coverage`) and, per measure,
+    who wins the contested labels, the owner or the extra coverer (:func:`role_outcomes`). Runs
+    without recorded roles (before issue 40) are left out."""
+    coverage, outcomes = [], []
+    for g, lst in by_group.items():
+        ds, var, meth = g.split("/", 2)
+        N = int(lst[0][1]["player"].max()) + 1
+        for r, a in lst:
+            roles = a.get("roles")
+            if roles is None:
+                continue
+            cov = player_coverage(roles["owner"], roles["extra_of"], roles["tail"], N)
+            coverage += [{"dataset": ds, "variant": var, "method": meth, "seed": r.seed, "player": i + 1, **c}
+                         for i, c in enumerate(cov)]
+            pr = pair_roles(a["player"], a["label"], roles["owner"], roles["extra_of"])
+            last = int(np.argmax(a["epoch"]))
+            for ms in MEASURES:
+                if ms == "ap" and not a.get("has_ap", False):
+                    continue
+                outcomes.append({"dataset": ds, "variant": var, "method": meth, "seed": r.seed, "measure": ms,
+                                 **role_outcomes(a[ms][last], a["label"], pr)})
+    return coverage, outcomes
+
+
+def coverage_text(coverage: list[dict], group: str, player: int) -> str:
+    """``owns a tail, +b extra`` for a player of a group (means over its seeds), '' if unknown."""
+    ds, var, meth = group.split("/", 2)
+    xs = [c for c in coverage if (c["dataset"], c["variant"], c["method"], c["player"]) == (ds, var, meth, player)]
+    if not xs:
+        return ""
+    return (f"owns {np.mean([c['n_tail_owned'] for c in xs]):.2g} tail, "
+            f"+{np.mean([c['n_extra'] for c in xs]):.2g} extra")
+
+
 def _group_title(g: str, style: FigureStyle) -> str:
+    """``<setting> — <method>``; a setting run under a reading (``studies.diagnostics.under``:
+    ``CD-GTMLL@player_backbones=separate``) reads ``CD-GTMLL under player_backbones=separate``."""
     ds, var, meth = g.split("/", 2)
-    return f"{style.setting(ds, var)} — {meth}"
+    base, _, reading = meth.partition("@")
+    return f"{style.setting(ds, var)} — " + (f"{base} under {reading}" if reading else meth)
 
 
 def _n_seeds_text(by_group: dict[str, list]) -> str:
@@ -302,32 +464,49 @@ def specialization_figure(run_dirs: Sequence[str | Path], out: Path, labels: str
     style = style or FigureStyle()
     log = SourceLog()
     by_group = collect_player_acc(runs, log)
-    long = specialization_long(by_group, contested_only=labels == "contested")
-    rows = specialization_rows(by_group, contested_only=labels == "contested", long=long)
+    contested = labels == "contested"
+    longs = {ms: specialization_long(by_group, contested_only=contested, measure=ms) for ms in MEASURES}
+    rows = specialization_rows(by_group, contested_only=contested, long=longs["accuracy"], long_ap=longs["ap"])
+    coverage, _ = role_rows(by_group)
+    panels = [(g, ms) for g in by_group for ms in MEASURES]
     with figure_style():
-        fig, axes = _grid(len(by_group), w=ONE_COLUMN, h=3.0)
-        for ax, g in zip(axes, by_group):
-            df = pd.DataFrame([x for x in long if x["group"] == g])
+        fig, axes = _grid(len(panels), w=ONE_COLUMN, h=3.0, rows=len(by_group))
+        for ax, (g, ms) in zip(axes, panels):
+            df = pd.DataFrame([x for x in longs[ms] if x["group"] == g])
             df["share"] *= 100.0
             players = sorted(df["player"].unique())
             names = [f"Player {p}" for p in players]
             df["who"] = df["player"].map(lambda p: f"Player {p}")
             sts = player_styles(len(players))
-            sns.lineplot(data=df, x="epoch", y="share", hue="who", hue_order=names, palette=[c for c, _ in sts],
-                         style="who", style_order=names, dashes=[d for _, d in sts], estimator="mean",
-                         errorbar="sd", err_kws={"alpha": 0.15, "linewidth": 0}, linewidth=1.1, ax=ax, legend=False)
-            bands_below_lines(ax)
+            if df["share"].notna().any():
+                sns.lineplot(data=df, x="epoch", y="share", hue="who", hue_order=names, palette=[c for c, _ in sts],
+                             style="who", style_order=names, dashes=[d for _, d in sts], estimator="mean",
+                             errorbar="sd", err_kws={"alpha": 0.15, "linewidth": 0}, linewidth=1.1, ax=ax,
+                             legend=False)
+                bands_below_lines(ax)
+            else:  # runs without an 'ap' array, or no label in scope with a validation positive
+                ax.text(0.5, 0.5, f"no {MEASURE_NAMES[ms]} in these runs", ha="center", va="center",
+                        transform=ax.transAxes, fontsize=NOTE_PT, color="0.35")
+                ax.set_ylim(0, 100)
             handles = [Line2D([], [], color=c, dashes=d, linewidth=1.4) for c, d in sts]
-            ax.set(xlabel="epoch", ylabel="specialization share (%)")
+            ax.set(xlabel="epoch", ylabel=f"share by {MEASURE_NAMES[ms]} (%)")
             ax.set_xlim(df["epoch"].min(), df["epoch"].max())
             honest_ylim(ax)  # shares flat at 33% are not zoomed into a trend
-        legend_below(fig, handles, names, ncol=min(4, len(handles)))
-        titles(fig, axes, [_group_title(g, style) for g in by_group],
-               f"share of {'contested ' if labels == 'contested' else ''}labels on which the player is the most "
-               f"accurate (validation); mean ± std over {_n_seeds_text(by_group)} (band)", title, ONE_COLUMN)
-        save_figure(fig, out, rows, log, labels=labels,
+        if len(by_group) == 1:  # the legend says what each index covered (seed means)
+            g0 = next(iter(by_group))
+            names = [f"{n} ({t})" if (t := coverage_text(coverage, g0, i + 1)) else n for i, n in enumerate(names)]
+        legend_below(fig, handles, names, ncol=min(3 if len(by_group) == 1 else 4, len(handles)))
+        # one setting: one title above its row of two panels (the y labels name the measure)
+        ptitles = ([_group_title(next(iter(by_group)), style)] if len(by_group) == 1
+                   else [f"{_group_title(g, style)}: by {MEASURE_NAMES[ms]}" for g, ms in panels])
+        titles(fig, axes, ptitles,
+               f"share of {'contested ' if contested else ''}labels on which the player scores best among the "
+               f"covering players (validation; accuracy@0.5 ties split credit, AP: labels with a validation "
+               f"positive); mean ± std over {_n_seeds_text(by_group)} (band)", title, ONE_COLUMN)
+        save_figure(fig, out, rows, log, labels=labels, player_coverage=coverage,
                     definition="share = fraction of labels (in scope) on which the player has the best "
-                               "per-label validation accuracy among covering players; ties split credit equally")
+                               "per-label validation accuracy (share_*) or average precision (share_ap_*) among "
+                               "covering players; ties split credit equally")
     return rows
 
 
@@ -361,6 +540,11 @@ def ranks_figures(run_dirs: Sequence[str | Path], out: Path, tail_fraction: floa
                                "final epoch, ties = average rank); labels covered by one player excluded")
         fig = _shares_bars(groups, share_rows, seed_shares, style, title, labels, _n_seeds_text(by_group))
         save_figure(fig, Path(f"{out}_shares"), share_rows, log, **extra, labels=labels)
+    coverage, outcomes = role_rows(by_group)
+    _write_rows(Path(f"{out}_coverage.csv"), coverage, ["dataset", "variant", "method", "seed", "player", "n_owned",
+                                                        "n_tail_owned", "n_extra", "n_extra_tail"])
+    _write_rows(Path(f"{out}_roles.csv"), outcomes, ["dataset", "variant", "method", "seed", "measure", "owner_best",
+                                                     "extra_best", "tied", "n"])
     return rank_rows, share_rows
 
 
@@ -371,18 +555,21 @@ def _ranks_heatmap(groups: list[str], rank_rows: list[dict], style: FigureStyle,
     import seaborn as sns
 
     n_max = max(int(r["player"]) for r in rank_rows)
-    fig, axes = _grid(len(groups), w=ONE_COLUMN, h=0.42 * n_max + 1.3)
+    fig, axes = _grid(len(groups), w=ONE_COLUMN * 1.25, h=0.42 * n_max + 1.5)
     for ax, g in zip(axes, groups):
         ds, var, meth = g.split("/", 2)
         rs = [r for r in rank_rows if (r["dataset"], r["variant"], r["method"]) == (ds, var, meth)]
         N = max(r["player"] for r in rs)
-        M = np.full((N, 2), np.nan)
-        SD = np.full((N, 2), np.nan)
+        cols = [(lg, sfx) for sfx in ("", "_ap") for lg in LABEL_GROUPS]  # accuracy columns, then AP
+        M = np.full((N, len(cols)), np.nan)
+        SD = np.full((N, len(cols)), np.nan)
         for r in rs:
-            M[r["player"] - 1, LABEL_GROUPS.index(r["label_group"])] = r["mean_rank_mean"]
-            SD[r["player"] - 1, LABEL_GROUPS.index(r["label_group"])] = r["mean_rank_std"]
+            for j, (lg, sfx) in enumerate(cols):
+                if r["label_group"] == lg:
+                    M[r["player"] - 1, j] = r[f"mean_rank{sfx}_mean"]
+                    SD[r["player"] - 1, j] = r[f"mean_rank{sfx}_std"]
         annot = np.array([[f"{M[i, j]:.2f}\n± {SD[i, j]:.2f}" if np.isfinite(M[i, j]) else ""
-                           for j in range(2)] for i in range(N)], dtype=object)
+                           for j in range(len(cols))] for i in range(N)], dtype=object)
         sns.heatmap(M, mask=~np.isfinite(M), annot=annot, fmt="", cmap="viridis_r", vmin=1, vmax=max(2, N),
                     linewidths=1.0, linecolor="white", cbar_kws={"label": "mean rank (1 = best)",
                                                                  "ticks": list(range(1, max(2, N) + 1))},
@@ -390,17 +577,22 @@ def _ranks_heatmap(groups: list[str], rank_rows: list[dict], style: FigureStyle,
         ax.grid(False)
         ax.set_facecolor("0.93")
         for i in range(N):
-            for j in range(2):
+            for j in range(len(cols)):
                 if not np.isfinite(M[i, j]):
                     ax.text(j + 0.5, i + 0.5, "n/a", ha="center", va="center", fontsize=8.5, color="0.35")
-        ax.set_xticks([0.5, 1.5], [f"{lg} labels" for lg in LABEL_GROUPS])
+        ax.set_xticks(np.arange(len(cols)) + 0.5,
+                      [f"{lg}\n{'AP' if sfx else 'acc.@0.5'}" for lg, sfx in cols], fontsize=8)
         ax.set_yticks(np.arange(N) + 0.5, [f"Player {i + 1}" for i in range(N)], rotation=0)
-        tied = {lg: next(r["n_all_tied_labels_mean"] for r in rs if r["label_group"] == lg) for lg in LABEL_GROUPS}
-        ax.set_xlabel(wrap("all players tied on " + " and ".join(f"{tied[lg]:g} {lg}" for lg in LABEL_GROUPS)
-                           + " label(s) (seed mean)", chars_per_line(ONE_COLUMN, NOTE_PT)), fontsize=NOTE_PT)
+        tied = {(lg, sfx): next(r[f"n_all_tied_labels{sfx}_mean"] for r in rs if r["label_group"] == lg)
+                for lg, sfx in cols}
+        ax.set_xlabel(wrap("all players tied on " + "; ".join(
+            f"{MEASURE_NAMES['ap' if sfx else 'accuracy']}: " + " and ".join(
+                f"{tied[(lg, sfx)]:g} {lg}" for lg in LABEL_GROUPS) for sfx in ("", "_ap"))
+            + " label(s) (seed mean)", chars_per_line(ONE_COLUMN, NOTE_PT)), fontsize=NOTE_PT)
     titles(fig, axes, [_group_title(g, style) for g in groups],
-           f"rank among the players covering a contested label, final epoch; mean ± std over {n_seeds}; "
-           "n/a: no contested label", title, ONE_COLUMN)
+           f"rank among the players covering a contested label (by validation accuracy@0.5 and by AP), final "
+           f"epoch; mean ± std over {n_seeds}; n/a: no contested label (AP: none with a validation positive)",
+           title, ONE_COLUMN)
     return fig
 
 

@@ -49,8 +49,16 @@ Objective (maximised; the trainer minimises ``-Phi``)
   computed stably). Targets are binary (uint8 Y), which the overlap-label term uses:
   ``y log p + (1-y) log(1-p) = log(p (2y-1) + 1-y)``.
 * ``C_i = sum_{l in L_i} 1/(1+freq(l)) [y log p_il + (1-y) log(1-p_il)]
-  + beta * sum_{l in O_i} D(p_il, pbar_{-i,l}^stop)`` (Eq. 6), freq = training
-  prevalence in [0, 1], ``O_i`` = player i's labels covered by another player.
+  + beta * sum_{l in O_i} D(p_il, pbar_{-i,l}^stop)`` (Eq. 6), ``O_i`` = player i's labels
+  covered by another player. ``freq`` is the hyper-parameter ``rarity``, used in every
+  ``r_l = 1/(1+freq(l))`` (these curiosity weights and ``payoff_weights='rarity'``):
+  ``'prevalence'`` (default): the training prevalence in [0, 1], Sec. 3.1's definition,
+  "freq(l) = Pr_{(x,y)~D}[y_l = 1] be the marginal prevalence of label l" (E.3 computes it as
+  "freq(l) = (1/M) sum_m y_ml on the original training set"); the weights then lie in
+  [1/2, 1] (max/min ratio 1.73 on Yeast). ``'count'``: freq(l) = n_l, the number of training
+  positives (weights ~ 1/n_l, ratio ~51 on Yeast): the reading under which "curiosity
+  bonuses inject gradient on under-represented tags" (abstract) act as a strong re-weighting;
+  it contradicts Sec. 3.1's definition and is kept as a measured alternative.
   D is ``'jsd'`` (default, E.1) or ``'kl'`` (``KL(Bern(p_il) || Bern(pbar))``, Eq. 6's
   example), per label on Bernoulli distributions. As in the paper, ``+beta D`` is a
   *bonus*: maximising C_i rewards disagreeing with the (stop-gradient) peers.
@@ -117,8 +125,9 @@ forwards and backwards per batch.
 
 Partition (E.1) - :func:`~cdgtmll.methods.cdgtmll.partition.make_partition`
 ------------------------------------------------------------------------
-Labels sorted by training frequency are dealt round-robin to the N players; the rarest
-``round(rho L)`` tail labels each get one extra, least-loaded player. The exact rule and its
+Labels sorted by training frequency are dealt round-robin to the N players (in a random
+order of the players, ``partition_order='shuffled'``, default; ``'fixed'``: 0..N-1); the
+rarest ``round(rho L)`` tail labels each get one extra, least-loaded player. The exact rule and its
 load guarantees are in :mod:`cdgtmll.methods.cdgtmll.partition`. The partition is fixed for
 the run and reported by :meth:`CDGTMLL.extra_outputs`.
 
@@ -134,8 +143,20 @@ Per epoch the train log has ``R``, ``C_loglik`` (sum_i of the log-likelihood par
 ``C_div`` (sum_i of the D parts, before beta), ``Phi``, ``beta`` (sample-weighted means
 of the per-batch values), and
 ``player_val_acc.npz`` in the workdir holds, per epoch and pair, the validation accuracy
-of thresholding the player's own probability at 0.5 (arrays ``epoch [E]``,
-``player [P]``, ``label [P]``, ``accuracy [E, P]``); it is written with each checkpoint.
+of thresholding the player's own probability at 0.5 and the validation average precision
+of the player's own scores (arrays ``epoch [E]``, ``player [P]``, ``label [P]``,
+``accuracy [E, P]``, ``ap [E, P]``); it is written with each checkpoint. ``ap`` is
+``sklearn.metrics.average_precision_score`` per pair (computed by the trainer's vectorised
+equal, :func:`cdgtmll.nn.val_metrics.average_precision_per_label`) on the pair logits (the
+ranking of the exact probabilities; float32 sigmoids would tie where they saturate), NaN
+where the label has no validation positive, and NaN everywhere above
+``nn.sparse.DENSE_VAL_MAX_CELLS`` validation cells (as the log's ``val_mAP``). Accuracy at
+0.5 ties whenever every covering player predicts all validation rows negative (Enron's
+contested labels); AP ranks them anyway.
+
+The trainer's ``grad_norm_max``/``clipped_steps`` columns read, under ``clip_scope='block'``,
+the largest block norm (:meth:`CDGTMLL.clip_statistic`): a step counts as clipped if any block
+(backbone+fusion, or one player's rows) was clipped.
 """
 
 from __future__ import annotations
@@ -151,12 +172,14 @@ from torch import nn
 
 from cdgtmll.images.trainer_input import iter_rows
 from cdgtmll.io import atomic_path
-from cdgtmll.labels import prevalence, tail_labels
+from cdgtmll.labels import label_counts, prevalence, tail_labels
 from cdgtmll.methods.base import FitData, RunContext, register
-from cdgtmll.methods.cdgtmll.partition import Partition, cumulative_tail, make_partition
+from cdgtmll.methods.cdgtmll.partition import PARTITION_ORDERS, Partition, cumulative_tail, make_partition
 from cdgtmll.methods.cdgtmll.terms import DIVERGENCE_FNS, DIVERGENCES, _LogLikColumns, _OverlapCuriosity
 from cdgtmll.methods.neural import NeuralMethod
 from cdgtmll.nn.backbone import MLPBackbone
+from cdgtmll.nn.sparse import DENSE_VAL_MAX_CELLS
+from cdgtmll.nn.val_metrics import average_precision_per_label
 
 PLAYER_ACC_FILE = "player_val_acc.npz"
 PAYOFF_WEIGHTS = ("uniform", "rarity")
@@ -168,6 +191,7 @@ DIVERGENCE_FORMS = ("per_label", "vector")
 PEER_SMOOTHING = ("parameters", "predictions")
 TAIL_RULES = ("bottom_fraction", "cumulative")
 PLAYER_BACKBONES = ("shared", "separate")
+RARITIES = ("prevalence", "count")
 
 
 # ----------------------------------------------------------------------------- model
@@ -179,7 +203,8 @@ class CDGTMLLNet(nn.Module):
     Buffers: ``pair_player``/``pair_label`` [P]; ``single_labels`` [L1] (labels with one
     player, whose pairs are rows ``0..L1-1``); ``ov_labels`` [n_ov] (overlap labels),
     ``ov_group`` [|O|] (overlap pair -> index into ``ov_labels``; rows ``L1..P-1``),
-    ``ov_peers`` [|O|] (coverage - 1); ``c_pair`` [P] curiosity weights 1/(1+freq);
+    ``ov_peers`` [|O|] (coverage - 1); ``c_pair`` [P] curiosity weights 1/(1+freq) (``freq``:
+    the prevalences or, under ``rarity='count'``, the training counts, as the caller passes them);
     ``w_single`` [L1], ``w_ov`` [n_ov] payoff weights; EMA buffers ``ema_weight``
     [|O|, d'], ``ema_bias`` [|O|], ``ema_steps`` (scalar).
     """
@@ -447,6 +472,22 @@ class CDGTMLLNet(nn.Module):
 # ---------------------------------------------------------------------------- method
 
 
+def rarity_freq(Y_train: Any, rarity: str = "prevalence") -> np.ndarray:
+    """``freq(l)`` of Eq. 6's ``r_l = 1 / (1 + freq(l))`` under the ``rarity`` reading (module
+    docstring): ``'prevalence'`` = (1/M) sum_m y_ml (Sec. 3.1, E.3), ``'count'`` = sum_m y_ml."""
+    if rarity == "prevalence":
+        return prevalence(Y_train)
+    if rarity == "count":
+        return label_counts(Y_train).astype(np.float64)
+    raise ValueError(f"rarity must be one of {RARITIES}, got {rarity!r}")
+
+
+def rarity_weights(Y_train: Any, rarity: str = "prevalence") -> np.ndarray:
+    """``r_l = 1 / (1 + freq(l))`` ``[L]`` (Eq. 6), as :class:`CDGTMLLNet` computes them."""
+    return 1.0 / (1.0 + np.asarray(rarity_freq(Y_train, rarity), dtype=np.float64))
+
+
+
 @register("CD-GTMLL")
 class CDGTMLL(NeuralMethod):
     """CD-GTMLL (Sections 3-4, Alg. 1, App. E.1) on the shared MLP backbone.
@@ -460,7 +501,10 @@ class CDGTMLL(NeuralMethod):
     default (module docstring, docs/methods.md): ``payoff_scale='mean'`` ('sum'),
     ``clip_scope='global'`` ('block'), ``divergence_form='per_label'`` ('vector'),
     ``peer_smoothing='parameters'`` ('predictions'), ``tail_rule='bottom_fraction'``
-    ('cumulative', with ``head_mass=0.1``), ``player_backbones='shared'`` ('separate').
+    ('cumulative', with ``head_mass=0.1``), ``player_backbones='shared'`` ('separate'),
+    ``rarity='prevalence'`` ('count': freq(l) = training count in r_l = 1/(1+freq(l))),
+    ``partition_order='shuffled'`` ('fixed': the round-robin deals to players 0..N-1 in order;
+    :mod:`~cdgtmll.methods.cdgtmll.partition`).
     Ablations: ``alpha=0`` No-Curiosity, ``n_players=1`` Single-Predictor, ``rho=0``
     No-Overlap, ``beta_max=0`` no disagreement.
     """
@@ -486,6 +530,8 @@ class CDGTMLL(NeuralMethod):
         "tail_rule": {"enum": list(TAIL_RULES)},
         "head_mass": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},  # tail_rule cumulative
         "player_backbones": {"enum": list(PLAYER_BACKBONES)},
+        "rarity": {"enum": list(RARITIES)},
+        "partition_order": {"enum": list(PARTITION_ORDERS)},
     }
 
     def __init__(
@@ -508,6 +554,8 @@ class CDGTMLL(NeuralMethod):
         tail_rule: str = "bottom_fraction",
         head_mass: float = 0.1,
         player_backbones: str = "shared",
+        rarity: str = "prevalence",
+        partition_order: str = "shuffled",
         **trainer: Any,
     ) -> None:
         super().__init__(**trainer)
@@ -518,7 +566,8 @@ class CDGTMLL(NeuralMethod):
         for name, value, allowed in (("clip_scope", clip_scope, CLIP_SCOPES), ("payoff_scale", payoff_scale, PAYOFF_SCALES),
                                      ("divergence_form", divergence_form, DIVERGENCE_FORMS),
                                      ("peer_smoothing", peer_smoothing, PEER_SMOOTHING), ("tail_rule", tail_rule, TAIL_RULES),
-                                     ("player_backbones", player_backbones, PLAYER_BACKBONES)):
+                                     ("player_backbones", player_backbones, PLAYER_BACKBONES),
+                                     ("rarity", rarity, RARITIES), ("partition_order", partition_order, PARTITION_ORDERS)):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got '{value}'")
         if not 0 < head_mass < 1:
@@ -536,11 +585,13 @@ class CDGTMLL(NeuralMethod):
         self.payoff_scale, self.divergence_form, self.peer_smoothing = payoff_scale, divergence_form, peer_smoothing
         self.tail_rule, self.head_mass = tail_rule, float(head_mass)
         self.player_backbones = player_backbones
+        self.rarity, self.partition_order = rarity, partition_order
         self.tail_fraction = None if tail_fraction is None else float(tail_fraction)
         self.partition_seed = None if partition_seed is None else int(partition_seed)
         self.partition: Partition | None = None
         self._freq: np.ndarray | None = None
         self._player_acc: list[np.ndarray] = []
+        self._player_ap: list[np.ndarray] = []
         self._pairs: tuple[np.ndarray, np.ndarray] | None = None  # (pair_player, pair_label)
 
     @classmethod
@@ -555,6 +606,8 @@ class CDGTMLL(NeuralMethod):
                  else "an EMA of their per-label mean prediction")
         bb = ("; one backbone per player (player_backbones: separate)"
               if hparams.get("player_backbones", "shared") == "separate" else "")
+        bb += ("; rarity weights 1/(1 + training count) (rarity: count)"
+               if hparams.get("rarity", "prevalence") == "count" else "")
         return (f"{cls.name}: payoff R is {R} (payoff_weights: {payoff}), {over}{bb}; scores are the unclipped fused "
                 f"probabilities; gradients clipped by {hparams.get('clip_scope', 'global')} norm; peers from {peers} "
                 f"(ema_decay {hparams.get('ema_decay', 0.99)}). See docs/methods.md.")
@@ -567,7 +620,8 @@ class CDGTMLL(NeuralMethod):
                 for k in (
                     "n_players", "rho", "alpha", "beta_max", "beta_warmup", "ema_decay", "divergence",
                     "payoff_weights", "eps", "tail_fraction", "partition_seed", "clip_scope", "payoff_scale",
-                    "divergence_form", "peer_smoothing", "tail_rule", "head_mass", "player_backbones",
+                    "divergence_form", "peer_smoothing", "tail_rule", "head_mass", "player_backbones", "rarity",
+                    "partition_order",
                 )
             },
         }  # fmt: skip
@@ -588,9 +642,9 @@ class CDGTMLL(NeuralMethod):
         else:
             tail = data.tail if self.tail_fraction is None else tail_labels(data.Y_train, self.tail_fraction)
         seed = ctx.seed if self.partition_seed is None else self.partition_seed
-        self.partition = make_partition(data.Y_train, self.n_players, self.rho, tail, seed)
-        self._freq = prevalence(data.Y_train)
-        self._player_acc = []
+        self.partition = make_partition(data.Y_train, self.n_players, self.rho, tail, seed, self.partition_order)
+        self._freq = rarity_freq(data.Y_train, self.rarity)
+        self._player_acc, self._player_ap = [], []
 
     def build_model(self, X_train: np.ndarray, Y_train: np.ndarray) -> CDGTMLLNet:
         """``player_backbones='separate'``: N backbones, built one after the other from the run's
@@ -619,22 +673,33 @@ class CDGTMLL(NeuralMethod):
         """'block': backbone+fusion clipped jointly; each player's rows of the pair-Linear
         clipped by their own norm (= the N+1 separate steps of Alg. 1). 'global': one norm.
         Returns the global gradient norm before clipping (from the block norms, no extra
-        pass), which the trainer checks for NaN/inf."""
+        pass), which the trainer checks for NaN/inf. Under 'block' the norm that decides
+        whether the step was clipped is the **largest block norm** (backbone+fusion, or a
+        player's rows), kept for :meth:`clip_statistic`: a step is clipped iff some block was."""
         if self.clip_scope == "global":
             return super().clip_gradients(model, max_norm)
         rest = [p for p in (*model.backbone.parameters(), model.fusion_logits) if p.grad is not None]
         rest_norm = nn.utils.clip_grad_norm_(rest, max_norm) if rest else torch.zeros(())
         gw, gb = model.heads.weight.grad, model.heads.bias.grad
         if gw is None:
+            self._block_norm_max = rest_norm
             return rest_norm
         sq = torch.linalg.vector_norm(gw, dim=1).square_() + gb.square()
         player_sq = sq.new_zeros(model.n_players).index_add_(0, model.pair_player, sq)
-        total = torch.sqrt(rest_norm.to(sq.dtype).square() + player_sq.sum())
+        rest_norm = rest_norm.to(sq)
+        total = torch.sqrt(rest_norm.square() + player_sq.sum())
         norms = player_sq.sqrt_()
+        self._block_norm_max = torch.maximum(norms.max(), rest_norm)
         coef = (max_norm / (norms + 1e-6)).clamp_(max=1.0)[model.pair_player]
         gw.mul_(coef.unsqueeze(1))
         gb.mul_(coef)
         return total
+
+    def clip_statistic(self) -> torch.Tensor | None:
+        """Under ``clip_scope='block'``: the largest block norm before clipping of the last
+        :meth:`clip_gradients` call (the trainer logs it as ``grad_norm_max``/``clipped_steps``);
+        'global': None (the returned global norm is the one compared with the clip)."""
+        return getattr(self, "_block_norm_max", None) if self.clip_scope == "block" else None
 
     def train_targets(self, model: CDGTMLLNet, Y: torch.Tensor) -> torch.Tensor:
         return model.target_layout(Y)
@@ -649,15 +714,27 @@ class CDGTMLL(NeuralMethod):
         return model(x)
 
     def epoch_end(self, model: CDGTMLLNet, epoch: int, X_val, Y_val, workdir: Path) -> dict[str, float]:
+        """Per pair: validation accuracy of ``p_il > 0.5`` and validation average precision
+        of the player's own scores (module docstring, ``player_val_acc.npz``)."""
         if X_val is None:
             return {}
         correct = torch.zeros(model.n_pairs, dtype=torch.float64, device=Y_val.device)
+        n_val = int(X_val.shape[0])
+        keep = n_val * model.n_pairs <= DENSE_VAL_MAX_CELLS  # else AP is NaN (as the log's val_mAP)
+        zs, ys = [], []
         s = 0
         for xb in iter_rows(X_val, 8192, Y_val.device):
             _, z = model.pair_logits(xb)
-            correct += ((z > 0) == (Y_val[s : s + xb.shape[0], model.pair_label] > 0.5)).sum(0)
+            yb = Y_val[s : s + xb.shape[0], model.pair_label] > 0.5
+            correct += ((z > 0) == yb).sum(0)
+            if keep:
+                zs.append(z.double().cpu())
+                ys.append(yb.cpu())
             s += xb.shape[0]
-        self._player_acc.append((correct / X_val.shape[0]).float().cpu().numpy())
+        self._player_acc.append((correct / n_val).float().cpu().numpy())
+        ap = (average_precision_per_label(torch.cat(ys).numpy(), torch.cat(zs).numpy()) if keep and zs
+              else np.full(model.n_pairs, np.nan))
+        self._player_ap.append(ap.astype(np.float32))
         self._pairs = (model.pair_player.cpu().numpy(), model.pair_label.cpu().numpy())
         return {}
 
@@ -673,13 +750,15 @@ class CDGTMLL(NeuralMethod):
                 player=self._pairs[0],
                 label=self._pairs[1],
                 accuracy=np.stack(self._player_acc),
+                ap=np.stack(self._player_ap),
             )
 
     def extra_state(self) -> dict[str, Any]:
-        return {"player_acc": list(self._player_acc)}
+        return {"player_acc": list(self._player_acc), "player_ap": list(self._player_ap)}
 
     def load_extra_state(self, state: dict[str, Any]) -> None:
         self._player_acc = list(state.get("player_acc", []))
+        self._player_ap = list(state.get("player_ap", []))
 
     # -- Method ----------------------------------------------------------------------------
     def extra_outputs(self) -> dict[str, Any]:
