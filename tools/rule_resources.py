@@ -27,6 +27,7 @@ EXPLAIN = {
                  "(profiles/slurm), else 0 (classical methods: always 0)",
     "FEATURE_GPUS": "1 when `experiments.device` is `cuda`, or `auto` with `cluster: true`, else 0",
     "train_time": "240 min; image fine-tuning: computed from its size, epochs and seeds (below)",
+    "more_train_time": "as `train_time`, for the seeds a powered run trains besides `experiments.seeds` (config `power`)",
     "train_cpus": "1 + `image_backbone.workers` for an image dataset fine-tuned end to end, else 1",
     '1 + IMG["workers"]': "1 + `image_backbone.workers`",
 }

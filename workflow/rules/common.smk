@@ -8,11 +8,13 @@ from snakemake.exceptions import WorkflowError
 
 from cdgtmll.config.plan import (
     aliases,
+    extra_seeds,
     finetunes_images,
     gpus_wanted,
     is_image_dataset,
     not_runnable,
     pr_curve_enabled,
+    powered_runs,
     pr_highlight,
     run_spec,
     shared_runs,
@@ -20,6 +22,7 @@ from cdgtmll.config.plan import (
     train_gpus,
     train_runtime,
     variants,
+    with_seeds,
 )
 from cdgtmll.config.names import DATASET_WILDCARD, METHOD_WILDCARD
 from cdgtmll.data.availability import plan_unavailable
@@ -171,6 +174,18 @@ def job_spec(dataset, variant, method):
 RUN_OF = shared_runs([j for j in ALL_JOBS if (j[0], j[2]) not in NOT_RUN], job_spec, own=MAIN_JOBS)
 ALIASES = aliases(RUN_OF)
 
+# Seeds with power (config `power`, cdgtmll.config.plan.powered_runs): the run folders of the
+# compared rows and studies train experiments.seeds (rule train) and EXTRA_SEEDS (rule train_more,
+# a job of its own with the same spec but for its seeds, so that adding power re-runs nothing);
+# every other run trains SEEDS. Whatever lists a run's seed folders asks run_seeds.
+EXTRA_SEEDS = extra_seeds(config)
+POWERED_RUNS = powered_runs(config, RUN_OF, MAIN_JOBS, STUDY_JOBS)
+
+
+def run_seeds(job):
+    """The training seeds of a setting's run folder (RUN_OF): SEEDS, then EXTRA_SEEDS when powered."""
+    return SEEDS + EXTRA_SEEDS if RUN_OF.get(job, job) in POWERED_RUNS else SEEDS
+
 
 # Scheduling order (Snakemake `priority`: among the jobs ready to run, the highest first): the
 # data first (cheap; Table 2's rows need the R-variants), every evaluation as soon as its training
@@ -202,14 +217,17 @@ def run_dirs(jobs=None):
 
 
 def all_metrics(jobs=None):
-    return [f"{r}/seed{s}/metrics.json" for r in run_dirs(jobs) for s in SEEDS]
+    """The metrics files of the jobs' run folders (shared ones once), every seed of each."""
+    js = ALL_JOBS if jobs is None else jobs
+    runs = dict.fromkeys(RUN_OF[j] for j in js if (j[0], j[2]) not in NOT_RUN)
+    return [f"{run_dir(r)}/seed{s}/metrics.json" for r in runs for s in run_seeds(r)]
 
 
 def study_seed_dirs(study):
     """The seed folders of a study's settings, named as the settings are (a shared one's
     files are read from its run folder: alias_args)."""
     jobs = [j for j in STUDY_JOBS.get(study, []) if (j[0], j[2]) not in NOT_RUN]
-    return [f"{run_dir(j)}/seed{s}" for j in jobs for s in SEEDS]
+    return [f"{run_dir(j)}/seed{s}" for j in jobs for s in run_seeds(j)]
 
 
 def alias_args(jobs=None):
@@ -228,6 +246,29 @@ def study_alias_args(study):
 
 def spec_json(wc):
     return json.dumps(job_spec(wc.dataset, wc.variant, wc.method), sort_keys=True)
+
+
+# The jobs of a powered run's extra seeds (rules train_more, evaluate_more): the config with
+# experiments.seeds = EXTRA_SEEDS, so that their spec differs from the base job's in `seeds` only.
+MORE_CONFIG = with_seeds(config, EXTRA_SEEDS)
+# Their outputs' seeds. A rule needs an output, so without extra seeds it names a seed folder that
+# nothing asks for (seed-unused): the rules are then never scheduled.
+MORE_SEEDS = EXTRA_SEEDS or ["-unused"]
+
+
+@functools.cache
+def more_job_spec(dataset, variant, method):
+    return run_spec(MORE_CONFIG, dataset, variant, method)
+
+
+def more_spec_json(wc):
+    return json.dumps(more_job_spec(wc.dataset, wc.variant, wc.method), sort_keys=True)
+
+
+def more_train_time(wildcards):
+    """Minutes of a train_more job (train_time for EXTRA_SEEDS)."""
+    spec = dataset_spec(wildcards.dataset)
+    return train_runtime(MORE_CONFIG, wildcards.dataset, wildcards.method, spec.n_train, spec.n_test)
 
 
 # Code is an input (cdgtmll.lineage.code): every rule's params hold the sha256 of the code its
@@ -250,7 +291,7 @@ def pr_inputs(wc):
         for s in config["r_variants"]["sampling_seeds"]
         for m in METHODS
         if (d, m) not in NOT_RUN
-        for k in SEEDS
+        for k in run_seeds((d, variant_id(sev, s), m))
     ]
 
 

@@ -1,6 +1,7 @@
 # The paper's figures from the studies' runs (Sec. 5.3-5.4). Each writes PDF, PNG (300 dpi),
 # the CSV behind it and a .sources.json for `cdgtmll audit` (declared: removed with the figure
 # when its job fails).
+from cdgtmll.config.plan import study_under
 from cdgtmll.figures.style import style_cli_args
 from cdgtmll.tables.html import report_shell_word
 
@@ -21,6 +22,15 @@ localrules:
 
 
 STUDIES = config.get("studies", {})
+
+
+# --under <reading>... of a study run under other readings too (studies.<study>.under): its
+# figure shows a panel (column) per reading; empty for a study without
+UNDER_ARGS = {
+    s: " ".join(["--under", *map(shlex.quote, study_under(config, s))]) if study_under(config, s) else ""
+    for s in STUDIES
+}
+
 STUDY_FIGURES = {
     "ablation": ["figures/ablation"],
     "noise": ["figures/robustness_noise"],
@@ -64,6 +74,7 @@ rule figure_ablation:
         aliases=lambda wc: study_alias_args("ablation"),
         full=STUDIES.get("ablation", {}).get("full", "CD-GTMLL"),
         order=" ".join(f"'{m}'" for m in STUDIES.get("ablation", {}).get("methods", [])),
+        under=UNDER_ARGS.get("ablation", ""),
         style=FIGURE_STYLE,
     conda:
         ENV
@@ -76,7 +87,7 @@ rule figure_ablation:
         runtime=10,
     shell:
         "python -m cdgtmll.figures.studies.build ablation --runs {params.runs} {params.aliases} --full {params.full:q} "
-        "--order {params.order} --out figures/ablation {params.style} > {log} 2>&1"
+        "--order {params.order} {params.under} --out figures/ablation {params.style} > {log} 2>&1"
 
 
 rule figure_robustness:
@@ -124,6 +135,7 @@ rule figure_sensitivity:
         aliases=lambda wc: study_alias_args(wc.study),
         param=lambda wc: {"alpha": "alpha", "players": "n_players"}[wc.study],
         metrics=lambda wc: "rare_f1" if wc.study == "alpha" else "mAP rare_f1",
+        under=lambda wc: UNDER_ARGS.get(wc.study, ""),
         style=FIGURE_STYLE,
     conda:
         ENV
@@ -136,7 +148,8 @@ rule figure_sensitivity:
         runtime=10,
     shell:
         "python -m cdgtmll.figures.studies.build sweep --param {params.param} --metrics {params.metrics} "
-        "--runs {params.runs} {params.aliases} --out figures/sensitivity_{wildcards.study} {params.style} > {log} 2>&1"
+        "--runs {params.runs} {params.aliases} {params.under} --out figures/sensitivity_{wildcards.study} "
+        "{params.style} > {log} 2>&1"
 
 
 rule figure_diagnostics:
@@ -185,19 +198,26 @@ rule figure_diagnostics:
 
 
 rule study_readings:
-    # CD-GTMLL under each open reading of the paper, one change at a time (docs/methods.md)
+    # CD-GTMLL under each open reading of the paper, one change at a time (docs/methods.md), with
+    # the effect its seeds detect and the seeds that would detect claims.equivalence_margin; a
+    # clip_scope reading reads each seed's train_log.csv and grad_norms.npy (is the clip engaged?),
+    # files of the train job that no rule names: its provenance.json, rewritten with them, stands for them
     input:
-        lambda wc: study_metrics("readings"),
+        metrics=lambda wc: study_metrics("readings"),
+        provenance=lambda wc: [f"{Path(m).parent}/provenance.json" for m in study_metrics("readings")],
     output:
         csv="figures/readings.csv",
         md="figures/readings.md",
         sources="figures/readings.sources.json",
     params:
-        code=code_of("cdgtmll.figures.studies.build"),
+        code=code_of("cdgtmll.figures.studies.readings"),
         runs=lambda wc: " ".join(shlex.quote(d) for d in study_seed_dirs("readings")),
         aliases=lambda wc: study_alias_args("readings"),
         method=STUDIES.get("readings", {}).get("method", "CD-GTMLL"),
         reference=STUDIES.get("readings", {}).get("reference", "BCE") or "",
+        alpha=config["claims"]["alpha"],
+        power=config["claims"]["power"],
+        margin=config["claims"]["equivalence_margin"],
     conda:
         ENV
     log:
@@ -208,8 +228,9 @@ rule study_readings:
         mem_mb=2000,
         runtime=10,
     shell:
-        "python -m cdgtmll.figures.studies.build readings --runs {params.runs} {params.aliases} --method {params.method:q} "
-        "--reference {params.reference:q} --out figures/readings > {log} 2>&1"
+        "python -m cdgtmll.figures.studies.readings --runs {params.runs} {params.aliases} --method {params.method:q} "
+        "--reference {params.reference:q} --alpha {params.alpha} --power {params.power} --margin {params.margin} "
+        "--out figures/readings > {log} 2>&1"
 
 
 rule figure_ranks:

@@ -36,3 +36,40 @@ rule train:
     shell:
         "CDGTMLL_THREADS={threads} python -m cdgtmll.train --data {input.data} --clean {input.clean} "
         "--spec {params.spec:q} --outdir {params.outdir} --progress 2> {log}"
+
+
+# A powered run's seeds besides experiments.seeds (config `power`; common.smk EXTRA_SEEDS,
+# POWERED_RUNS): the same training into the same run folder, asked for only by the powered run
+# folders' consumers, with the base job's spec but for its `seeds`, so that the base job's
+# identity is unchanged and adding power re-runs nothing that exists.
+
+
+rule train_more:
+    group:
+        "run_{dataset}_{variant}_{method}"
+    input:
+        data=variant_data,
+        clean=lambda wc: base_data(wc.dataset),
+    output:
+        expand("results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/predictions.npz", seed=MORE_SEEDS),
+        expand("results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/provenance.json", seed=MORE_SEEDS),
+    params:
+        code=train_code,
+        spec=more_spec_json,
+        outdir=lambda wc, output: str(Path(output[0]).parent.parent),
+    conda:
+        ENV
+    log:
+        "logs/train/{dataset}/{variant}/{method}.more.log",
+    benchmark:
+        "logs/benchmarks/train/{dataset}/{variant}/{method}.more.tsv"
+    threads: 1
+    priority: job_priority("train")
+    resources:
+        mem_mb=8000,
+        runtime=more_train_time,
+        gpu=train_gpu,
+        cpus_per_task=train_cpus,
+    shell:
+        "CDGTMLL_THREADS={threads} python -m cdgtmll.train --data {input.data} --clean {input.clean} "
+        "--spec {params.spec:q} --outdir {params.outdir} --progress 2> {log}"

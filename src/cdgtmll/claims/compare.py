@@ -254,10 +254,14 @@ def _estimate_from_runs(runs: pd.DataFrame, claim: dict, mode: str) -> dict:
     if not_run:
         detail.append(f"checked against {len(run)} of {len(run) + len(not_run)} listed comparators; "
                       f"not run: {', '.join(not_run)}")
+    if len(both) < max(len(a), len(b)):  # rows with different seeds (power.seeds): the means are the paired runs'
+        detail.append(f"means over the {len(both)} runs both rows have ({method}: {len(a)}, {other}: {len(b)})")
     res.update(pt)
+    res.update({"method_mean": float(a.loc[both].mean()) if len(both) else math.nan, "method_n": int(len(both))})
     res.update({"coverage": f"{len(run)}/{len(run) + len(not_run)}" if claim["other_method"].strip() != "*"
-                else f"{len(run)} run", "compared_with": other, "other_mean": float(b.mean()) if len(b) else math.nan,
-                "other_n": int(len(b)), "n_pairs": pt["n"], "unit": unit,
+                else f"{len(run)} run", "compared_with": other,
+                "other_mean": float(b.loc[both].mean()) if len(both) else math.nan,
+                "other_n": int(len(both)), "n_pairs": pt["n"], "unit": unit,
                 "test": f"paired t-test (ttest_rel) on (seed, sampling seed); {how}",
                 "detail": "; ".join(detail)})
     return res

@@ -209,9 +209,21 @@ def tost(mean: float, se: float, dof: float, margin: float) -> float:
 
 
 def _power(nc: float, dof: float, alpha: float) -> float:
-    """Power of the two-sided t-test at level ``alpha`` for noncentrality ``nc``."""
+    """Power of the two-sided t-test at level ``alpha`` for noncentrality ``nc``. scipy's
+    noncentral t returns NaN for some (dof, nc) (dof 1, nc 8: 2 pairs); there the same
+    probability is integrated directly: ``T = (Z + nc) / sqrt(V / dof)``, ``V ~ chi2(dof)``, so
+    ``P(|T| > c) = E_V[Phi(nc - c s) + Phi(-nc - c s)]``, ``s = sqrt(V / dof)``."""
     crit = float(stats.t.ppf(1 - alpha / 2, dof))
-    return float(stats.nct.sf(crit, dof, nc) + stats.nct.cdf(-crit, dof, nc))
+    p = float(stats.nct.sf(crit, dof, nc) + stats.nct.cdf(-crit, dof, nc))
+    if math.isfinite(p):
+        return p
+    from scipy.integrate import quad
+
+    def f(v: float) -> float:
+        s = math.sqrt(v / dof)
+        return float((stats.norm.cdf(nc - crit * s) + stats.norm.cdf(-nc - crit * s)) * stats.chi2.pdf(v, dof))
+
+    return float(quad(f, 0.0, math.inf, limit=200)[0])
 
 
 def detectable_effect(se: float, dof: float, alpha: float = 0.05, power: float = 0.8) -> float:

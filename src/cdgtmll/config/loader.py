@@ -156,7 +156,11 @@ def _semantic_checks(config: dict, source: str) -> None:
             where = f"studies.{study}.dataset" + ("" if isinstance(spec.get("dataset"), str) else f"[{j}]")
             if d is not None:
                 check_dataset(d, where)
-            for i, m in enumerate(study_methods(config, study)):
+            try:
+                ms = study_methods(config, study)
+            except ConfigError as exc:  # a bad studies.<study>.under, named by its key
+                raise ConfigError(f"{source}: {exc}") from None
+            for i, m in enumerate(ms):
                 check_method(m, f"studies.{study}.methods[{i}]", d)
     pr = config.get("figures", {}).get("pr_curve")
     if pr and "dataset" in pr:

@@ -218,13 +218,117 @@ def run_spec(config: dict, dataset: str, variant: str, method: str) -> dict:
 
 SWEEP_PARAMS = {"alpha": "alpha", "players": "n_players"}
 #: the readings of the paper the ``readings`` study measures by default, one change each from
-#: CD-GTMLL's defaults (cdgtmll.methods.cdgtmll.model; docs/methods.md)
+#: CD-GTMLL's defaults (cdgtmll.methods.cdgtmll.model; docs/methods.md): a ``key=value`` or, for
+#: a reading that changes several keys together, ``key=value,key2=value2``. The last five:
+#: best-validation epoch (the project's former default; ``last`` is the paper's protocol), KL
+#: (Eq. 6's own example of D), no EMA peers (Algorithm 1 as written), count-based rarity
+#: ``1/(1+n_l)``, and one global head without the game (Single-Predictor without curiosity).
 DEFAULT_READINGS = ("payoff_scale=sum", "clip_scope=block", "divergence_form=vector", "peer_smoothing=predictions",
-                    "tail_rule=cumulative", "payoff_weights=rarity", "player_backbones=separate")
+                    "tail_rule=cumulative", "payoff_weights=rarity", "player_backbones=separate",
+                    "select_epoch=best_val", "divergence=kl", "ema_decay=0.0", "rarity=count",
+                    "n_players=1,alpha=0.0")
 
 
-def study_methods(config: dict, study: str) -> list[str]:
-    """Methods a study runs; sweeps expand to ``<method>@<param>=<value>``."""
+#: the studies whose runs can be repeated under other readings (``studies.<study>.under``)
+UNDER_STUDIES = ("ablation", "alpha", "players", "diagnostics")
+
+
+def _scalar_text(value) -> str:
+    """A reading's value as it is written in a method name (``true``, ``0.1``, ``separate``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "null" if value is None else str(value)
+
+
+def study_under(config: dict, study: str) -> list[str]:
+    """The readings a study runs under besides the default, from ``studies.<study>.under`` (one
+    mapping or a list of them), each as its ``@`` override text (``player_backbones=separate``;
+    several keys of one mapping: one reading, ``key=value,key2=value2`` in the config's order).
+    Each key must be a hyper-parameter of every method the study runs, with a value in its
+    range, and not one the study sweeps or one a method (an alias) sets itself: else a
+    :class:`ConfigError` naming ``studies.<study>.under[<i>].<key>``."""
+    spec = config.get("studies", {}).get(study, {})
+    under = spec.get("under")
+    study_under_datasets(config, study)  # checked here: the config check calls study_methods
+    if not under:
+        return []
+    listed = isinstance(under, list)
+    out = []
+    for i, reading in enumerate(under if listed else [under]):
+        where = f"studies.{study}.under" + (f"[{i}]" if listed else "")
+        if not isinstance(reading, dict) or not reading:
+            raise ConfigError(f"config error at '{where}': expected a mapping of CD-GTMLL hyper-parameters to "
+                              f"values (e.g. {{player_backbones: separate}}), got {reading!r}")
+        for key, value in reading.items():
+            _check_under_key(config, study, f"{where}.{key}", key, value)
+        text = ",".join(f"{k}={_scalar_text(v)}" for k, v in reading.items())
+        if text in out:
+            raise ConfigError(f"config error at '{where}': the reading '{text}' is listed twice")
+        out.append(text)
+    return out
+
+
+def study_under_datasets(config: dict, study: str) -> list[str]:
+    """The datasets of a study that run its ``under`` readings too: ``studies.<study>.under_datasets``
+    (some of the study's datasets, e.g. the cheaper one of a profile), by default all of them."""
+    spec = config.get("studies", {}).get(study, {})
+    datasets = study_datasets(spec) if "dataset" in spec else []
+    chosen = spec.get("under_datasets")
+    if chosen is None:
+        return datasets
+    for i, d in enumerate(chosen):
+        if d not in datasets:
+            raise ConfigError(f"config error at 'studies.{study}.under_datasets[{i}]': '{d}' is not one of the "
+                              f"study's datasets (studies.{study}.dataset: {', '.join(datasets)})")
+    if not spec.get("under"):
+        raise ConfigError(f"config error at 'studies.{study}.under_datasets': the study has no 'under' readings")
+    return list(chosen)
+
+
+def _check_under_key(config: dict, study: str, where: str, key: str, value) -> None:
+    from cdgtmll.methods import base, catalog
+
+    def fail(msg: str):
+        raise ConfigError(f"config error at '{where}': {msg}")
+
+    if study in SWEEP_PARAMS and key == SWEEP_PARAMS[study]:
+        fail(f"the study '{study}' sweeps '{key}' itself (studies.{study}.values); a reading must change "
+             "another hyper-parameter")
+    text = _scalar_text(value)
+    if (isinstance(value, dict | list) or not text or any(c in text for c in "@=,/ ") or ".." in text
+            or yaml12.load(text) != value):
+        fail(f"expected a scalar value that reads back as itself in a method name "
+             f"('<method>@{key}=<value>'), got {value!r}")
+    for m in _study_base_methods(config, study):
+        registered, over = resolve_method(config, m)
+        if key in over:
+            fail(f"the study's method '{m}' sets '{key}' itself ({key}={_scalar_text(over[key])}); "
+                 "a reading must change another hyper-parameter")
+        entry = catalog.catalog()["methods"].get(registered)
+        declared = sorted(entry["accepted"] if entry is not None else base.hparam_names(base.get(registered))[0])
+        if key not in declared:  # also for a method open to more keywords: a reading names a declared one
+            fail(f"'{key}' is not a hyper-parameter of '{registered}' (run by study '{study}' as '{m}'); "
+                 f"its hyper-parameters: {', '.join(declared)}")
+        try:
+            catalog.check(registered, {key: value})
+        except base.HparamError as exc:
+            fail(f"expected {exc.expected} (a hyper-parameter of '{registered}', run by study '{study}' "
+                 f"as '{m}'), got {base.format_value(value)}")
+        except (TypeError, ValueError) as exc:
+            fail(f"'{key}' is not a hyper-parameter of '{registered}' (run by study '{study}' as '{m}'): "
+                 f"{str(exc).split(': ', 1)[-1]}")
+
+
+def with_reading(method: str, reading: str) -> str:
+    """A study method under a reading: ``CD-GTMLL`` -> ``CD-GTMLL@player_backbones=separate``,
+    ``CD-GTMLL@n_players=3`` -> ``CD-GTMLL@n_players=3,player_backbones=separate``,
+    ``No-Curiosity`` -> ``No-Curiosity@player_backbones=separate`` (the reading comes last; the
+    figures split it off again: :func:`cdgtmll.figures.studies.runs.split_reading`)."""
+    return f"{method}{',' if '@' in method else '@'}{reading}" if reading else method
+
+
+def _study_base_methods(config: dict, study: str) -> list[str]:
+    """Methods a study runs under the default reading; sweeps expand to ``<method>@<param>=<value>``."""
     spec = config.get("studies", {}).get(study, {})
     if study == "diagnostics":
         return [spec.get("method", "CD-GTMLL")]
@@ -236,6 +340,14 @@ def study_methods(config: dict, study: str) -> list[str]:
         base_method = spec.get("method", "CD-GTMLL")
         return [f"{base_method}@{SWEEP_PARAMS[study]}={v}" for v in spec.get("values", [])]
     return list(spec.get("methods", []))
+
+
+def study_methods(config: dict, study: str) -> list[str]:
+    """Methods a study runs; sweeps expand to ``<method>@<param>=<value>``. A study with
+    ``under`` (:func:`study_under`) runs them under the default reading, then each of them under
+    each listed reading (:func:`with_reading`), in the order listed."""
+    ms = _study_base_methods(config, study)
+    return ms + [with_reading(m, r) for r in study_under(config, study) for m in ms]
 
 
 def study_datasets(spec: dict) -> list[str]:
@@ -253,8 +365,9 @@ def study_jobs(config: dict) -> dict[str, list[tuple[str, str, str]]]:
 
 
 def _study_jobs_on(config: dict, study: str, spec: dict, d: str) -> list[tuple[str, str, str]]:
-    """(dataset, variant, method) jobs of one study on one dataset."""
-    ms = study_methods(config, study)
+    """(dataset, variant, method) jobs of one study on one dataset (its ``under`` readings only on
+    :func:`study_under_datasets`)."""
+    ms = study_methods(config, study) if d in study_under_datasets(config, study) else _study_base_methods(config, study)
     if study == "noise":
         vs = [CLEAN] + [noise_id(r, s) for r in spec["rates"] for s in spec.get("sampling_seeds", [0])]
     elif study == "occlusion":
@@ -301,3 +414,54 @@ def shared_runs(jobs, spec_of, own=()) -> dict[tuple[str, str, str], tuple[str, 
 def aliases(run_of: dict) -> dict[tuple[str, str, str], tuple[str, str, str]]:
     """The jobs of :func:`shared_runs` that name another job's run: {setting: run}."""
     return {job: run for job, run in run_of.items() if job != run}
+
+
+# --------------------------------------------------------------------------- seeds with power
+
+def _power(config: dict) -> dict:
+    return config.get("power") or {}
+
+
+def extra_seeds(config: dict) -> list[int]:
+    """The seeds a powered run trains besides ``experiments.seeds``: ``power.seeds`` less those,
+    in the order written (none without a ``power`` section, or when it lists no other seed)."""
+    base = set(config["experiments"]["seeds"])
+    return [int(s) for s in dict.fromkeys(_power(config).get("seeds", [])) if s not in base]
+
+
+def powered_seeds(config: dict) -> list[int]:
+    """Every seed of a powered run: ``experiments.seeds``, then :func:`extra_seeds`."""
+    return [*config["experiments"]["seeds"], *extra_seeds(config)]
+
+
+def with_seeds(config: dict, seeds) -> dict:
+    """``config`` with ``experiments.seeds`` replaced (a shallow copy; the input is left as it is):
+    the config of the jobs that train a powered run's extra seeds, whose run spec, runtime and
+    code are those of the base job but for its ``seeds``."""
+    return {**config, "experiments": {**config["experiments"], "seeds": list(seeds)}}
+
+
+def powered_settings(config: dict, main_jobs, study_jobs: dict) -> list[tuple[str, str, str]]:
+    """The (dataset, variant, method) settings whose comparisons need more seeds: every table row
+    (``main_jobs``) of a method in ``power.methods``, on every dataset and variant the tables run,
+    and every setting of each study in ``power.studies`` (``study_jobs``: :func:`study_jobs`) under
+    the paper as written: the settings a study adds under its ``under`` readings keep
+    ``experiments.seeds`` (they show whether a reading lets N or a term act at all, and cost up to
+    N backbones a fit). None when there are no :func:`extra_seeds`."""
+    if not extra_seeds(config):
+        return []
+    p = _power(config)
+    methods = set(p.get("methods", []))
+    out = [j for j in main_jobs if j[2] in methods]
+    for study in p.get("studies", []):
+        as_written = set(_study_base_methods(config, study))
+        out += [j for j in study_jobs.get(study, []) if j[2] in as_written]
+    return list(dict.fromkeys(out))
+
+
+def powered_runs(config: dict, run_of: dict, main_jobs, study_jobs: dict) -> set[tuple[str, str, str]]:
+    """The run folders (``run_of``: :func:`shared_runs`) that train :func:`powered_seeds`: those
+    of the :func:`powered_settings` (a folder is powered when any setting read from it is).
+    Settings not in ``run_of`` (not run here) are left out."""
+    return {run_of[j] for j in powered_settings(config, main_jobs, study_jobs) if j in run_of}
+

@@ -133,10 +133,29 @@ def _column_notes(table: dict, ctx: ProfileContext | None = None) -> list[str]:
 
 
 def _runs_per_cell(table: dict) -> str:
-    ns = sorted({c["n"] for c in table["cells"].values() if "n" in c})
+    """The runs per cell (n); where rows differ (config ``power`` trains more seeds for some),
+    which rows have how many: ``10 for BCE, CD-GTMLL; 3 for every other row``."""
+    per_row: dict[str, set[int]] = {}
+    for (row, _), c in table["cells"].items():
+        if "n" in c:
+            per_row.setdefault(row, set()).add(int(c["n"]))
+    ns = sorted({n for v in per_row.values() for n in v})
     if not ns:
         return ""
-    return f" Runs per cell (n): {ns[0]}." if len(ns) == 1 else f" Runs per cell (n): {ns[0]} to {ns[-1]}."
+    if len(ns) == 1:
+        return f" Runs per cell (n): {ns[0]}."
+
+    def text(v: set[int]) -> str:
+        return f"{min(v)}" if len(v) == 1 else f"{min(v)} to {max(v)}"
+
+    groups: dict[str, list[str]] = {}
+    for row in [*(r for r in table.get("rows", []) if r in per_row), *(r for r in per_row if r not in table.get("rows", []))]:
+        groups.setdefault(text(per_row[row]), []).append(row)
+    if len(groups) == 1:
+        return f" Runs per cell (n): {ns[0]} to {ns[-1]}."
+    common = max(groups, key=lambda t: len(groups[t]))
+    parts = [f"{t} for {', '.join(rows)}" for t, rows in groups.items() if t != common]
+    return f" Runs per cell (n): {'; '.join(parts)}; {common} for every other row."
 
 
 def _own_rule_notes(own: pd.DataFrame) -> list[str]:

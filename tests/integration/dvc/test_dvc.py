@@ -496,7 +496,7 @@ def test_audit_checks_files_against_dvc_lock(tmp_path, monkeypatch):
 # ---------------------------------------------------------------------------------------------
 # config/config.yaml (the default profile dvc.yaml ships with)
 
-DEFAULT_SCALE = ("training.default.epochs=1", "experiments.seeds=[0]", "experiments.methods=[CD-GTMLL]",
+DEFAULT_SCALE = ("training.default.epochs=1", "experiments.seeds=[0]", "power.seeds=[0]", "experiments.methods=[CD-GTMLL]",
                  "studies.ablation.methods=[No-Curiosity,CD-GTMLL]", "studies.noise.rates=[0.2]",
                  "studies.noise.methods=[CD-GTMLL]", "studies.occlusion.methods=[CD-GTMLL]",
                  "studies.alpha.values=[0.2]", "studies.players.values=[2]",

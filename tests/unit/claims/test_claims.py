@@ -227,6 +227,10 @@ def test_paired_difference_matches_scipy(r_runs):
     half = stats.t.ppf(0.975, 2) * d.std(ddof=1) / math.sqrt(3)
     assert r["ci_low"] == pytest.approx(d.mean() - half)
     assert r["compared_with"] == "MLC-NC" and r["direction_match"]
+    # the means printed beside the test are those of the paired runs (rows may have other seeds: power.seeds)
+    assert r["method_mean"] == pytest.approx(100 * a.loc[idx].mean()) and r["method_n"] == 8
+    assert r["other_mean"] == pytest.approx(100 * b.loc[idx].mean()) and r["other_n"] == 8
+    assert "means over the 8 runs both rows have (CD-GTMLL: 9, MLC-NC: 8)" in r["detail"]
     overlap = r["ci_low"] - 1.0 <= 1.7 and r["ci_high"] + 1.0 >= 1.4  # the default implementation tolerance
     assert r["status"] == (verdict.CONSISTENT if overlap else verdict.INCONSISTENT)
     flat = stats.ttest_rel(100 * a.loc[idx], 100 * b.loc[idx])  # the pure function on unnested pairs

@@ -46,6 +46,20 @@ def test_detectable_effect_matches_statsmodels_power():
     assert math.isnan(verdict.detectable_effect(math.nan, 2))
 
 
+def test_detectable_effect_with_two_pairs():
+    """2 pairs (1 degree of freedom): scipy's noncentral t returns NaN on the way (nc = 8); the
+    power is then integrated directly, and the effect is where a Monte Carlo of the t-test has
+    power 0.8."""
+    c = stats.t.ppf(0.975, 1)
+    assert math.isnan(stats.nct.sf(c, 1, 8.0) + stats.nct.cdf(-c, 1, 8.0))  # why the fallback exists
+    x = verdict.detectable_effect(1.0, 1)
+    assert math.isfinite(x)
+    rng = np.random.default_rng(0)
+    z, v = rng.standard_normal(400_000), rng.chisquare(1, 400_000)
+    t = (z + x) / np.sqrt(v)
+    assert np.mean(np.abs(t) > stats.t.ppf(0.975, 1)) == pytest.approx(0.8, abs=0.005)
+
+
 def test_holm_matches_statsmodels_multipletests():
     # statsmodels.stats.multitest.multipletests([0.01, 0.04, 0.03, 0.2], method='holm')[1]
     out = verdict.holm([0.01, 0.04, 0.03, 0.2, math.nan])

@@ -27,6 +27,10 @@ def test_default_profile_shares_exactly_the_settings_that_are_another_jobs_spec(
         ("yeast", "clean", "CD-GTMLL@alpha=0.4"): ("yeast", "clean", "CD-GTMLL"),
         ("yeast", "clean", "CD-GTMLL@n_players=1"): ("yeast", "clean", "Single-Predictor"),
         ("yeast", "clean", "CD-GTMLL@n_players=3"): ("yeast", "clean", "CD-GTMLL"),
+        # the same under each reading of studies.*.under (the ablation's runs come first)
+        **{("yeast", "clean", f"CD-GTMLL@n_players={n},{r}"): ("yeast", "clean", f"{a}@{r}")
+           for r in ("player_backbones=separate", "divergence_form=vector")
+           for n, a in ((1, "Single-Predictor"), (3, "CD-GTMLL"))},
     }
     trained = set(run_of.values())
     keys = [plan.result_key(plan.run_spec(cfg, *j)) for j in trained]

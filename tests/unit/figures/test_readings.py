@@ -57,7 +57,7 @@ def test_table_from_run_dirs(tmp_path):
     runs = sorted(str(p) for p in (tmp_path / "runs").glob("*/*/*/seed*"))
     paths = readings_table(runs, tmp_path / "readings")
     md = (tmp_path / "readings.md").read_text()
-    assert "| clip_scope=block | 45.50 ± 0.71 | -5.00 [" in md and "## Rare-F1" in md
+    assert "| clip_scope=block | 2 | 45.50 ± 0.71 | -5.00 [" in md and "## Rare-F1" in md
     sources = json.loads((tmp_path / "readings.sources.json").read_text())
     assert len(sources["runs"]["yeast/clean/BCE"]) == 2 and len(paths) == 3
 
@@ -78,8 +78,8 @@ def test_table_with_two_datasets_has_one_section_each(tmp_path):
     assert "## CD-GTMLL under each reading of the paper (enron, clean)" in md
     assert "## CD-GTMLL under each reading of the paper (bibtex, clean)" in md
     # deltas are paired within a dataset: -5 points on both, never the 20-point dataset gap
-    assert md.count("| payoff_scale=sum | 45.50 ± 0.71 | -5.00 [") == 4  # enron, 4 metrics
-    assert md.count("| payoff_scale=sum | 65.50 ± 0.71 | -5.00 [") == 4  # bibtex
+    assert md.count("| payoff_scale=sum | 2 | 45.50 ± 0.71 | -5.00 [") == 4  # enron, 4 metrics
+    assert md.count("| payoff_scale=sum | 2 | 65.50 ± 0.71 | -5.00 [") == 4  # bibtex
     import csv
 
     rows = list(csv.DictReader((tmp_path / "readings.csv").open()))

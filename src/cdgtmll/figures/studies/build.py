@@ -20,11 +20,15 @@ how many runs (``n_seeds`` / ``n_pairs``) it averages.
 Subcommands
 -----------
 ``ablation --runs DIR... [--full CD-GTMLL] [--order M...] [--mode global|adaptive]
-[--metrics mAP micro_f1 rare_f1]``
+[--metrics mAP micro_f1 rare_f1] [--under READING...]``
     Bars of each metric per method (grouped by the method directory name), mean ± std
     over seeds; one panel per ``<dataset>/<variant>``. Above every non-full bar: the
     signed absolute gap ``mean(method) - mean(full)`` (percentage points). CSV: one row
-    per (setting, method, metric) with ``mean, std, n_seeds, seeds, gap_to_full``.
+    per (setting, reading, method, metric) with ``mean, std, n_seeds, seeds, gap_to_full``.
+    ``--under`` (the study's ``under`` readings, ``player_backbones=separate``): a run named
+    ``<method>@<reading>`` is ``<method>`` under that reading; one row of panels per setting,
+    one column per reading ("as written (E.1)" first, one y scale per row), the gap taken to
+    the full model under the same reading; CSV column ``reading``.
 ``robustness --runs DIR... --kind noise|occlusion [--clean-variant clean] [--metric rare_f1]``
     Absolute degradation ``metric(clean, seed k) - metric(corrupted, seed k)`` per
     corruption level, paired by **training seed** k (a corrupted variant ``N0.10-s1`` run
@@ -34,11 +38,17 @@ Subcommands
     error. With ``--kind occlusion`` and no ``O*`` runs on a dataset that has no images
     (registry kind not ``image``), the figure and the CSV carry the note
     ``no images: occlusion not applicable to <dataset>`` instead of failing.
-``sweep --runs DIR... --param alpha|n_players [--metrics rare_f1 mAP]``
+``sweep --runs DIR... --param alpha|n_players [--metrics rare_f1 mAP] [--under READING...]``
     Metric vs the swept value, parsed from the method name ``<base>@<param>=<value>``
     (e.g. ``CD-GTMLL@alpha=0.2``); a run whose name carries no value (the base method
     itself) takes it from ``method_outputs.json`` ``hparams[<param>]``. When both are
-    present they must agree (a mis-wired alias is an error).
+    present they must agree (a mis-wired alias is an error). ``--under``: a run named
+    ``<base>@<param>=<value>,<reading>`` is that point under the reading; a row of panels per
+    (setting, metric), a column per reading ("as written (E.1)" first), one y scale per row;
+    CSV column ``reading``. An ``n_players`` sweep as written whose N >= 2 runs gave
+    byte-identical predictions for every seed is marked flat by construction (caption under
+    the panel, CSV ``flat_by_construction``): under E.1 every N >= 2 is one optimisation
+    problem (docs/methods.md).
 ``specialization --runs DIR... [--labels all|contested]``
     Per epoch and player, the **specialization share**: each label in scope carries one
     unit of credit, given to the player with the highest per-label validation accuracy
@@ -112,6 +122,14 @@ def alias_arg(p: argparse.ArgumentParser) -> None:
                         "the .sources.json records it under 'aliases'")
 
 
+def under_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--under", nargs="*", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
+                   help="the readings the study also ran under (studies.<study>.under, as the plan names them: "
+                        "player_backbones=separate): a run '<setting>@<reading>' or '<setting>,<reading>' is "
+                        "<setting> under that reading; one panel (column) per reading, the default "
+                        "('as written (E.1)') first")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cdgtmll.figures.studies.build", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -130,6 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--order", nargs="*", default=[])
     p.add_argument("--mode", default="global", help="global | adaptive | global@<tau>")
     p.add_argument("--metrics", nargs="+", default=["mAP", "micro_f1", "rare_f1"])
+    under_arg(p)
 
     p = sub.add_parser("robustness", help="metric drop clean - corrupted per corruption level")
     common(p)
@@ -143,6 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--param", required=True)
     p.add_argument("--metrics", nargs="+", default=["rare_f1"])
     p.add_argument("--mode", default="global")
+    under_arg(p)
 
     p = sub.add_parser("specialization", help="per-epoch specialization share per player")
     common(p)
@@ -182,11 +202,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         st = style_from_args(a)
         if a.fig == "ablation":
-            ablation_figure(a.runs, a.out, a.full, a.order, a.mode, a.metrics, a.title, style=st)
+            ablation_figure(a.runs, a.out, a.full, a.order, a.mode, a.metrics, a.title, style=st, readings=a.under)
         elif a.fig == "robustness":
             robustness_figure(a.runs, a.out, a.kind, a.clean_variant, a.mode, a.metric, a.title, style=st)
         elif a.fig == "sweep":
-            sweep_figure(a.runs, a.out, a.param, a.metrics, a.mode, a.title, style=st)
+            sweep_figure(a.runs, a.out, a.param, a.metrics, a.mode, a.title, style=st, readings=a.under)
         elif a.fig == "specialization":
             specialization_figure(a.runs, a.out, a.labels, a.title, style=st)
         elif a.fig == "ranks":

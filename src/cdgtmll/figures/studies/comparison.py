@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from cdgtmll.figures.studies.runs import (
+    AS_WRITTEN,
     METHOD_OUTPUTS,
     RunDir,
     SourceLog,
@@ -26,7 +27,9 @@ from cdgtmll.figures.studies.runs import (
     parse_runs,
     predictions_sha256,
     read_metrics,
+    reading_order,
     save_figure,
+    split_reading,
 )
 from cdgtmll.figures.style import (
     MIN_SPAN_PP,
@@ -36,6 +39,7 @@ from cdgtmll.figures.style import (
     FigureStyle,
     chars_per_line,
     figure_style,
+    footnote,
     honest_ylim,
     legend_below,
     method_handles,
@@ -62,16 +66,21 @@ def ablation_rows(values: list[dict[str, Any]], metrics: Sequence[str], full: st
                   order: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Aggregate per-run metric values into one row per (setting, method, metric).
 
-    ``values``: ``{"setting", "method", "seed", <metric>: value, ...}`` per run. The gap
-    to the full model is ``mean(method) - mean(full)`` (same setting and metric; ``None``
+    ``values``: ``{"setting", "method", "seed", <metric>: value, ...}`` per run, with
+    ``"reading"`` when the study ran under several readings (default :data:`AS_WRITTEN`). The gap
+    to the full model is ``mean(method) - mean(full)`` (same setting, reading and metric; ``None``
     on the full model's own rows). Methods are ordered by ``order`` then by name.
     """
     rows = []
-    for setting in sorted({v["setting"] for v in values}):
-        vs = [v for v in values if v["setting"] == setting]
+    readings = reading_order([v.get("reading", AS_WRITTEN) for v in values])
+    panels = sorted({(v["setting"], v.get("reading", AS_WRITTEN)) for v in values},
+                    key=lambda p: (p[0], readings.index(p[1])))
+    for setting, reading in panels:
+        vs = [v for v in values if v["setting"] == setting and v.get("reading", AS_WRITTEN) == reading]
         methods = _ordered({v["method"] for v in vs}, order)
         if full not in methods:
-            raise ValueError(f"{setting}: full model '{full}' not among the runs ({methods})")
+            under = "" if reading == AS_WRITTEN else f" under {reading}"
+            raise ValueError(f"{setting}: full model '{full}'{under} not among the runs ({methods})")
         stats = {}
         for m in methods:
             seeds = sorted(v["seed"] for v in vs if v["method"] == m)
@@ -82,7 +91,8 @@ def ablation_rows(values: list[dict[str, Any]], metrics: Sequence[str], full: st
             for met in metrics:
                 mu, sd, n, seeds = stats[m, met]
                 rows.append({
-                    "setting": setting, "method": m, "metric": met, "mean": mu, "std": sd, "n_seeds": n,
+                    "setting": setting, "reading": reading, "method": m, "metric": met, "mean": mu, "std": sd,
+                    "n_seeds": n,
                     "seeds": ";".join(map(str, seeds)), "full_method": full,
                     "gap_to_full": None if m == full else mu - stats[full, met][0],
                 })
@@ -161,27 +171,37 @@ def parse_sweep_method(method: str) -> tuple[str, str, str] | None:
 
 
 def sweep_rows(values: list[dict[str, Any]], param: str, metrics: Sequence[str]) -> list[dict[str, Any]]:
-    """``values``: ``{"setting", "base", "value", "method", "seed", <metric>: ...}`` per run;
-    one row per (setting, base, value, metric), sorted by value."""
+    """``values``: ``{"setting", "base", "value", "method", "seed", <metric>: ...}`` per run, with
+    ``"reading"`` when the sweep ran under several readings (default :data:`AS_WRITTEN`); one row
+    per (setting, reading, base, value, metric), sorted by value within a reading (default first)."""
     rows = []
-    keys = sorted({(v["setting"], v["base"], v["value"]) for v in values})
-    for setting, base, value in keys:
-        vs = [v for v in values if (v["setting"], v["base"], v["value"]) == (setting, base, value)]
+    order = reading_order([v.get("reading", AS_WRITTEN) for v in values])
+    keys = sorted({(v["setting"], v.get("reading", AS_WRITTEN), v["base"], v["value"]) for v in values},
+                  key=lambda k: (k[0], order.index(k[1]), k[2], k[3]))
+    for setting, reading, base, value in keys:
+        vs = [v for v in values
+              if (v["setting"], v.get("reading", AS_WRITTEN), v["base"], v["value"]) == (setting, reading, base, value)]
         for met in metrics:
             mu, sd, n = mean_std([v[met] for v in vs])
             rows.append({
-                "setting": setting, "base_method": base, "param": param, "value": value, "metric": met,
+                "setting": setting, "reading": reading, "base_method": base, "param": param, "value": value,
+                "metric": met,
                 "mean": mu, "std": sd, "n_seeds": n, "seeds": ";".join(str(v["seed"]) for v in sorted(vs, key=lambda v: v["seed"])),
                 "methods": ";".join(sorted({v["method"] for v in vs})),
             })
     return rows
 
 
-def collect_ablation(runs: list[RunDir], mode: str, metrics: Sequence[str], log: SourceLog) -> list[dict[str, Any]]:
+def collect_ablation(runs: list[RunDir], mode: str, metrics: Sequence[str], log: SourceLog,
+                     readings: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Per run: setting, method (less its reading), reading (:func:`split_reading` over
+    ``readings``), seed, the predictions' sha256 and the metrics."""
     out = []
     for r in runs:
         m = read_metrics(r, log)
-        out.append({"setting": r.setting, "method": r.method, "seed": r.seed, "pred_sha256": predictions_sha256(m),
+        method, reading = split_reading(r.method, readings)
+        out.append({"setting": r.setting, "method": method, "reading": reading, "seed": r.seed,
+                    "pred_sha256": predictions_sha256(m),
                     **{k: metric_value(m, mode, k, r.path) for k in metrics}})
     return out
 
@@ -191,64 +211,114 @@ def collect_ablation(runs: list[RunDir], mode: str, metrics: Sequence[str], log:
 
 def ablation_figure(run_dirs: Sequence[str | Path], out: Path, full: str = "CD-GTMLL", order: Sequence[str] = (),
                     mode: str = "global", metrics: Sequence[str] = ("mAP", "micro_f1", "rare_f1"),
-                    title: str = "", style: FigureStyle | None = None) -> list[dict[str, Any]]:
+                    title: str = "", style: FigureStyle | None = None,
+                    readings: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Bars per method and metric, one panel per setting; with ``readings`` (the study's
+    ``under``: runs named ``<method>@<reading>``), one row of panels per setting and one column
+    per reading (the default, :data:`AS_WRITTEN`, first), the gaps to ``full`` within a reading."""
     runs = parse_runs(run_dirs)
-    missing = [m for m in order if m not in {r.method for r in runs}]
+    log = SourceLog()
+    values = collect_ablation(runs, mode, metrics, log, readings)
+    missing = [m for m in order if m not in {v["method"] for v in values}]
     if missing:
         raise ValueError(f"--order names method(s) without runs: {missing}")
     style = style or FigureStyle()
-    style.add_methods(r.method for r in runs)
-    log = SourceLog()
-    values = collect_ablation(runs, mode, metrics, log)
+    style.add_methods(v["method"] for v in values)
     rows = ablation_rows(values, metrics, full, order)
-    settings = sorted({r["setting"] for r in rows})
+    panels = list(dict.fromkeys((r["setting"], r["reading"]) for r in rows))  # setting, then reading order
+    settings = list(dict.fromkeys(s for s, _ in panels))
+    shown = [r for r in reading_order([r for _, r in panels]) if any(p[1] == r for p in panels)]
+    several = len(shown) > 1
     with figure_style():
-        n_methods = max(len({r["method"] for r in rows if r["setting"] == s}) for s in settings)
+        n_methods = max(len({r["method"] for r in rows if (r["setting"], r["reading"]) == p}) for p in panels)
         pw = max(ONE_COLUMN, 0.24 * n_methods * len(metrics) + 0.9)
-        fig, axes = _grid(len(settings), w=pw, h=2.5)
-        for ax, setting in zip(axes, settings):
-            rs = [r for r in rows if r["setting"] == setting]
-            methods = list(dict.fromkeys(r["method"] for r in rs))
-            long = [{"method": v["method"], "metric": METRIC_LABELS.get(k, k), "value": _pct(v[k])}
-                    for v in values if v["setting"] == setting for k in metrics]
-            xlabels = [METRIC_LABELS.get(k, k) for k in metrics]
-            bars = seed_bars(ax, long, "metric", xlabels, methods, style)
-            for m, container in zip(methods, bars):
-                if m == full:
-                    continue
-                for bar, k in zip(container, metrics):
-                    r = next(r for r in rs if r["method"] == m and r["metric"] == k)
-                    tops = [_pct(r["mean"]) + _pct(r["std"]), _pct(r["mean"]),
-                            *(_pct(v[k]) for v in values if v["setting"] == setting and v["method"] == m)]
-                    top = max((t for t in tops if math.isfinite(t)), default=float("nan"))
-                    if math.isfinite(top):
-                        ax.annotate(_gap_text(r["gap_to_full"]), (bar.get_x() + bar.get_width() / 2, top),
-                                    xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
-                                    fontsize=NOTE_PT, rotation=90)
-            ax.set(xlabel="", ylabel="score (%)")
-            tops = [_pct(r["mean"]) + (_pct(r["std"]) if math.isfinite(_pct(r["std"])) else 0) for r in rs]
-            tops += [x["value"] for x in long]
-            finite = [t for t in tops if math.isfinite(t)]
-            if finite:
-                # room above the highest bar for a rotated gap label ("−12.3" at NOTE_PT plus its
-                # offset: about 5 * NOTE_PT points), in the axis' printed height, not a fraction
-                # of the data (a fraction clipped labels of bars near the top)
-                lo, hi = min(0.0, min(finite)), max(finite)
-                h_pt = ax.get_window_extent().height * 72 / fig.dpi
-                need = 5 * NOTE_PT
-                top = (hi * h_pt - need * lo) / (h_pt - need) if h_pt > 2 * need else hi * 1.3
-                ax.set_ylim(lo, max(top, hi * 1.05, lo + MIN_SPAN_PP))  # never a zoom onto a sliver
-            ax.grid(axis="x", visible=False)
+        if several:  # a row per setting, a column per reading (a setting without a reading: empty cell)
+            fig, grid = _grid(len(settings) * len(shown), w=pw, h=2.5, rows=len(settings))
+            axes = [grid[i * len(shown) + j] for i in range(len(settings)) for j in range(len(shown))]
+            cells = [(s, r) for s in settings for r in shown]
+        else:
+            fig, axes = _grid(len(panels), w=pw, h=2.5)
+            cells = panels
+        for ax, cell in zip(axes, cells):
+            if cell not in panels:
+                ax.set_visible(False)
+                continue
+            _ablation_panel(fig, ax, cell, rows, values, metrics, full, style)
+        if several:  # the readings side by side on one y scale per setting
+            for s in settings:
+                row = [ax for ax, c in zip(axes, cells) if c[0] == s and c in panels]
+                lo, hi = min(ax.get_ylim()[0] for ax in row), max(ax.get_ylim()[1] for ax in row)
+                for ax in row:
+                    ax.set_ylim(lo, hi)
         all_methods = list(dict.fromkeys(r["method"] for r in rows))  # --order, then by name
         ns = {m: min(r["n_seeds"] for r in rows if r["method"] == m) for m in all_methods}
         legend_below(fig, *method_handles(all_methods, style, n_labels(all_methods, ns)), ncol=min(3, len(all_methods)))
-        same = identical_predictions(values, "method")
-        _mark_identical(rows, same, "method", ("setting",))
-        titles(fig, axes, [style.setting(*s.split("/", 1)) for s in settings],
-               f"mean ± std over {_seeds_text(rows)} (dots: runs); above the bars: difference to {full} (pp); "
-               f"{_mode_text(mode, runs[0], log)}{_identical_text(same, ' = '.join)}", title, pw)
-        save_figure(fig, out, rows, log, mode=mode, full=full, identical_predictions=_identical_json(same))
+        same = identical_predictions(values, "method", ("setting", "reading"))
+        _mark_identical(rows, same, "method", ("setting", "reading"))
+        if several:
+            panel_titles = [(f"{style.setting(*s.split('/', 1))}: " if len(settings) > 1 else "") + _reading_title(r)
+                            for s, r in cells]
+            lead = f"{style.setting(*settings[0].split('/', 1))}: " if len(settings) == 1 else ""
+            note = (f"{lead}{full} and its ablations under each reading; mean ± std over {_seeds_text(rows)} "
+                    f"(dots: runs); above the bars: difference to {full} under the same reading (pp); "
+                    f"{_mode_text(mode, runs[0], log)}"
+                    f"{_identical_text(same, ' = '.join, lambda k: _within_text(k, style))}")
+        else:
+            panel_titles = [style.setting(*s.split("/", 1)) for s, _ in cells]
+            note = (f"mean ± std over {_seeds_text(rows)} (dots: runs); above the bars: difference to {full} (pp); "
+                    f"{_mode_text(mode, runs[0], log)}{_identical_text(same, ' = '.join)}")
+        titles(fig, axes, panel_titles, note, title, pw)
+        save_figure(fig, out, rows, log, mode=mode, full=full, identical_predictions=_identical_json(same),
+                    **({"readings": shown} if several else {}))
     return rows
+
+
+def _reading_title(reading: str) -> str:
+    """A panel title for a reading: ``as written (E.1)``, ``under player_backbones=separate``."""
+    return reading if reading == AS_WRITTEN else f"under {reading}"
+
+
+def _within_text(key: tuple, style: FigureStyle) -> str:
+    """``('yeast/clean', 'player_backbones=separate'[, 'CD-GTMLL'])`` -> ``Yeast, player_backbones=separate``."""
+    setting, *rest = key
+    return ", ".join([style.setting(*setting.split("/", 1)), *map(str, rest)])
+
+
+def _ablation_panel(fig: Any, ax: Any, panel: tuple[str, str], rows: list[dict[str, Any]],
+                    values: list[dict[str, Any]], metrics: Sequence[str], full: str, style: FigureStyle) -> None:
+    """One (setting, reading)'s bars: each metric per method, the gap to ``full`` above the bars."""
+    setting, reading = panel
+    rs = [r for r in rows if (r["setting"], r["reading"]) == panel]
+    vs = [v for v in values if (v["setting"], v.get("reading", AS_WRITTEN)) == panel]
+    methods = list(dict.fromkeys(r["method"] for r in rs))
+    long = [{"method": v["method"], "metric": METRIC_LABELS.get(k, k), "value": _pct(v[k])} for v in vs for k in metrics]
+    xlabels = [METRIC_LABELS.get(k, k) for k in metrics]
+    bars = seed_bars(ax, long, "metric", xlabels, methods, style)
+    for m, container in zip(methods, bars):
+        if m == full:
+            continue
+        for bar, k in zip(container, metrics):
+            r = next(r for r in rs if r["method"] == m and r["metric"] == k)
+            tops = [_pct(r["mean"]) + _pct(r["std"]), _pct(r["mean"]), *(_pct(v[k]) for v in vs if v["method"] == m)]
+            top = max((t for t in tops if math.isfinite(t)), default=float("nan"))
+            if math.isfinite(top):
+                ax.annotate(_gap_text(r["gap_to_full"]), (bar.get_x() + bar.get_width() / 2, top),
+                            xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
+                            fontsize=NOTE_PT, rotation=90)
+    ax.set(xlabel="", ylabel="score (%)")
+    tops = [_pct(r["mean"]) + (_pct(r["std"]) if math.isfinite(_pct(r["std"])) else 0) for r in rs]
+    tops += [x["value"] for x in long]
+    finite = [t for t in tops if math.isfinite(t)]
+    if finite:
+        # room above the highest bar for a rotated gap label ("−12.3" at NOTE_PT plus its
+        # offset: about 5 * NOTE_PT points), in the axis' printed height, not a fraction
+        # of the data (a fraction clipped labels of bars near the top)
+        lo, hi = min(0.0, min(finite)), max(finite)
+        h_pt = ax.get_window_extent().height * 72 / fig.dpi
+        need = 5 * NOTE_PT
+        top = (hi * h_pt - need * lo) / (h_pt - need) if h_pt > 2 * need else hi * 1.3
+        ax.set_ylim(lo, max(top, hi * 1.05, lo + MIN_SPAN_PP))  # never a zoom onto a sliver
+    ax.grid(axis="x", visible=False)
 
 
 def _mode_text(mode: str, run: RunDir | None = None, log: SourceLog | None = None) -> str:
@@ -381,13 +451,25 @@ def _sweep_value(s: str, param: str) -> float:
     return v
 
 
+#: the caption of the as-written N sweep when its N >= 2 runs are byte-identical for every seed
+FLAT_BY_CONSTRUCTION = ("flat by construction under E.1 as written: N ≥ 2 is one optimisation problem "
+                        "(docs/methods.md)")
+
+
 def sweep_figure(run_dirs: Sequence[str | Path], out: Path, param: str, metrics: Sequence[str] = ("rare_f1",),
-                 mode: str = "global", title: str = "", style: FigureStyle | None = None) -> list[dict[str, Any]]:
+                 mode: str = "global", title: str = "", style: FigureStyle | None = None,
+                 readings: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Metric vs the swept value: a row of panels (one per metric) per setting; with
+    ``readings`` (the study's ``under``: runs named ``<base>@<param>=<v>,<reading>``), a column
+    per (metric, reading), the default (:data:`AS_WRITTEN`) first, on one y scale per metric.
+    The as-written ``n_players`` panel whose N >= 2 runs gave byte-identical predictions for every
+    seed says it is flat by construction (:data:`FLAT_BY_CONSTRUCTION`; CSV ``flat_by_construction``)."""
     runs = parse_runs(run_dirs)
     log = SourceLog()
     values = []
     for r in runs:
-        parsed = parse_sweep_method(r.method)
+        name, reading = split_reading(r.method, readings)
+        parsed = parse_sweep_method(name)
         hp_value = None
         if (r.path / METHOD_OUTPUTS).is_file():
             hp = json.loads(log.read(r, METHOD_OUTPUTS).decode("utf-8")).get("hparams", {})
@@ -405,57 +487,112 @@ def sweep_figure(run_dirs: Sequence[str | Path], out: Path, param: str, metrics:
             if hp_value is None:
                 raise ValueError(f"{r.path}: method '{r.method}' has no '@{param}=<value>' and no "
                                  f"{METHOD_OUTPUTS} hparams['{param}']")
-            base, value = r.method, hp_value
+            base, value = name, hp_value
         m = read_metrics(r, log)
-        values.append({"setting": r.setting, "base": base, "value": value, "method": r.method, "seed": r.seed,
-                       "pred_sha256": predictions_sha256(m), **{k: metric_value(m, mode, k, r.path) for k in metrics}})
+        values.append({"setting": r.setting, "reading": reading, "base": base, "value": value, "method": r.method,
+                       "seed": r.seed, "pred_sha256": predictions_sha256(m),
+                       **{k: metric_value(m, mode, k, r.path) for k in metrics}})
     rows = sweep_rows(values, param, metrics)
     style = style or FigureStyle()
     style.add_methods(v["base"] for v in values)
     settings = sorted({r["setting"] for r in rows})
+    shown = [x for x in reading_order([v["reading"] for v in values]) if any(v["reading"] == x for v in values)]
+    several = len(shown) > 1
     plabel = PARAM_LABELS.get(param, param)
     symbol = plabel.split()[-1]  # "α", "N"; an unnamed parameter: its name
+    same = identical_predictions(values, "value", ("setting", "reading", "base"))
+    flat_by_construction = _flat_by_construction(values, same, param)
+    # a row per (setting, metric) and a column per reading; one reading: a row per setting, a column per metric
+    cells = ([(s, met, x) for s in settings for met in metrics for x in shown] if several else
+             [(s, met, shown[0]) for s in settings for met in metrics])
+    n_rows = len(settings) * (len(metrics) if several else 1)
     with figure_style():
         pw = ONE_COLUMN
-        fig, axes = _grid(len(settings) * len(metrics), w=pw, h=2.4, rows=len(settings))
+        fig, axes = _grid(len(cells), w=pw, h=2.4 if not several else 2.2, rows=n_rows)
         panel_titles, flat = [], []
-        for i, setting in enumerate(settings):
+        for ax, (setting, met, reading) in zip(axes, cells):
             ds, variant = setting.split("/", 1)
-            for j, met in enumerate(metrics):
-                ax = axes[i * len(metrics) + j]
-                bases = sorted({v["base"] for v in values if v["setting"] == setting}, key=style.index)
-                same_value = sweep_panel(ax, [v for v in values if v["setting"] == setting], met, bases, style,
-                                         symbol)
-                if same_value is not None:
-                    flat.append({"setting": setting, "metric": met, "value": same_value})
-                xs = sorted({v["value"] for v in values if v["setting"] == setting})
-                ax.set_xticks(xs, [f"{x:g}" for x in xs])
-                ax.set(xlabel=plabel, ylabel=f"{METRIC_LABELS.get(met, met)} (%)")
+            vs = [v for v in values if v["setting"] == setting and v["reading"] == reading]
+            if not vs:
+                ax.set_visible(False)
+                panel_titles.append("")
+                continue
+            bases = sorted({v["base"] for v in vs}, key=style.index)
+            same_value = sweep_panel(ax, vs, met, bases, style, symbol)
+            if same_value is not None:
+                flat.append({"setting": setting, "reading": reading, "metric": met, "value": same_value})
+            xs = sorted({v["value"] for v in vs})
+            ax.set_xticks(xs, [f"{x:g}" for x in xs])
+            ax.set(xlabel=plabel, ylabel=f"{METRIC_LABELS.get(met, met)} (%)")
+            if several:
+                panel_titles.append((f"{style.setting(ds, variant)}: " if len(settings) > 1 else "")
+                                    + _reading_title(reading))
+                if (setting, reading) in flat_by_construction and met == metrics[-1]:
+                    footnote(ax, wrap(FLAT_BY_CONSTRUCTION, chars_per_line(pw, NOTE_PT)))
+            else:
                 panel_titles.append(style.setting(ds, variant))
+                if (setting, reading) in flat_by_construction:
+                    footnote(ax, wrap(FLAT_BY_CONSTRUCTION, chars_per_line(pw, NOTE_PT)))
+        if several:  # the readings of a (setting, metric) on one y scale
+            for setting in settings:
+                for met in metrics:
+                    row = [ax for ax, c in zip(axes, cells) if c[:2] == (setting, met) and ax.get_visible()]
+                    lo, hi = min(ax.get_ylim()[0] for ax in row), max(ax.get_ylim()[1] for ax in row)
+                    for ax in row:
+                        ax.set_ylim(lo, hi)
         bases = sorted({v["base"] for v in values}, key=style.index)
         if len(bases) > 1:
             legend_below(fig, *method_handles(bases, style, kind="line"), ncol=min(4, len(bases)))
-        same = identical_predictions(values, "value", ("setting", "base"))
-        _mark_identical(rows, same, "value", ("setting", "base_method"))
+        _mark_identical(rows, same, "value", ("setting", "reading", "base_method"))
         for r in rows:
-            r["all_values_identical"] = any(f["setting"] == r["setting"] and f["metric"] == r["metric"] for f in flat)
+            r["all_values_identical"] = any((f["setting"], f["reading"], f["metric"]) == (r["setting"], r["reading"],
+                                                                                      r["metric"]) for f in flat)
+            r["flat_by_construction"] = ((r["setting"], r["reading"]) in flat_by_construction
+                                         and r["value"] >= 2)
         swept = f"{', '.join(bases)}, varying the {plabel}"
+        fmt = lambda g: f"{symbol} = " + ", ".join(f"{v:g}" for v in g)  # noqa: E731
         note = (f"mean ± std over {_seeds_text(rows)} at each {symbol} (dots: runs); {_mode_text(mode, runs[0], log)}"
                 f"; y axes span\u00a0≥\u00a0{MIN_SPAN_PP:g}\u00a0pp"  # kept on one line
-                f"{_identical_text(same, lambda g: f'{symbol} = ' + ', '.join(f'{v:g}' for v in g))}")
-        if len(settings) == 1:  # one title for the row of metric panels
+                + _identical_text(same, fmt, (lambda k: _within_text(k[:2], style)) if several else None))
+        if several:
+            lead = f"{style.setting(*settings[0].split('/', 1))} — " if len(settings) == 1 else ""
+            titles(fig, axes, panel_titles, f"{lead}{swept}, under each reading: {note}", title, pw)
+        elif len(settings) == 1:  # one title for the row of metric panels
             titles(fig, axes, [f"{panel_titles[0]} — {swept}"], note, title, pw)
         else:  # a title per panel (its setting); what is swept leads the note
             titles(fig, axes, panel_titles, f"{swept}: {note}", title, pw)
         save_figure(fig, out, rows, log, mode=mode, param=param, identical_predictions=_identical_json(same),
-                    all_values_identical=flat)
+                    all_values_identical=flat,
+                    **({"readings": shown, "flat_by_construction": [
+                        {"setting": s, "reading": x, "note": FLAT_BY_CONSTRUCTION} for s, x in flat_by_construction]}
+                       if several or flat_by_construction else {}))
     return rows
 
 
-def _identical_text(same: dict[tuple, list[list[Any]]], fmt_group: Any) -> str:
-    """Subtitle clause naming the runs with byte-identical predictions (empty when none)."""
-    where = len(same) > 1  # several settings (or sweep bases): say which
-    groups = [(f"{'/'.join(map(str, k))}: " if where else "") + fmt_group(g) for k, gs in same.items() for g in gs]
+def _flat_by_construction(values: list[dict[str, Any]], same: dict[tuple, list[list[Any]]],
+                          param: str) -> list[tuple[str, str]]:
+    """(setting, reading) of the as-written ``n_players`` sweeps whose runs at N >= 2 (two or more
+    values) are one group of byte-identical predictions for every seed: flat by construction
+    (docs/methods.md, "What the number of players N changes (measured)")."""
+    if param != "n_players":
+        return []
+    out = []
+    for setting in sorted({v["setting"] for v in values}):
+        vs = [v for v in values if v["setting"] == setting and v["reading"] == AS_WRITTEN]
+        for base in sorted({v["base"] for v in vs}):
+            many = sorted({v["value"] for v in vs if v["base"] == base and v["value"] >= 2})
+            groups = same.get((setting, AS_WRITTEN, base), [])
+            if len(many) >= 2 and any(set(many) <= set(g) for g in groups) and (setting, AS_WRITTEN) not in out:
+                out.append((setting, AS_WRITTEN))
+    return out
+
+
+def _identical_text(same: dict[tuple, list[list[Any]]], fmt_group: Any, fmt_where: Any = None) -> str:
+    """Subtitle clause naming the runs with byte-identical predictions (empty when none);
+    ``fmt_where`` names the group's setting (default: its key joined by '/')."""
+    where = len(same) > 1 or fmt_where is not None  # several settings, sweep bases or readings: say which
+    fmt_where = fmt_where or (lambda k: "/".join(map(str, k)))
+    groups = [(f"{fmt_where(k)}: " if where else "") + fmt_group(g) for k, gs in same.items() for g in gs]
     if not groups:
         return ""
     return "; byte-identical predictions for every seed: " + "; ".join(groups)

@@ -94,6 +94,28 @@ def parse_runs(paths: Iterable[str | Path | RunDir], aliases: dict[str, str] | N
     return runs
 
 
+#: how the figures and CSVs name the default reading of a study (``studies.<study>.under``):
+#: CD-GTMLL as App. E.1 writes it
+AS_WRITTEN = "as written (E.1)"
+
+
+def split_reading(method: str, readings: Sequence[str] = ()) -> tuple[str, str]:
+    """(setting, reading) of a study method: the reading among ``readings`` (``--under``:
+    ``player_backbones=separate``) that ends its name after ``@`` or ``,``
+    (:func:`cdgtmll.config.plan.with_reading`: ``CD-GTMLL@n_players=3,player_backbones=separate``
+    -> ``('CD-GTMLL@n_players=3', 'player_backbones=separate')``), else ``(method, AS_WRITTEN)``."""
+    for r in sorted(readings, key=len, reverse=True):
+        for sep in ("@", ","):
+            if r and method.endswith(sep + r) and len(method) > len(r) + 1:
+                return method[: -len(r) - 1], r
+    return method, AS_WRITTEN
+
+
+def reading_order(readings: Sequence[str] = ()) -> list[str]:
+    """The readings of a figure in panel order: the default first, then as listed."""
+    return [AS_WRITTEN, *dict.fromkeys(r for r in readings if r != AS_WRITTEN)]
+
+
 @dataclass
 class SourceLog:
     """Every file a figure reads, with the sha256 of the bytes parsed, under the name of the
