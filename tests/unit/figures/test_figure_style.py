@@ -332,7 +332,8 @@ def test_sweep_and_ablation_name_runs_with_byte_identical_predictions(tmp_path: 
     by_value = {r["value"]: r["same_predictions_as"] for r in rows}
     assert by_value == {1.0: "", 2.0: "", 4.0: "5;8", 5.0: "4;8", 8.0: "4;5"}
     src = json.loads((tmp_path / "players.sources.json").read_text())
-    assert src["identical_predictions"] == [{"within": ["yeast/clean", "CD-GTMLL"], "identical": [4.0, 5.0, 8.0]}]
+    assert src["identical_predictions"] == [{"within": ["yeast/clean", "as written (E.1)", "CD-GTMLL"],
+                                             "identical": [4.0, 5.0, 8.0]}]
 
     abl = []
     for m, sha in (("CD-GTMLL", "a"), ("No-Disagreement", "a"), ("No-Curiosity", "c")):
@@ -492,7 +493,8 @@ def test_sweep_y_axis_spans_the_minimum_and_says_when_flat(tmp_path: Path, saved
     df = pd.read_csv(tmp_path / "flat.csv")
     assert set(df.all_values_identical) == {True}
     src = json.loads((tmp_path / "flat.sources.json").read_text())
-    assert src["all_values_identical"] == [{"setting": "yeast/clean", "metric": "micro_f1", "value": pytest.approx(47.92)}]
+    assert src["all_values_identical"] == [{"setting": "yeast/clean", "reading": "as written (E.1)", "metric": "micro_f1",
+                                            "value": pytest.approx(47.92)}]
 
     near = {"1": [0.476, 0.478], "2": [0.481, 0.483], "3": [0.479, 0.480]}
     comparison.sweep_figure(_sweep_dirs(tmp_path / "g", "n_players", near, "micro_f1"), tmp_path / "near",
