@@ -168,6 +168,8 @@ rule figure_diagnostics:
         shares_png="figures/player_ranks_shares.png",
         shares_csv="figures/player_ranks_shares.csv",
         shares_sources="figures/player_ranks_shares.sources.json",
+        coverage_csv="figures/player_ranks_coverage.csv",
+        roles_csv="figures/player_ranks_roles.csv",
         phi=reported("figures/potential.pdf", category="Figures", caption="../report/potential.rst"),
         phi_png="figures/potential.png",
         phi_csv="figures/potential.csv",

@@ -126,3 +126,17 @@ def test_without_under_the_figures_are_as_before(yeast_runs, tmp_path, drawn):
     df = pd.read_csv(f"{out}.csv")
     assert set(df["reading"]) == {AS_WRITTEN} and df[df["value"] >= 2]["flat_by_construction"].all()
     assert len(drawn[0]["titles"]) <= 1  # one panel: its title is the figure's
+
+
+def test_a_curve_or_a_bar_group_averages_the_seeds_every_point_has():
+    """A powered run (10 seeds) beside sweep points of 3: each point is the mean over the seeds
+    all points of its panel have, so a difference between points is not one of seed sets."""
+    from cdgtmll.figures.studies.runs import common_seeds
+
+    vals = ([{"setting": "y/clean", "reading": "r", "value": 3.0, "seed": s} for s in range(10)]
+            + [{"setting": "y/clean", "reading": "r", "value": n, "seed": s} for n in (1.0, 2.0) for s in range(3)]
+            + [{"setting": "y/clean", "reading": "other", "value": 3.0, "seed": s} for s in range(10)])
+    kept = common_seeds(vals, "value", ("setting", "reading"))
+    assert sorted({(v["value"], v["seed"]) for v in kept if v["reading"] == "r"}) == [
+        (n, s) for n in (1.0, 2.0, 3.0) for s in range(3)]
+    assert sorted(v["seed"] for v in kept if v["reading"] == "other") == list(range(10))  # its own panel

@@ -21,6 +21,7 @@ from cdgtmll.figures.studies.runs import (
     SourceLog,
     _grid,
     _pct,
+    common_seeds,
     identical_predictions,
     mean_std,
     metric_value,
@@ -218,7 +219,7 @@ def ablation_figure(run_dirs: Sequence[str | Path], out: Path, full: str = "CD-G
     per reading (the default, :data:`AS_WRITTEN`, first), the gaps to ``full`` within a reading."""
     runs = parse_runs(run_dirs)
     log = SourceLog()
-    values = collect_ablation(runs, mode, metrics, log, readings)
+    values = common_seeds(collect_ablation(runs, mode, metrics, log, readings), "method", ("setting", "reading"))
     missing = [m for m in order if m not in {v["method"] for v in values}]
     if missing:
         raise ValueError(f"--order names method(s) without runs: {missing}")
@@ -492,6 +493,7 @@ def sweep_figure(run_dirs: Sequence[str | Path], out: Path, param: str, metrics:
         values.append({"setting": r.setting, "reading": reading, "base": base, "value": value, "method": r.method,
                        "seed": r.seed, "pred_sha256": predictions_sha256(m),
                        **{k: metric_value(m, mode, k, r.path) for k in metrics}})
+    values = common_seeds(values, "value", ("setting", "reading", "base"))
     rows = sweep_rows(values, param, metrics)
     style = style or FigureStyle()
     style.add_methods(v["base"] for v in values)

@@ -189,6 +189,19 @@ def predictions_sha256(metrics: dict[str, Any]) -> str | None:
     return ((metrics.get("inputs") or {}).get("predictions") or {}).get("sha256")
 
 
+def common_seeds(values: Sequence[dict[str, Any]], key: str,
+                 within: Sequence[str] = ("setting",)) -> list[dict[str, Any]]:
+    """``values`` (rows with ``seed``) kept to the seeds that every ``key`` value (a swept value,
+    a method) of the same ``within`` group has. Rows may train different seeds (config ``power``:
+    CD-GTMLL's folder holds 10 seeds, a sweep point 3); a point of a curve or a bar beside another
+    is then a mean over the same seeds, and a difference between them is not one of seed sets."""
+    have: dict[tuple, dict[Any, set[int]]] = {}
+    for v in values:
+        have.setdefault(tuple(v.get(w) for w in within), {}).setdefault(v[key], set()).add(int(v["seed"]))
+    keep = {g: set.intersection(*by.values()) for g, by in have.items()}
+    return [v for v in values if int(v["seed"]) in keep[tuple(v.get(w) for w in within)]]
+
+
 def identical_predictions(values: Sequence[dict[str, Any]], key: str,
                           within: Sequence[str] = ("setting",)) -> dict[tuple, list[list[Any]]]:
     """Runs that cannot differ: ``{within values: [[key values], ...]}``, one list per group of two or more
