@@ -426,11 +426,12 @@ def coverage_text(coverage: list[dict], group: str, player: int) -> str:
 
 
 def _group_title(g: str, style: FigureStyle) -> str:
-    """``<setting> — <method>``; a setting run under a reading (``studies.diagnostics.under``:
-    ``CD-GTMLL@player_backbones=separate``) reads ``CD-GTMLL under player_backbones=separate``."""
+    """``<setting>`` over ``<method>`` (two lines: side by side, one line each overran its panel);
+    a setting run under a reading (``studies.diagnostics.under``: ``CD-GTMLL@player_backbones=separate``)
+    reads ``CD-GTMLL under player_backbones=separate``."""
     ds, var, meth = g.split("/", 2)
     base, _, reading = meth.partition("@")
-    return f"{style.setting(ds, var)} — " + (f"{base} under {reading}" if reading else meth)
+    return f"{style.setting(ds, var)}\n" + (f"{base} under {reading}" if reading else meth)
 
 
 def _n_seeds_text(by_group: dict[str, list]) -> str:
