@@ -503,7 +503,10 @@ def specialization_figure(run_dirs: Sequence[str | Path], out: Path, labels: str
         titles(fig, axes, ptitles,
                f"share of {'contested ' if contested else ''}labels on which the player scores best among the "
                f"covering players (validation; accuracy@0.5 ties split credit, AP: labels with a validation "
-               f"positive); mean ± std over {_n_seeds_text(by_group)} (band)", title, ONE_COLUMN)
+               f"positive); mean ± std over {_n_seeds_text(by_group)} (band)", title,
+               # two panels side by side, each titled: wrapped narrower (the axes titles' font is larger
+               # than the 9 pt titles() wraps for, and a setting's name overran into its neighbour's)
+               ONE_COLUMN if len(by_group) == 1 else 0.8 * ONE_COLUMN)
         save_figure(fig, out, rows, log, labels=labels, player_coverage=coverage,
                     definition="share = fraction of labels (in scope) on which the player has the best "
                                "per-label validation accuracy (share_*) or average precision (share_ap_*) among "
