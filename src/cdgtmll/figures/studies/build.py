@@ -108,7 +108,6 @@ from pathlib import Path
 
 from cdgtmll.figures.studies.comparison import KIND_PREFIX, ablation_figure, robustness_figure, sweep_figure
 from cdgtmll.figures.studies.players import potential_figure, ranks_figures, specialization_figure
-from cdgtmll.figures.studies.readings import readings_table
 from cdgtmll.figures.studies.runs import parse_runs
 from cdgtmll.figures.style import add_style_args, style_from_args
 
@@ -178,13 +177,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     common(p)
     p.add_argument("--tol", type=float, default=0.0)
 
-    p = sub.add_parser("readings", help="CD-GTMLL under each open reading of the paper: a table (no figure)")
-    p.add_argument("--runs", nargs="+", required=True, help=".../<dataset>/<variant>/<method>/seed<k> dirs")
-    p.add_argument("--out", required=True, type=Path, help="output stem (no extension)")
-    p.add_argument("--method", default="CD-GTMLL", help="the default reading; the others are <method>@<key>=<value>")
-    p.add_argument("--reference", default="BCE", help="the row whose comparison gives the paper's direction")
-    p.add_argument("--mode", default="global")
-    alias_arg(p)
 
     a = ap.parse_args(argv)
     try:
@@ -192,13 +184,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if a.fig == "readings":
-        try:
-            readings_table(a.runs, a.out, a.method, a.reference or None, a.mode)
-        except (ValueError, FileNotFoundError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        return 0
     try:
         st = style_from_args(a)
         if a.fig == "ablation":

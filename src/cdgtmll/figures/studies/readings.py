@@ -3,8 +3,7 @@ a time, against the default (docs/methods.md, "Choices the paper leaves open").
 
 ``python -m cdgtmll.figures.studies.readings --runs <seed dirs> [--alias SETTING RUN ...]
 --method CD-GTMLL --reference BCE --alpha 0.05 --power 0.8 --margin 1.0 --out figures/readings``
-(rule ``study_readings``; ``python -m cdgtmll.figures.studies.build readings`` writes the same
-table with the default alpha, power and margin).
+(rule ``study_readings``; the table's only command line).
 
 Runs: the default ``<method>``, each reading ``<method>@<key>=<value>[,<key>=<value>]`` and the
 reference row (BCE: the paper reports CD-GTMLL above it on every metric of Table 1), all on one
