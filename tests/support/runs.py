@@ -29,6 +29,20 @@ def prepared_yeast(root: Path, mirror: Path):
     return ProcessedData.load(path), path
 
 
+def yeast_fit_data(root: Path, mirror: Path):
+    """The real Yeast of :func:`prepared_yeast` as a method's ``FitData``: the train and
+    validation parts, the label names and the tail (bottom 20% by training frequency)."""
+    import numpy as np
+
+    from cdgtmll.labels import tail_labels
+    from cdgtmll.methods.base import FitData
+
+    clean, _ = prepared_yeast(root, mirror)
+    (X_tr, Y_tr), (X_va, Y_va) = clean.part("train"), clean.part("val")
+    return FitData(np.asarray(X_tr), np.asarray(Y_tr), np.asarray(X_va), np.asarray(Y_va), list(clean.label_names),
+                   tail=tail_labels(np.asarray(Y_tr)))
+
+
 def train_seeds(clean, clean_path: Path, rundir: Path, method: str, seeds: Sequence[int], training: dict) -> Path:
     """Train ``method`` on ``clean`` for each seed into ``rundir/seed<k>`` as rule ``train`` does
     (the spec's other keys as the plan writes them for a clean run); returns ``rundir``."""

@@ -855,8 +855,9 @@ def clip_summary(norms: np.ndarray | None, grad_clip: float | None, rows: list[d
     if norms is not None:
         fin = np.asarray(norms, dtype=np.float64)
         fin = fin[np.isfinite(fin)]
-        clipped = int((fin > grad_clip).sum()) if grad_clip else 0
-        out.update(steps=int(fin.size), clipped_steps=clipped, max=float(fin.max()) if fin.size else None,
+        cols = clip_columns(fin, grad_clip)  # one epoch's rule, over the whole run
+        clipped = cols["clipped_steps"]
+        out.update(steps=int(fin.size), clipped_steps=clipped, max=cols["grad_norm_max"] if fin.size else None,
                    median=float(np.median(fin)) if fin.size else None)
     else:
         mx = [float(r["grad_norm_max"]) for r in rows or [] if math.isfinite(float(r.get("grad_norm_max", "nan")))]

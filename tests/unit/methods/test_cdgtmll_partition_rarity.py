@@ -17,17 +17,14 @@ from cdgtmll.labels import ascending_order, label_counts, prevalence, tail_label
 from cdgtmll.methods.base import FitData, RunContext, build
 from cdgtmll.methods.cdgtmll.model import CDGTMLL, PLAYER_ACC_FILE, RARITIES, rarity_weights
 from cdgtmll.methods.cdgtmll.partition import PARTITION_ORDERS, Partition, make_partition
-from tests.support.runs import prepared_yeast
+from tests.support.runs import yeast_fit_data
 
 torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="module")
 def yeast(tmp_path_factory, mirror) -> FitData:
-    clean, _ = prepared_yeast(tmp_path_factory.mktemp("yeast40"), mirror)
-    (X_tr, Y_tr), (X_va, Y_va) = clean.part("train"), clean.part("val")
-    return FitData(np.asarray(X_tr), np.asarray(Y_tr), np.asarray(X_va), np.asarray(Y_va), list(clean.label_names),
-                   tail=tail_labels(np.asarray(Y_tr)))
+    return yeast_fit_data(tmp_path_factory.mktemp("yeast40"), mirror)
 
 
 def old_make_partition(Y_train, n_players: int, rho: float, tail, seed: int) -> Partition:

@@ -11,11 +11,10 @@ import pytest
 import torch
 from torch import nn
 
-from cdgtmll.labels import tail_labels
 from cdgtmll.methods.base import FitData, RunContext, build
 from cdgtmll.nn.checkpoint import TRAIN_LOG, read_log
 from cdgtmll.nn.trainer import GRAD_NORMS, TrainingInterrupted, clip_summary, read_grad_norms
-from tests.support.runs import prepared_yeast
+from tests.support.runs import prepared_yeast, yeast_fit_data
 
 torch.set_num_threads(1)
 
@@ -24,10 +23,7 @@ PROTOCOL = {"epochs": 3, "batch_size": 256, "lr_backbone": 2e-3, "hidden_dim": 5
 
 @pytest.fixture(scope="module")
 def yeast(tmp_path_factory, mirror) -> FitData:
-    clean, _ = prepared_yeast(tmp_path_factory.mktemp("yeast_clip"), mirror)
-    (X_tr, Y_tr), (X_va, Y_va) = clean.part("train"), clean.part("val")
-    return FitData(np.asarray(X_tr), np.asarray(Y_tr), np.asarray(X_va), np.asarray(Y_va), list(clean.label_names),
-                   tail=tail_labels(np.asarray(Y_tr)))
+    return yeast_fit_data(tmp_path_factory.mktemp("yeast_clip"), mirror)
 
 
 def independent_norms(method, block: bool) -> list[float]:
