@@ -69,6 +69,14 @@ def test_tables_rows_train_first_and_evaluation_follows_training(default_dry_run
     assert min(prio[("evaluate", True)]) >= max(prio[("evaluate", False)])
     data = {int(j["priority"]) for j in jobs if j["rule"] in ("prepare_dataset", "r_variant", "noise_variant")}
     assert min(data) > max(p for ps in prio.values() for p in ps)  # Table 2's R-variants are not held back
+    # Table 1's rows (the clean variant) train before the other tables' rows, with their extra seeds
+    # (config power), so that the first complete Table 1 comes as early as the DAG allows
+    by_variant = {}
+    for j in jobs:
+        if j["rule"] in ("train", "train_more") and job_of(j["wildcards"]) in rows:
+            by_variant.setdefault(job_of(j["wildcards"])[1] == "clean", set()).add(int(j["priority"]))
+    assert set(by_variant) == {True, False}
+    assert min(by_variant[True]) > max(by_variant[False])
 
 
 def test_tables_wait_only_for_their_own_rows(default_dry_run, mirror):
