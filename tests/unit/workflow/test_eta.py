@@ -1,11 +1,14 @@
-"""The workflow-level progress line: steps done and time left from the measured job times."""
+"""The workflow-level progress line: steps done and a range of time left, per job key, scaled by
+how fast the run goes now."""
 
 from __future__ import annotations
 
 import json
 import logging
 
-from cdgtmll.workflow.eta import WorkflowETA, history
+import pytest
+
+from cdgtmll.workflow.eta import HALF_LIFE, WorkflowETA, fmt_range
 
 
 class Clock:
@@ -16,48 +19,106 @@ class Clock:
         return self.t
 
 
-def test_time_left_from_this_runs_jobs_then_from_earlier_runs():
+def run_job(eta, clock, jobid, rule, method, seconds):
+    eta.job_started([jobid])  # Snakemake logs the start, then the job's rule and wildcards
+    eta.job_info(jobid, rule, {"dataset": "d", "variant": "clean", "method": method})
+    clock.t += seconds
+    eta.job_finished(jobid)
+
+
+def test_jobs_to_come_count_at_their_keys_reference_not_a_median_of_the_rule():
     clock = Clock()
-    eta = WorkflowETA({"tables": 20.0}, clock=clock)
-    eta.planned({"train": 4, "evaluate": 4, "tables": 1, "all": 1, "total": 10})
-    for j, rule in enumerate(["train"] * 4 + ["evaluate"] * 4 + ["tables"]):
-        eta.job_info(j, rule)
-    assert eta.line(0, 10) == "0 of 10 steps done; about 20.0 s left (+ 4 evaluate, 4 train: no job of that rule " \
-                              "timed yet); mostly 1 tables at 20.0 s each (earlier runs)"
-    eta.job_started([0, 1])  # two at once
-    clock.t = 60.0
-    eta.job_finished(0)
-    eta.job_finished(1)
-    # 2 train left at 60 s + 1 tables at 20 s, two jobs at a time; evaluate not timed yet
-    assert eta.line(2, 10) == ("2 of 10 steps done; about 70.0 s left (+ 4 evaluate: no job of that rule timed yet); "
-                               "mostly 2 train at 60.0 s each (this run)")
-    eta.job_started([4])
-    clock.t = 64.0
-    eta.job_finished(4)
-    assert "about 76.0 s left;" in eta.line(3, 10)  # (2 x 60 + 3 x 4 + 20) / 2
-    for j in (2, 3, 5, 6, 7, 8):
-        eta.job_started([j])
-        eta.job_finished(j)
-    assert eta.line(10, 10) == "10 of 10 steps done"  # nothing left: no estimate
+    ref = {("train", "fast", "d"): (2.0, 3), ("train", "slow", "d"): (300.0, 3)}
+    eta = WorkflowETA(ref, clock=clock)
+    eta.planned({"train": 6, "all": 1, "total": 7})
+    for j in range(3):  # the fast jobs run first, at their reference time: speed factor 1
+        run_job(eta, clock, j, "train", "fast", ref[("train", "fast", "d")][0])
+    assert eta.speed() == pytest.approx(1.0)
+    est = eta.estimate()
+    left = 3 * ref[("train", "slow", "d")][0]  # one job at a time so far
+    assert est.low_s < left < est.high_s
+    assert est.main == ("train", 3, ["slow"])
+    assert "mostly 3 train: slow" in eta.line(3, 7)
 
 
-def test_history_reads_snakemakes_output_metadata(tmp_path):
-    md = tmp_path / "metadata"
-    md.mkdir()
-    records = [("a", "train", 0, 100), ("b", "train", 0, 100),  # one job, two outputs: counted once
-               ("c", "train", 200, 230), ("d", "evaluate", 0, 5), ("e", "evaluate", 10, 12)]
-    for name, rule, start, end in records:
-        (md / name).write_text(json.dumps({"rule": rule, "starttime": start, "endtime": end, "incomplete": False}))
-    (md / "broken").write_text("{")
-    (md / "running").write_text(json.dumps({"rule": "train", "starttime": 5, "endtime": 9, "incomplete": True}))
-    assert history(md) == {"train": 65.0, "evaluate": 3.5}
-    assert history(tmp_path / "none") == {}
+def test_a_load_change_moves_the_estimate_within_a_few_jobs():
+    clock = Clock()
+    ref = {("evaluate", "m", "d"): (10.0, 40)}
+    eta = WorkflowETA(ref, clock=clock)
+    eta.planned({"evaluate": 40})
+    for j in range(10):
+        run_job(eta, clock, j, "evaluate", "m", 10.0)
+    before = eta.estimate().mid_s
+    for j in range(10, 10 + int(HALF_LIFE)):  # the machine gets three times slower
+        run_job(eta, clock, j, "evaluate", "m", 30.0)
+    after = eta.estimate().mid_s
+    jobs_left = 40 - 10 - int(HALF_LIFE)
+    assert before == pytest.approx(30 * 10.0, rel=0.15)
+    # the per-job estimate follows the slower machine most of the way within one half-life
+    assert eta.speed() > 1.5
+    assert after / jobs_left > 1.5 * before / 30
 
 
-def test_the_logger_plugin_is_found_and_prints_the_line(capsys):
+def test_without_reference_a_rules_first_job_times_it_and_unknown_rules_are_named():
+    clock = Clock()
+    eta = WorkflowETA({}, clock=clock)
+    eta.planned({"train": 4, "tables": 1, "figure": 2, "all": 1, "total": 8})
+    assert eta.estimate().untimed == {"train": 4, "tables": 1, "figure": 2}
+    run_job(eta, clock, 0, "train", "a", 50.0)
+    est = eta.estimate()
+    assert set(est.untimed) == {"tables", "figure"}
+    # 3 train at 50 s, the 3 untimed jobs at the typical rule's mean (50 s): one job at a time
+    assert est.low_s < 6 * 50.0 < est.high_s
+    assert eta.line(1, 8).endswith("+ 3 jobs of 2 rules not timed yet")
+
+
+def test_parallel_jobs_divide_the_work_and_the_line_ends_when_nothing_is_left():
+    clock = Clock()
+    ref = {("train", "m", "d"): (100.0, 6)}
+    eta = WorkflowETA(ref, clock=clock)
+    eta.planned({"train": 6})
+    for pair in ((0, 1), (2, 3)):
+        eta.job_started(list(pair))
+        for j in pair:
+            eta.job_info(j, "train", {"dataset": "d", "method": "m"})
+        clock.t += 100.0
+        for j in pair:
+            eta.job_finished(j)
+    est = eta.estimate()
+    assert est.low_s < 2 * 100.0 / 2 < est.high_s  # 2 jobs left, two at a time
+    for j in (4, 5):
+        run_job(eta, clock, j, "train", "m", 100.0)
+    assert eta.estimate() is None
+    assert eta.line(6, 6) == "6 of 6 steps done"
+
+
+def test_status_holds_the_range_and_the_counts_per_rule():
+    clock = Clock()
+    eta = WorkflowETA({("train", "m", "d"): (10.0, 2)}, clock=clock)
+    eta.planned({"train": 2, "tables": 1, "all": 1, "total": 4})
+    run_job(eta, clock, 0, "train", "m", 10.0)
+    st = eta.status(1, 4)
+    est = eta.estimate()
+    assert (st["done"], st["total"]) == (1, 4)
+    assert st["left_s_low"] == pytest.approx(est.low_s, abs=0.1)
+    assert st["left_s_high"] == pytest.approx(est.high_s, abs=0.1)
+    assert st["per_rule"] == {"tables": [0, 1], "train": [1, 2]}
+    assert st["updated"].endswith("+00:00")
+
+
+@pytest.mark.parametrize("low,high", [(30, 50), (40 * 60, 55 * 60), (50, 200), (70 * 60, 100 * 60)])
+def test_fmt_range_keeps_the_order_and_the_units(low, high):
+    text = fmt_range(low, high)
+    assert text.count("-") == 1
+    lo, hi = text.split("-")
+    assert lo and hi and lo != hi
+
+
+def test_the_logger_plugin_prints_the_line_and_writes_status_json(capsys, tmp_path, monkeypatch):
     from snakemake_interface_logger_plugins.common import LogEvent
     from snakemake_interface_logger_plugins.registry import LoggerPluginRegistry
 
+    monkeypatch.chdir(tmp_path)  # no workflow/ nor logs/ here: the shipped table only
     plugin = LoggerPluginRegistry().get_plugin("cdgtmll")
 
     class Settings:
@@ -71,11 +132,14 @@ def test_the_logger_plugin_is_found_and_prints_the_line(capsys):
         handler.emit(rec)
 
     emit(LogEvent.RUN_INFO, stats={"train": 2, "all": 1, "total": 3})
-    emit(LogEvent.JOB_INFO, jobid=1, rule_name="train")
     emit(LogEvent.JOB_STARTED, jobs=[1])
+    emit(LogEvent.JOB_INFO, jobid=1, rule_name="train", wildcards={"dataset": "yeast", "method": "BCE"})
     # a group job (profiles/slurm: a run's train + evaluate) starts under its uuid
     emit(LogEvent.JOB_STARTED, jobs=["5f83b2c8-043e-562a-91da-9ae77245ff4d"])
     emit(LogEvent.JOB_FINISHED, job_id=1)
     emit(LogEvent.PROGRESS, done=1, total=3)
     err = capsys.readouterr().err
-    assert err.startswith("[cdgtmll] 1 of 3 steps done; about ") and "mostly 1 train at" in err
+    assert err.startswith("[cdgtmll] 1 of 3 steps done; about ") and "mostly 1 train" in err
+    status = json.loads((tmp_path / "results" / "partial" / "status.json").read_text())
+    assert (status["done"], status["total"], status["per_rule"]) == (1, 3, {"train": [1, 2]})
+    assert 0 < status["left_s_low"] <= status["left_s_high"]
