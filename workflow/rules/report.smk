@@ -67,35 +67,9 @@ rule tables:
     # <script> unescaped, and formats {...} in a params string (cdgtmll.tables.html)
     params:
         code=code_of("cdgtmll.tables.build"),
-        methods=" ".join(map(report_shell_word, METHODS)),
-        not_run=" ".join(f"--not-run {report_shell_word(f'{d}|{m}|{r}')}" for (d, m), r in NOT_RUN.items()),
-        threshold=config["thresholds"]["global"],
-        # when a column cannot separate methods (no marks, a footnote): tables.min_ceiling, min_tail_labels
-        min_ceiling=config["tables"]["min_ceiling"],
-        min_tail_labels=config["tables"]["min_tail_labels"],
-        # the columns of table{1,2,3}_configured: every configured dataset with its title, and
-        # its configured R-variant severities
-        datasets=" ".join(
-            report_shell_word(f"{d}={get_spec(d, config['data']['custom']).display_name}") for d in DATASETS
-        ),
-        severities=" ".join(
-            "--severities "
-            + report_shell_word(
-                "{}={}".format(
-                    d,
-                    (
-                        ",".join(str(s) for s in config["r_variants"]["severities"].get(d, []))
-                        if config["experiments"].get("r_variants", True)
-                        else ""
-                    ),
-                )
-            )
-            for d in DATASETS
-        ),
-        profile=report_shell_word(config["name"]),
-        # a function: the file is also among the shipped profiles in input (a string that names an
-        # input file is what --lint flags)
-        profile_file=lambda wc: " ".join(map(report_shell_word, configfile_names())) or "config/config.yaml",
+        # tables_options(); a function: the profile file is also among the shipped profiles in
+        # input (a string that names an input file is what --lint flags)
+        options=lambda wc: shell_words(tables_options()),
     conda:
         ENV
     log:
@@ -106,10 +80,8 @@ rule tables:
         mem_mb=2000,
         runtime=10,
     shell:
-        "python -m cdgtmll.tables.build --part tables --metrics {input.metrics} --methods {params.methods} "
-        "--threshold {params.threshold} {params.not_run} --datasets {params.datasets} {params.severities} "
-        "--min-ceiling {params.min_ceiling} --min-tail-labels {params.min_tail_labels} "
-        "--profile {params.profile} --profile-file {params.profile_file} --out results/tables > {log} 2>&1"
+        "python -m cdgtmll.tables.build --part tables --metrics {input.metrics} {params.options} "
+        "--out results/tables > {log} 2>&1"
 
 
 rule metrics_summary:
@@ -129,10 +101,7 @@ rule metrics_summary:
         rows=METRIC_ROWS,
     params:
         code=code_of("cdgtmll.tables.build"),
-        # the settings that share another's run (common.smk RUN_OF): rows of their own in all_runs.csv
-        aliases=alias_args(),
-        profile=report_shell_word(config["name"]),
-        profile_file=lambda wc: " ".join(map(report_shell_word, configfile_names())) or "config/config.yaml",
+        options=lambda wc: shell_words(summary_options()),
     conda:
         ENV
     log:
@@ -143,9 +112,8 @@ rule metrics_summary:
         mem_mb=2000,
         runtime=10,
     shell:
-        "python -m cdgtmll.tables.build --part summary --metrics {input.metrics} {params.aliases} "
-        "--profile {params.profile} --profile-file {params.profile_file} --out results/tables "
-        "--summary-json {output.summary} --summary-dir results/metrics > {log} 2>&1"
+        "python -m cdgtmll.tables.build --part summary --metrics {input.metrics} {params.options} "
+        "--out results/tables --summary-json {output.summary} --summary-dir results/metrics > {log} 2>&1"
 
 
 rule figure_pr:
@@ -196,10 +164,10 @@ rule claims_check:
     # listed as "not checked", never as passed or failed.
     input:
         runs="results/tables/all_runs.csv",
-        pr=[f for f in FIGURES if f.endswith(".csv")],
-        spec=["figures/specialization.csv"] if "diagnostics" in config.get("studies", {}) else [],
-        # average ranks across datasets (rule figure_ranks, figures.smk: two or more datasets)
-        ranks=lambda wc: ["results/claims/ranks.md"] if RANKS else [],
+        # claims_figures(); functions: RANKS is defined in figures.smk, read when the DAG is built
+        pr=lambda wc: claims_figures()["--pr-csv"],
+        spec=lambda wc: claims_figures()["--spec-csv"],
+        ranks=lambda wc: claims_figures()["--ranks-md"],
     output:
         csv="results/claims/claims_check.csv",
         md="results/claims/claims_check.md",
@@ -211,11 +179,8 @@ rule claims_check:
         ),
     params:
         code=code_of("cdgtmll.claims.check"),
-        pr=lambda wc, input: f"--pr-csv {input.pr[0]}" if input.pr else "",
-        spec=lambda wc, input: f"--spec-csv {input.spec[0]}" if input.spec else "",
-        ranks=lambda wc, input: f"--ranks-md {input.ranks[0]}" if input.ranks else "",
-        # the config's claims: section (cdgtmll.claims.verdict.ClaimSettings)
-        claims=" ".join(f"--{k.replace('_', '-')} {float(v):g}" for k, v in sorted(config.get("claims", {}).items())),
+        figures=lambda wc: shell_words(w for opt, files in claims_figures().items() if files for w in (opt, files[0])),
+        options=shell_words(claims_options()),
     conda:
         ENV
     log:
@@ -226,5 +191,5 @@ rule claims_check:
         mem_mb=2000,
         runtime=10,
     shell:
-        "python -m cdgtmll.claims.check --runs {input.runs} {params.pr} {params.spec} {params.ranks} {params.claims} "
+        "python -m cdgtmll.claims.check --runs {input.runs} {params.figures} {params.options} "
         "--out results/claims/claims_check > {log} 2>&1"

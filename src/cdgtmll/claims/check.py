@@ -87,6 +87,12 @@ Rare-F1 over test rows.
 * ``needs <what>``: an input the claim depends on is missing (a setting not run, a figure
   input not given, a metric not recorded).
 
+Partial pages (:mod:`cdgtmll.tables.partial`, while the workflow runs): ``--pending PATH ...``
+names the metrics files planned but not evaluated yet; a claim not checked for want of runs
+whose dataset, setting and method (or comparator) has pending runs is ``… pending`` instead
+(its former status kept in ``detail``). ``--as-of TIME`` puts ``partial: k of n runs done (as of
+TIME)`` at the top of the Markdown and HTML pages. Without them the pages are the final ones.
+
 Layout: this module is the command line (:func:`main`); the work is done in
 
 * :mod:`cdgtmll.claims.paper` -- the packaged claims table (:func:`~cdgtmll.claims.paper.read_claims`)
@@ -128,10 +134,15 @@ from cdgtmll.claims.paper import (
 )
 from cdgtmll.claims.readings import add_reading_columns
 from cdgtmll.claims.report import _csv_text, render_html, render_markdown
-from cdgtmll.claims.verdict import ClaimSettings
+from cdgtmll.claims.verdict import ABOVE_PANEL, NC_DATASET, NC_FEW, NC_METHOD, ClaimSettings
 from cdgtmll.io import atomic_write, sha256_file
 from cdgtmll.tables.code_lineage import code_footnote, code_lineage
+from cdgtmll.tables.collect import pending_runs
 from cdgtmll.tables.device_lineage import device_footnote, device_lineage
+from cdgtmll.tables.render import PENDING, partial_banner
+
+#: the status of a claim that waits for runs of the running workflow (partial pages)
+PENDING_STATUS = f"{PENDING} pending: runs not evaluated yet"
 
 
 def _profile(path: Path, explicit: bool) -> dict | None:
@@ -143,6 +154,29 @@ def _profile(path: Path, explicit: bool) -> dict | None:
         return None
     data = json.loads(path.read_text(encoding="utf-8"))
     return data if isinstance(data, dict) else None
+
+
+def mark_pending(res: pd.DataFrame, pending: dict[tuple[str, str, str], list[str]]) -> pd.DataFrame:
+    """``res`` with :data:`PENDING_STATUS` for each claim not checked for want of runs (dataset
+    or method not run, too few runs), or above the ceiling of a panel that is still growing
+    (``above every model run here``), whose dataset, setting and method or comparator has
+    pending runs (``pending``: :func:`cdgtmll.tables.collect.pending_runs`); the former status
+    goes to the front of ``detail``."""
+    if not pending or res.empty:
+        return res
+    res = res.copy()
+    waiting = {(d, s) for d, s, _ in pending}
+    for i, r in res.iterrows():
+        if r["status"] not in (NC_DATASET, NC_METHOD, NC_FEW, ABOVE_PANEL):
+            continue
+        ds, setting = str(r.get("dataset") or ""), str(r.get("setting") or "")
+        methods = [str(r.get("method") or "")] + [m for m in str(r.get("other_method") or "").replace(";", " ").split()
+                                                  if m and m != "nan"]
+        if any((ds, setting, m) in pending for m in methods) or (r["status"] == NC_DATASET and (ds, setting) in waiting):
+            detail = str(r.get("detail") or "")
+            res.at[i, "detail"] = r["status"] + ("; " + detail if detail and detail != "nan" else "")
+            res.at[i, "status"] = PENDING_STATUS
+    return res
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="the tables' profile.json (profile, datasets, methods); default: the one beside --runs")
     ClaimSettings.add_arguments(ap)  # the config's claims: section (rule claims_check)
     ap.add_argument("--ranks-md", type=Path, help="results/claims/ranks.md (cdgtmll.claims.ranks): across datasets")
+    ap.add_argument("--pending", nargs="*", default=[], type=Path, metavar="PATH",
+                    help="partial page: metrics.json files planned but not evaluated yet (their claims: … pending)")
+    ap.add_argument("--as-of", metavar="TIME", help="partial page: starts with 'partial: k of n runs done (as of TIME)'")
     ap.add_argument("--extract-tables", type=Path, metavar="TEX",
                     help="dev: print the table-cell claim rows parsed from the paper source and exit")
     args = ap.parse_args(argv)
@@ -174,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     mode = None if args.mode == "claims" else args.mode
     res = check_claims(claims, runs, pr, spec, mode, settings=ClaimSettings.from_args(args))
     res = add_reading_columns(res, runs)  # evidence beside the verdict
+    res = mark_pending(res, pending_runs(args.pending))  # partial page: claims whose runs are coming
     stem = args.out.with_suffix("") if args.out.suffix in (".csv", ".md") else args.out
     extra = [f"threshold mode: {'per claim (default global)' if mode is None else mode}"]
     profile = _profile(args.profile_json or args.runs.parent / "profile.json", explicit=args.profile_json is not None)
@@ -203,10 +241,14 @@ def main(argv: list[str] | None = None) -> int:
                    sorted(set(runs["dataset"])) if "dataset" in runs else [], extra)
     hamming = hamming_comparison(res, runs)
     ranks = args.ranks_md.read_text(encoding="utf-8") if args.ranks_md else None
+    banner = ""
+    if args.as_of:
+        done = set(runs["metrics_path"]) if "metrics_path" in runs else set()
+        banner = partial_banner(len(done), len(done | set(map(str, args.pending))), args.as_of)
     atomic_write(stem.parent / f"{stem.name}.md",
-                 render_markdown(*report_args, profile=profile, hamming=hamming, ranks=ranks))
+                 render_markdown(*report_args, profile=profile, hamming=hamming, ranks=ranks, banner=banner))
     atomic_write(stem.parent / f"{stem.name}.html",
-                 render_html(*report_args, profile=profile, hamming=hamming, ranks=ranks))
+                 render_html(*report_args, profile=profile, hamming=hamming, ranks=ranks, banner=banner))
     counts = res["status"].value_counts().to_dict()
     print(json.dumps({"claims": len(res), "status": counts, "out": [f"{stem}.{e}" for e in ("csv", "md", "html")]}))
     return 0

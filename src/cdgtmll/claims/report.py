@@ -32,7 +32,7 @@ from cdgtmll.claims.verdict import (
     UNDECIDED,
 )
 from cdgtmll.tables.html import esc, frame_table, page
-from cdgtmll.tables.render import md_cell
+from cdgtmll.tables.render import banner_html, md_cell
 
 
 def _missing(x) -> bool:
@@ -259,14 +259,15 @@ def _summary(res: pd.DataFrame) -> tuple[list[str], pd.Series, int, list[tuple[s
 
 def render_markdown(res: pd.DataFrame, runs_path: str, claims_path: str, n_runs: int, datasets: list[str],
                     extra: list[str], profile: dict | None = None, hamming: pd.DataFrame | None = None,
-                    ranks: str | None = None) -> str:
+                    ranks: str | None = None, banner: str = "") -> str:
     """``profile``: the tables' ``profile.json`` (which datasets and methods the profile has), for
     the reasons of the verdict; None when unknown. ``hamming``:
     :func:`cdgtmll.claims.compare.hamming_comparison`, shown at the end of "How this check was
     made" (omitted when None or empty). ``ranks``: the across-datasets section
-    (``results/claims/ranks.md``, :func:`cdgtmll.claims.ranks.markdown`), appended when given."""
+    (``results/claims/ranks.md``, :func:`cdgtmll.claims.ranks.markdown`), appended when given.
+    ``banner``: the first line of a partial page (:func:`cdgtmll.tables.render.partial_banner`)."""
     order, counts, partial, kinds = _summary(res)
-    md = ["# Paper claims vs. reproduced runs", "", *_verdict_markdown(res, profile), "",
+    md = ([f"> {md_cell(banner)}", ""] if banner else []) + ["# Paper claims vs. reproduced runs", "", *_verdict_markdown(res, profile), "",
           "## How this check was made", "",
           *[f"- {h}" for h in _header(res, runs_path, claims_path, n_runs, datasets, extra)], "",
           *_hamming_markdown(hamming),
@@ -348,13 +349,13 @@ def _inline(text: str) -> str:
 
 def render_html(res: pd.DataFrame, runs_path: str, claims_path: str, n_runs: int, datasets: list[str],
                 extra: list[str], stamp: str = "", profile: dict | None = None,
-                hamming: pd.DataFrame | None = None, ranks: str | None = None) -> str:
+                hamming: pd.DataFrame | None = None, ranks: str | None = None, banner: str = "") -> str:
     """The claims check as one HTML page: the same verdict, header, summary and per-group tables
     as :func:`render_markdown`; the status cell coloured (consistent green, inconsistent red,
     undecided blue, above the ceiling purple, paper inconsistency yellow, not checked grey)."""
     order, counts, partial, kinds = _summary(res)
     title = "Paper claims vs. reproduced runs"
-    body = [f"<h1>{esc(title)}</h1>"]
+    body = [*banner_html(banner), f"<h1>{esc(title)}</h1>"]
     if stamp:
         body.append(f'<p class="stamp">{esc(stamp)}</p>')
     body += [_verdict_html(res, profile), "<h2>How this check was made</h2>"]

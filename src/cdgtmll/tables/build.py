@@ -52,6 +52,14 @@ Every file is written into a folder beside ``--out`` and moved in only once all 
 (the ``.sources.json`` files last): a failed run (a corrupt ``metrics.json``: named, deleted,
 re-made by the next ``snakemake`` run) leaves the previous tables, never a sidecar without its table.
 
+Partial tables (:mod:`cdgtmll.tables.partial`, while the workflow runs): ``--pending PATH ...``
+names the metrics files planned but not evaluated yet; a cell whose runs are among them shows
+``…`` instead of ``n.r.`` (a value followed by ``…``: the mean of the runs done so far), with a
+footnote. ``--as-of TIME`` marks every file but the CSVs with ``partial: k of n runs done (as of
+TIME)`` (per table: that table's runs). ``--keep-corrupt`` leaves a metrics or provenance file that
+cannot be read where it is (the run's own rules deal with it). Without these options the files
+are the final tables' byte for byte.
+
 Further footnotes, from what each ``metrics.json`` records:
 
 * the decision rule behind each F1 column of a row scored by its own rule (global mode):
@@ -80,7 +88,7 @@ from pathlib import Path
 from cdgtmll.io import CorruptArtifactError, atomic_write, staged_dir, write_json
 from cdgtmll.lineage.code import identity
 from cdgtmll.tables.code_lineage import code_footnote, code_lineage, is_mixed
-from cdgtmll.tables.collect import METRICS, MODES, collect, summarise, write_summary_dir
+from cdgtmll.tables.collect import METRICS, MODES, collect, pending_runs, summarise, write_summary_dir
 from cdgtmll.tables.device_lineage import device_footnote, device_lineage
 from cdgtmll.tables.footnotes import (
     ProfileContext,
@@ -103,7 +111,7 @@ from cdgtmll.tables.layout import (
     configured_columns,
     paper_columns,
 )
-from cdgtmll.tables.render import write_metrics_full, write_table
+from cdgtmll.tables.render import partial_banner, pending_note, write_metrics_full, write_table
 from cdgtmll.variants.naming import parse_setting
 
 MODE_TITLE = {"global": "global threshold", "adaptive": "label-adaptive thresholds"}
@@ -158,6 +166,27 @@ def _context(args: argparse.Namespace, severities: dict[str, list[float]]) -> Pr
         shipped=shipped_profiles(args.profiles_dir if args.profiles_dir is not None else default_profiles_dir()))
 
 
+def add_pending(table: dict, pending: dict[tuple[str, str, str], list[str]]) -> None:
+    """Mark the cells of a table built by :func:`cdgtmll.tables.layout.build_table` whose runs are
+    pending (``pending``: :func:`cdgtmll.tables.collect.pending_runs`): a cell without a value gets
+    ``{"pending": paths}`` (shown ``…`` instead of ``n.r.``), a cell with one the key ``pending``
+    beside it. A method that cannot run on the dataset (``not run†``) is left as it is."""
+    for j, (ds, _, setting, *_rest) in enumerate(table["columns"]):
+        for r in table["rows"]:
+            paths = pending.get((ds, setting, r))
+            cell = table["cells"].get((r, j))
+            if not paths or (cell is not None and "not_run" in cell):
+                continue
+            table["cells"].setdefault((r, j), {})["pending"] = sorted(set(paths))
+
+
+def table_runs(table: dict) -> tuple[int, int]:
+    """(runs done, runs done or pending) behind a table's cells: its ``k of n``."""
+    done = {p for c in table["cells"].values() for p in c.get("sources", ())}
+    pending = {p for c in table["cells"].values() for p in c.get("pending", ())} - done
+    return len(done), len(done) + len(pending)
+
+
 def _write_tables(args: argparse.Namespace, out: Path, summary, stamp: str, lineage: dict, code_note: list[str],
                   n_runs: int, devices: dict, device_note: list[str], runs=None) -> None:
     """The paper's tables (both threshold modes, as in the paper and with the configured
@@ -175,6 +204,7 @@ def _write_tables(args: argparse.Namespace, out: Path, summary, stamp: str, line
     context = _context(args, severities)
     checks = column_checks(runs, tail_records(runs), args.min_ceiling, args.min_tail_labels) \
         if runs is not None else {}
+    pending = pending_runs(args.pending, dict(args.alias))
     for mode in MODES:
         suffix = "" if mode == "global" else "_adaptive"
         mode_title = MODE_TITLE[mode] + (f" {args.threshold}" if mode == "global" else "")
@@ -184,11 +214,15 @@ def _write_tables(args: argparse.Namespace, out: Path, summary, stamp: str, line
                 table = build_table(summary, mode, cols, PAPER_ROWS[number], args.methods, not_run,
                                     number=number, digits=DIGITS[number], checks=checks)
                 table["configured"] = configured
+                add_pending(table, pending)
                 name = f"table{number}_configured" if configured else stem
                 what = "configured datasets" if configured else "as in the paper"
+                notes = footnotes(table, summary, mode, args.threshold, context) + code_note + device_note
+                if any("pending" in c for c in table["cells"].values()):
+                    notes.append(pending_note())
                 write_table(table, out, f"{name}{suffix}", CONFIGURED_CAPTIONS[number] if configured else caption,
-                            footnotes(table, summary, mode, args.threshold, context) + code_note + device_note,
-                            title=f"Table {number} ({what}), {mode_title}", stamp=stamp, record=record)
+                            notes, title=f"Table {number} ({what}), {mode_title}", stamp=stamp, record=record,
+                            banner=partial_banner(*table_runs(table), args.as_of) if args.as_of else "")
     write_json(out / "profile.json", {"profile": args.profile, "configfiles": args.profile_file,
                                       "datasets": [d for d, _ in datasets], "methods": args.methods,
                                       "runs": n_runs, "code_lineage": lineage,
@@ -233,11 +267,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--part", choices=PARTS, default="all",
                     help="tables: the tables, their .sources.json and profile.json; summary: all_runs.csv, "
                          "metrics_full.* and the --summary-json/--summary-dir files; all: both (default)")
+    ap.add_argument("--pending", nargs="*", default=[], type=Path, metavar="PATH",
+                    help="partial tables: metrics.json files planned but not evaluated yet; their cells show … "
+                         "instead of n.r.")
+    ap.add_argument("--as-of", metavar="TIME", help="partial tables: every file but the CSVs starts with "
+                                                    "'partial: k of n runs done (as of TIME)'")
+    ap.add_argument("--keep-corrupt", action="store_true",
+                    help="leave a metrics.json or provenance.json that cannot be read where it is (partial tables)")
     args = ap.parse_args(argv)
     if args.part != "summary" and not args.methods:
         ap.error(f"--part {args.part} writes the tables: --methods is required")
     try:
-        df = collect(args.metrics, dict(args.alias))
+        df = collect(args.metrics, dict(args.alias), remove=not args.keep_corrupt)
     except CorruptArtifactError:
         raise  # its own message names the file and the rule that re-makes it
     except ValueError as exc:  # a wrong --alias
@@ -255,7 +296,10 @@ def main(argv: list[str] | None = None) -> int:
     with staged_dir(args.out, last=(".sources.json",)) as out:
         if args.part in ("all", "summary"):
             atomic_write(out / "all_runs.csv", df.to_csv(index=False))
-            write_metrics_full(summary, out, _full_notes(summary) + code_note + device_note, stamp)
+            done = set(df["metrics_path"])
+            banner = partial_banner(len(done), len(done | set(map(str, args.pending))), args.as_of) \
+                if args.as_of else ""
+            write_metrics_full(summary, out, _full_notes(summary) + code_note + device_note, stamp, banner)
         if args.part in ("all", "tables"):
             _write_tables(args, out, summary, stamp, lineage, code_note, n_runs, devices, device_note, df)
     if args.part in ("all", "summary"):

@@ -94,11 +94,11 @@ def equal_by_construction(method: str, hparams: dict | None = None) -> tuple[str
     return None
 
 
-def run_provenance(seed_dir: Path) -> dict:
+def run_provenance(seed_dir: Path, remove: bool = True) -> dict:
     """A run's ``provenance.json`` (read once per run; ``{}`` where there is none). The
-    functions below take it."""
+    functions below take it. ``remove``: a corrupt one is deleted (see :func:`collect`)."""
     prov = seed_dir / "provenance.json"
-    return read_json(prov, remove=True) if prov.is_file() else {}
+    return read_json(prov, remove=remove) if prov.is_file() else {}
 
 
 def run_method(prov: dict, method: str) -> tuple[str, dict]:
@@ -203,13 +203,15 @@ def run_code(prov: dict) -> dict:
             "device": run_machine(prov)}
 
 
-def collect(paths: list[Path], aliases: dict[str, str] | None = None) -> pd.DataFrame:
+def collect(paths: list[Path], aliases: dict[str, str] | None = None, remove: bool = True) -> pd.DataFrame:
     """Long table of the given ``.../<dataset>/<variant>/<method>/seed<k>/metrics.json`` files.
 
     ``aliases`` maps a setting's run folder (``.../<dataset>/<variant>/<setting>``) to the run
     folder among ``paths`` that holds its result (the same run spec, trained once): the setting
     gets rows of its own, read from that folder, with ``alias_of`` naming it
-    (``<dataset>/<variant>/<method>``; empty for a run read under its own name)."""
+    (``<dataset>/<variant>/<method>``; empty for a run read under its own name). ``remove``: a
+    corrupt ``metrics.json`` or ``provenance.json`` is deleted before the error is raised (False
+    for the partial tables, which must leave the run's files to the run's own rules)."""
     by_folder: dict[str, list[Path]] = {}
     for mpath in sorted(Path(p) for p in paths):
         by_folder.setdefault(str(mpath.parent.parent), []).append(mpath)
@@ -229,10 +231,10 @@ def collect(paths: list[Path], aliases: dict[str, str] | None = None) -> pd.Data
         # a hand-edited value breaks its self-hash: refused. A file without one (written before files were
         # sealed: its evaluate job re-runs for the new code anyway) is read; the Snakefile's check
         # (cdgtmll.lineage.integrity) deletes one whose bytes differ from what the tables recorded
-        m, digest = read_sealed_json(mpath, remove=True, unsealed_ok=True)
+        m, digest = read_sealed_json(mpath, remove=remove, unsealed_ok=True)
         parsed = parse_variant(variant)
         sev, sseed = (None, None) if parsed is None else parsed
-        prov = run_provenance(seed_dir)
+        prov = run_provenance(seed_dir, remove)
         backbone = backbone_use(prov)
         construction = run_construction(prov, method)
         deviation = run_deviation(prov, method)
@@ -263,6 +265,21 @@ def collect(paths: list[Path], aliases: dict[str, str] | None = None) -> pd.Data
             "backbone", "select_epoch", "selected_epoch", "epochs_trained", "git_commit", "git_dirty", "code_sha256",
             "device", "alias_of", "metrics_path", "metrics_sha256"]
     return pd.DataFrame(rows, columns=cols)
+
+
+def pending_runs(paths: list, aliases: dict[str, str] | None = None) -> dict[tuple[str, str, str], list[str]]:
+    """``{(dataset, setting, method): [metrics.json paths]}`` of runs not evaluated yet (the
+    partial tables' ``--pending``): each path ``.../<dataset>/<variant>/<method>/seed<k>/metrics.json``
+    under its own setting and, through ``aliases`` (as :func:`collect`), under every setting that
+    shares its run folder."""
+    out: dict[tuple[str, str, str], list[str]] = {}
+    for p in map(Path, paths):
+        method_dir = p.parent.parent
+        ds, setting = method_dir.parent.parent.name, variant_setting(method_dir.parent.name)
+        names = [method_dir.name] + [Path(sd).name for sd, rd in (aliases or {}).items() if Path(rd) == method_dir]
+        for name in names:
+            out.setdefault((ds, setting, name), []).append(str(p))
+    return out
 
 
 def mode_block(m: dict, mode: str) -> tuple[str, dict]:
