@@ -1,6 +1,9 @@
 # CD-GTMLL benchmark pipeline. Thin entry point: validate the config, then include the rules.
-#   snakemake --cores 8 all                       default profile (config/config.yaml)
-#   snakemake --cores 8 all --configfile config/paper.yaml
+#   snakemake all --cores all                                   default profile (config/config.yaml)
+#   snakemake all --cores all --configfile config/quick.yaml    another profile (`make all CONFIG=...`)
+#   snakemake --report results/report.html --configfile config/quick.yaml    the HTML report (`make report`)
+import sys
+
 from snakemake.logging import logger
 from snakemake.utils import min_version
 
@@ -9,6 +12,16 @@ min_version("9.0")
 from cdgtmll.config.dvc_params import settings_layer
 from cdgtmll.config.loader import load_files
 from cdgtmll.lineage.integrity import check_recorded_metrics
+from cdgtmll.workflow.landing import PlannedRun, quiet_missing_metadata, report_path, run_status, status_html
+from cdgtmll.workflow.profile_guard import (
+    MarkerError,
+    ProfileMismatch,
+    check,
+    is_dry_run,
+    mismatch_message,
+    read_recorded,
+    write_marker,
+)
 from cdgtmll.workflow.env import own_python_first, passive_openmp_waits
 from cdgtmll.workflow.scheduler import one_reevaluation_timer
 
@@ -71,8 +84,55 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/figures.smk"
 
 
+# `snakemake --report` (read from the command line: Snakemake parses this file before it knows):
+# Snakemake's warning per output of a job not run yet becomes one line with the count, and the
+# landing page (workflow/report/workflow.rst) gets config["_report_status"], a key that exists
+# only in report mode: how far the run is, what is pending, the partial tables; HTML, every value
+# escaped (cdgtmll/workflow/landing.py).
+REPORT = report_path(sys.argv) if workflow.is_main_process else None
+if REPORT:
+    quiet_missing_metadata(logger)
+    config["_report_status"] = status_html(
+        run_status(
+            workflow.basedir,
+            [PlannedRun(m, d, v, tuple(all_metrics([(d, v, m)]))) for d, v, m in ALL_JOBS if (d, m) not in NOT_RUN],
+            ALL_TARGETS + FIGURE_TARGETS,
+        ),
+        workflow.basedir,
+        REPORT,
+    )
+
+# A results folder knows its profile (results/profile.json, cdgtmll/workflow/profile_guard.py):
+# a run of another profile into it stops before its first job (onstart below), naming both and
+# the command of each way forward; a dry run only warns. --config overrides keep the profile.
+PROFILE_FILES = configfile_names() or ["config/config.yaml"]
+if workflow.is_main_process and not REPORT and is_dry_run(sys.argv):
+    try:
+        _recorded = read_recorded(workflow.basedir)
+    except MarkerError as e:
+        _recorded, _mismatch = None, str(e)
+    else:
+        _mismatch = _recorded and mismatch_message(_recorded, config["name"], PROFILE_FILES)
+    if _mismatch:
+        logger.warning(f"cdgtmll: {_mismatch}\n(A dry run: nothing is written; a real run stops here.)")
+
+
 onstart:
+    if workflow.is_main_process and not workflow.touch:
+        try:
+            _warning = check(workflow.basedir, config["name"], PROFILE_FILES)
+        except (ProfileMismatch, MarkerError) as e:
+            raise SystemExit(f"cdgtmll: {e}")
+        if _warning:
+            logger.warning(f"cdgtmll: {_warning}")
     check_gpu_request()
+    if workflow.is_main_process:
+        write_marker(workflow.basedir, config["name"], PROFILE_FILES)
+    partial_onstart()  # results/partial/: tables of the runs done so far (report_common.smk)
+
+
+onsuccess:
+    partial_onsuccess()  # the final tables exist: results/partial/ goes
 
 
 rule all:

@@ -10,6 +10,11 @@ clicks. Chromium is driven through the DevTools protocol over a pipe
 Command line (screenshots of the landing page, Table 1, the claims check and a figure)::
 
     python tools/report_browser.py results/report.html OUTDIR
+
+A report of a run that has not finished may lack a category (no Tables yet): its screenshot is
+skipped and the command says so. A screenshot whose shown content is blank (nearly one colour:
+:func:`blank_share`) is taken again after a longer wait, then fails: the command exits non-zero
+naming it, and the blank file is not kept.
 """
 
 from __future__ import annotations
@@ -52,6 +57,34 @@ def require_chromium() -> str:
 
 class ChromiumError(RuntimeError):
     pass
+
+
+class BlankScreenshotError(ChromiumError):
+    """A screenshot whose shown content is nearly one colour (nothing painted)."""
+
+
+#: a screenshot's content is blank when its most common colour covers at least this share of it
+BLANK_SHARE = 0.995
+
+
+def blank_share(png: bytes, box: tuple[int, int, int, int] | None = None) -> float:
+    """The share of the pixels of ``png`` (inside ``box``: left, top, right, bottom, when
+    given) that have its most common colour: 1.0 for a uniform image."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    img = Image.open(io.BytesIO(png)).convert("RGB")
+    if box is not None:
+        left, top, right, bottom = box
+        left, top = max(0, left), max(0, top)
+        right, bottom = min(img.width, right), min(img.height, bottom)
+        if right - left >= 8 and bottom - top >= 8:
+            img = img.crop((left, top, right, bottom))
+    px = np.asarray(img).reshape(-1, 3)
+    packed = (px[:, 0].astype(np.uint32) << 16) | (px[:, 1].astype(np.uint32) << 8) | px[:, 2]
+    return float(np.bincount(np.unique(packed, return_inverse=True)[1].ravel()).max() / len(packed))
 
 
 class ReportBrowser:
@@ -143,8 +176,15 @@ class ReportBrowser:
     def open(self, report: Path) -> str:
         """Load the report; the text of its landing page."""
         self.send("Page.navigate", {"url": Path(report).resolve().as_uri()})
-        return self.wait_for("document.readyState === 'complete' && document.body.innerText.includes('RESULTS') "
-                             "&& document.body.innerText", "the report's menu")
+        # a report with no entries yet has no RESULTS section, only GENERAL
+        return self.wait_for("document.readyState === 'complete' && (document.body.innerText.includes('RESULTS') "
+                             "|| document.body.innerText.includes('GENERAL')) && document.body.innerText",
+                             "the report's menu")
+
+    def has_menu(self, text: str) -> bool:
+        """Whether the left-hand menu has an item whose text is ``text`` (a category)."""
+        return bool(self.eval(f"""(() => {{ const t = {json.dumps(text)};
+            return [...document.querySelectorAll('li, a, span')].some(e => e.textContent.trim() === t); }})()"""))
 
     def click_menu(self, text: str) -> None:
         """Click the item of the left-hand menu whose text is ``text`` (a category)."""
@@ -204,11 +244,27 @@ class ReportBrowser:
               return f.src.startsWith('data:application/pdf') ? 'pdf' : 'html';
               return document.querySelector('img') ? 'img' : ''; })()""")
 
-    def screenshot(self, path: Path, settle: float = 1.0) -> Path:
-        time.sleep(settle)  # let the PDF viewer / frame paint
-        data = self.send("Page.captureScreenshot", {"format": "png"})["data"]
-        Path(path).write_bytes(base64.b64decode(data))
-        return Path(path)
+    def content_box(self) -> tuple[int, int, int, int] | None:
+        """The shown entry's frame or image on the page (left, top, right, bottom), or None."""
+        return self.eval("""(() => { const f = document.querySelector('iframe') || document.querySelector('main img');
+              if (!f) return null; const r = f.getBoundingClientRect();
+              return r.width > 0 && r.height > 0 ? [r.left, r.top, r.right, r.bottom].map(Math.round) : null; })()""")
+
+    def screenshot(self, path: Path, settle: float = 1.0, tries: int = 3) -> Path:
+        """Save a PNG of the page at ``path``. Its content (the shown entry's frame or image,
+        else the whole page) must not be blank (:data:`BLANK_SHARE`): taken again after a longer
+        wait, up to ``tries`` times, then :class:`BlankScreenshotError` naming ``path``, which is
+        not written."""
+        share = 1.0
+        for k in range(tries):
+            time.sleep(settle * (k + 1))  # let the PDF viewer / frame paint
+            png = base64.b64decode(self.send("Page.captureScreenshot", {"format": "png"})["data"])
+            share = blank_share(png, self.content_box())
+            if share < BLANK_SHARE:
+                Path(path).write_bytes(png)
+                return Path(path)
+        raise BlankScreenshotError(f"{path}: blank screenshot ({share:.1%} of its content is one colour, after "
+                                   f"{tries} tries); nothing was painted, not saved")
 
     def close(self) -> None:
         try:
@@ -231,32 +287,59 @@ class ReportBrowser:
         self.close()
 
 
-def screenshots(report: Path, out: Path) -> dict[str, Path]:
-    """Landing page, Table 1 (paper's columns, global mode), the claims check and the PR
-    figure (when in the report), each as ``out/report-<name>.png``."""
+#: the screenshots after the landing page: name -> (category, entry label or None for the first)
+SHOTS = {
+    "table1": ("Tables", "Table 1 (as in the paper)"),
+    "claims": ("Claims", "Paper claims vs. reproduced runs"),
+    "figure": ("Figures", None),
+}
+
+
+def screenshots(report: Path, out: Path, skipped: dict[str, str] | None = None) -> dict[str, Path]:
+    """Landing page, Table 1 (paper's columns, global mode), the claims check and the first
+    figure, each as ``out/report-<name>.png``. A category or entry the report does not have is
+    skipped, with the reason in ``skipped``; a blank screenshot raises :class:`BlankScreenshotError`."""
     out.mkdir(parents=True, exist_ok=True)
+    skipped = {} if skipped is None else skipped
     shots = {}
     with ReportBrowser() as b:
         b.open(report)
         shots["landing"] = b.screenshot(out / "report-landing.png")
-        b.click_menu("Tables")
-        b.open_entry("Table 1 (as in the paper)")
-        shots["table1"] = b.screenshot(out / "report-table1.png")
-        b.open(report)
-        b.click_menu("Claims")
-        b.open_entry("Paper claims vs. reproduced runs")
-        shots["claims"] = b.screenshot(out / "report-claims.png")
-        b.open(report)
-        b.click_menu("Figures")
-        rows = b.entries()
-        if rows:
-            b.open_entry(rows[0][0])
-            shots["figure"] = b.screenshot(out / "report-figure.png", settle=2.0)
+        for name, (category, label) in SHOTS.items():
+            b.open(report)
+            if not b.has_menu(category):
+                skipped[name] = f"the report has no category {category!r} (not made yet)"
+                continue
+            b.click_menu(category)
+            rows = [r[0] for r in b.entries()] if label is None else []
+            if label is None and not rows:
+                skipped[name] = f"category {category!r} lists no entry"
+                continue
+            try:
+                b.open_entry(label or rows[0])
+            except ChromiumError as exc:
+                skipped[name] = f"no entry {label!r} under {category!r} ({exc})"
+                continue
+            shots[name] = b.screenshot(out / f"report-{name}.png", settle=2.0 if name == "figure" else 1.0)
     return shots
 
 
-if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        sys.exit(__doc__)
-    for name, path in screenshots(Path(sys.argv[1]), Path(sys.argv[2])).items():
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    skipped: dict[str, str] = {}
+    try:
+        shots = screenshots(Path(argv[0]), Path(argv[1]), skipped)
+    except BlankScreenshotError as exc:
+        print(f"report_browser: {exc}", file=sys.stderr)
+        return 1
+    for name, path in shots.items():
         print(name, path)
+    for name, why in skipped.items():
+        print(f"skipped {name}: {why}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

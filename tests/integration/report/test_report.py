@@ -147,3 +147,102 @@ def test_chromium_reads_a_table_page(tmp_path, report_browser):
         bold = b.eval("[...document.querySelectorAll('td')].filter(td => parseInt(getComputedStyle(td).fontWeight) >= 600)"
                       ".map(td => td.innerText.trim()).sort()")
     assert bold == want_bold and len(bold) == 2  # Yeast-R @40% and @50%
+
+
+# ---------------------------------------------------------------------------------------------
+# a run that has not finished: the landing page says how far it is, the log stays short
+
+
+def _planned_quick_runs(repo: Path) -> int:
+    """The runs config/quick.yaml plans: every dataset's clean split and R-variant severities
+    (one sampling seed each), every method, every training seed."""
+    import yaml
+
+    cfg = yaml.safe_load((repo / "config/quick.yaml").read_text())
+    exp = cfg["experiments"]
+    settings = sum(1 + len(cfg["r_variants"]["severities"].get(d, [])) * len(cfg["r_variants"]["sampling_seeds"])
+                   for d in exp["datasets"])
+    return settings * len(exp["methods"]) * len(exp["seeds"])
+
+
+BANNER = "partial: 3 of {n} runs done"
+
+
+@pytest.fixture(scope="module")
+def unfinished_report(tmp_path_factory, mirror):
+    """A copy of the workflow where config/quick.yaml's run has written BCE's clean runs only
+    (no tables yet) and a partial Table 1, and `snakemake --report` of it; (repo, report, its
+    output, the number of runs planned)."""
+    repo = tmp_path_factory.mktemp("unfinished") / "repo"
+    shutil.copytree(ROOT, repo, ignore=checkout_ignore(".dvc"), symlinks=True)
+    n = _planned_quick_runs(repo)
+    for seed in range(3):
+        d = repo / f"results/runs/yeast/clean/BCE/seed{seed}"
+        d.mkdir(parents=True)
+        (d / "metrics.json").write_text(json.dumps({"global@0.5": {m: 0.5 for m in METRICS}}))
+    partial = repo / "results/partial/tables/table1_standard.html"
+    partial.parent.mkdir(parents=True)
+    partial.write_text(f"<!DOCTYPE html><html><body><p class='banner'>{BANNER.format(n=n)}</p><table><tr>"
+                       "<td>BCE &lt;script&gt;</td><td>50.0</td></tr></table></body></html>")
+    report = repo / "results/report.html"
+    res = subprocess.run([sys.executable, "-m", "snakemake", "--report", str(report), "--configfile",
+                          "config/quick.yaml"], cwd=repo, env=snakemake_env(mirror), capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return repo, report, res.stdout + res.stderr, n
+
+
+def test_unfinished_runs_report_prints_one_line_for_the_outputs_not_made(unfinished_report):
+    _, _, out, _ = unfinished_report
+    assert "Missing metadata" not in out
+    counted = [ln for ln in out.splitlines() if "outputs not made yet: the report leaves them out" in ln]
+    assert len(counted) == 1 and int(counted[0].split()[0]) > 0, out[-3000:]
+    assert len(out.splitlines()) < 30, out[-3000:]
+
+
+@pytest.mark.slow
+def test_unfinished_runs_landing_page_says_how_far_what_is_pending_and_shows_partial_table1(
+        unfinished_report, report_browser, tmp_path):
+    repo, report, _, n = unfinished_report
+    with report_browser.ReportBrowser(report_browser.require_chromium()) as b:
+        landing = b.open(report)
+        assert "This run has not finished" in landing
+        assert f"3 of {n} runs done" in landing
+        pending = landing.split("Pending", 1)[1]
+        for method in QUICK_METHODS:
+            assert f"{method}: yeast / " in pending
+        bce = next(ln for ln in pending.splitlines() if ln.startswith("BCE:"))
+        assert "yeast / clean" not in bce  # its three seeds are done
+        assert "table1_standard.html" in landing
+        assert "In this report:" not in landing and "the report has no entries" in landing
+        # Table 1's partial page, embedded whole in a sandboxed frame (no script of it runs; its
+        # opaque origin keeps the frame's text from the page's scripts, so its source is read)
+        frame = b.eval("(() => { const f = document.querySelector('iframe[srcdoc]'); "
+                       "return f && {sandbox: f.getAttribute('sandbox'), src: f.srcdoc}; })()")
+        assert frame and frame["sandbox"] == "", frame
+        assert frame["src"] == (repo / "results/partial/tables/table1_standard.html").read_text()
+        b.screenshot(tmp_path / "landing.png")
+    # report_browser on it: the landing page only, the categories not there yet said so
+    skipped: dict[str, str] = {}
+    shots = report_browser.screenshots(report, tmp_path / "shots", skipped)
+    assert set(shots) == {"landing"} and shots["landing"].exists()
+    assert set(skipped) == {"table1", "claims", "figure"}
+    assert all("no category" in why for why in skipped.values()), skipped
+
+
+def test_report_browser_fails_on_a_blank_screenshot_naming_it(tmp_path, report_browser):
+    """A page that paints nothing: the screenshot is taken again, then fails naming the file,
+    which is not written; a painted one passes."""
+    exe = report_browser.require_chromium()
+    blank, painted = tmp_path / "blank.png", tmp_path / "painted.png"
+    page = tmp_path / "page.html"
+    page.write_text("<html><body style='font:40px sans-serif'>" + "Table 1 of the report " * 40 + "</body></html>")
+    with report_browser.ReportBrowser(exe) as b:
+        with pytest.raises(report_browser.BlankScreenshotError) as e:
+            b.screenshot(blank, settle=0.1, tries=2)
+        assert str(blank) in str(e.value) and not blank.exists()
+        b.send("Page.navigate", {"url": page.as_uri()})
+        b.wait_for("document.readyState === 'complete'", "the page")
+        b.screenshot(painted, settle=0.1)
+    share = report_browser.blank_share(painted.read_bytes())
+    assert painted.exists() and share < report_browser.BLANK_SHARE
