@@ -10,7 +10,12 @@ points (every score threshold; not scikit-learn's appended end point (recall 0,
 precision 1), which is no threshold: with it every curve would start at precision 1, as
 in the PASCAL VOC devkit's ``VOCap``, whose sentinel at recall 0 has precision 0) and
 sampled on a fixed recall grid; the figure shows the mean over runs (training seeds x
-sampling seeds) with a ±1 std band, drawn beneath every curve. A run whose tail scores give
+sampling seeds) with a band, drawn beneath every curve: the 95% t-interval of the mean at
+each recall cut to [0, 1], where precision lies (cutting a confidence interval to where the
+mean can be keeps its coverage: :func:`cdgtmll.figures.intervals.seed_interval`; the CSV's
+``precision_ci_low``/``precision_ci_high``; no band from one run). Every line is named: a
+highlighted method in the legend; the grey context methods by one legend entry (the method's
+name when it is one) and, when several, by name in a note under the axes ("grey, mean only: ..."). A run whose tail scores give
 no ranking (all tied, or not finite: :func:`curve_problem`) has no curve and is left out of
 its method's mean; a method left with no run, or configured without runs (``--no-runs``),
 is named with the reason in a footnote line under the legend ("no curve: ..."), in the CSV
@@ -30,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from cdgtmll.data.processed import ProcessedData
+from cdgtmll.figures.intervals import FRACTION, interval_text, seed_interval
 from cdgtmll.figures.studies.runs import _grid, _plt
 from cdgtmll.figures.style import (
     NOTE_PT,
@@ -112,13 +118,14 @@ def _title_and_subtitle(names: dict[str, set[str]], ds_name: str, style: FigureS
     """(title, subtitle, setting): a short title (one line at one column), a subtitle of at
     most two lines, and the setting in full words (for sources.json). One dataset with
     R-variants of one severity: "Yeast-R, 50% tail positives removed: tail PR" and "tail: 2
-    rarest labels (bottom 20%); sampling seed 0; mean ± std (band) of 3 runs"; anything else:
-    the full setting as the title."""
+    rarest labels (bottom 20%); sampling seed 0; mean of 3 runs; band: 95% t-interval of the
+    mean, cut to [0, 1]"; anything else: the full setting as the title."""
     runs = "-".join(map(str, n_runs))
     setting = "; ".join(style.settings_list(ds, sorted(vs)) for ds, vs in sorted(names.items())) or ds_name
     parsed = [_R_VARIANT.match(v) for vs in names.values() for v in vs]
     tail = f"tail: {n_tail} rarest labels (bottom {100 * q:g}%)"
-    band = f"mean\u00a0±\u00a0std (band) of {runs} run{'' if n_runs == [1] else 's'}"  # no break in "mean ± std"
+    band = f"mean of {runs} run{'' if n_runs == [1] else 's'}" + ("" if n_runs == [1] else
+                                                               f"; {interval_text(FRACTION, what='band')}")
     if len(names) == 1 and parsed and all(parsed) and len({float(m[1]) for m in parsed}) == 1:
         pct = f"{100 * float(parsed[0][1]):g}%"
         seeds = sorted({int(m[2]) for m in parsed})
@@ -131,8 +138,9 @@ def pr_figure(runs: dict[str, list[Path]], clean: ProcessedData, q: float, tie_s
               out: Path, title: str = "", style: FigureStyle | None = None,
               highlight: list[str] | None = None, no_runs: dict[str, str] | None = None) -> None:
     """Tail PR curves, one per method. ``highlight`` (``figures.pr_curve.highlight``): the
-    methods drawn in their colours with a ±1 std band; the run's other methods are thin grey
-    lines beneath them, without band or marker (22 coloured curves with bands are unreadable).
+    methods drawn in their colours with a band (module docstring); the run's other methods are thin grey
+    lines beneath them, without band or marker (22 coloured curves with bands are unreadable), named
+    by one legend entry and, when several, in a note under the axes.
     None, or a list that covers every method: all in colour. ``no_runs``: methods the figure
     should show but that have no runs, with the reason (the rule passes the configured methods
     that cannot run here). A method without a curve (no runs, or no run whose scores rank the
@@ -166,7 +174,8 @@ def pr_figure(runs: dict[str, list[Path]], clean: ProcessedData, q: float, tie_s
             reasons = sorted(set(problems))
             no_curve[method] = f"{'; '.join(reasons)} in {len(problems)} of {len(runs[method])} runs"
             rows.append({"method": method, "recall": None, "precision_mean": None, "precision_std": None,
-                         "n_runs": 0, "no_curve": no_curve[method]})
+                         "precision_ci_low": None, "precision_ci_high": None, "n_runs": 0,
+                         "no_curve": no_curve[method]})
             continue
         C = np.vstack(curves)
         mean = means[method] = np.nanmean(C, axis=0)
@@ -174,14 +183,17 @@ def pr_figure(runs: dict[str, list[Path]], clean: ProcessedData, q: float, tie_s
         ns[method] = len(C)
         left_out = f"{len(problems)} of {len(runs[method])} runs left out: {'; '.join(sorted(set(problems)))}" \
             if problems else ""
-        for r, m, s in zip(RECALL_GRID, mean, std):
+        for j, (r, m, s) in enumerate(zip(RECALL_GRID, mean, std)):
+            lo, hi = seed_interval(C[:, j].tolist(), FRACTION)
             rows.append({"method": method, "recall": round(float(r), 4), "precision_mean": float(m),
-                         "precision_std": float(s), "n_runs": len(C), "no_curve": left_out})
+                         "precision_std": float(s), "precision_ci_low": lo, "precision_ci_high": hi,
+                         "n_runs": len(C), "no_curve": left_out})
     for method, why in (no_runs or {}).items():
         if method not in runs:
             no_curve[method] = f"not run: {why}"
             rows.append({"method": method, "recall": None, "precision_mean": None, "precision_std": None,
-                         "n_runs": 0, "no_curve": no_curve[method]})
+                         "precision_ci_low": None, "precision_ci_high": None, "n_runs": 0,
+                         "no_curve": no_curve[method]})
     no_curve = {m: no_curve[m] for m in sorted(no_curve, key=style.index)}
     df = pd.DataFrame(long, columns=["method", "run", "recall", "precision"])
     drawn = [m for m in methods if m in means]
@@ -191,18 +203,22 @@ def pr_figure(runs: dict[str, list[Path]], clean: ProcessedData, q: float, tie_s
     pw = 4.3 if many else ONE_COLUMN
     # the footnote is as wide as the axes: the panel less its y axis (one column), or the
     # two-column figure less its y axis and the legend on the right
-    note = wrap(_no_curve_text(no_curve), chars_per_line(4.0 if many else pw - 0.8, NOTE_PT)) if no_curve else ""
+    note_parts = ([f"grey, mean only: {', '.join(context)}"] if len(context) > 1 else []) + \
+        ([_no_curve_text(no_curve)] if no_curve else [])
+    note = wrap("\n".join(note_parts), chars_per_line(4.0 if many else pw - 0.8, NOTE_PT))
     with figure_style():
-        # the footnote's lines (about 0.14 in each at NOTE_PT) come on top of the panel's height
+        # the footnote's lines (about 0.14 in each at NOTE_PT) come on top of the panel's height, with
+        # as much again for the axes: the axes keep most of the height with a note of several lines
         fig, axes = _grid(1, w=TWO_COLUMNS if many else ONE_COLUMN,
-                          h=(3.4 if many or context else 2.8) + 0.14 * (note.count("\n") + 1 if note else 0))
+                          h=(3.4 if many or context else 2.8) + 0.3 * (note.count("\n") + 1 if note else 0))
         ax = axes[0]
         for method in context:  # beneath the highlighted methods: mean only
             ax.plot(RECALL_GRID, means[method], color=CONTEXT_GREY, linewidth=0.7, zorder=1.5)
         for method in coloured:
             st = style.method(method)
             sns.lineplot(data=df[df["method"] == method], x="recall", y="precision", estimator="mean",
-                         errorbar="sd", err_kws={"alpha": 0.12, "linewidth": 0}, ax=ax, legend=False,
+                         errorbar=lambda v: seed_interval(v, FRACTION), err_kws={"alpha": 0.12, "linewidth": 0},
+                         ax=ax, legend=False,
                          **{**st.line_kw(), "markevery": (style.index(method) % 10, 10), "markersize": 4,
                             "linewidth": st.linewidth * 0.85})
         bands_below_lines(ax)
@@ -213,7 +229,7 @@ def pr_figure(runs: dict[str, list[Path]], clean: ProcessedData, q: float, tie_s
             from matplotlib.lines import Line2D
 
             handles.append(Line2D([], [], color=CONTEXT_GREY, linewidth=0.9))
-            labels.append(f"{len(context)} other methods")
+            labels.append(context[0] if len(context) == 1 else f"{len(context)} other methods (named below)")
         if many:
             legend_right(ax, handles, labels, ncol=2 if len(coloured) > 12 else 1)
         elif handles:

@@ -40,6 +40,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from cdgtmll.figures.intervals import PERCENT, seed_interval
+
 PALETTE = "colorblind"
 PROPOSED = "CD-GTMLL"
 #: Every built-in method (tests check this against :func:`cdgtmll.methods.base.available`): the
@@ -323,20 +325,23 @@ def method_handles(methods: Sequence[str], style: FigureStyle, labels: Sequence[
 
 
 def seed_bars(ax: Any, long: Sequence[Mapping[str, Any]], x: str, xorder: Sequence[str],
-              methods: Sequence[str], style: FigureStyle) -> list[Any]:
+              methods: Sequence[str], style: FigureStyle, bounds: tuple[float, float] = PERCENT) -> list[Any]:
     """:func:`group_bars` with one bar per method in ``methods`` (``long`` rows carry
     ``x``, ``"method"``, ``"value"``), coloured and hatched by ``style``."""
     sts = {m: style.method(m) for m in methods}
     rows = [{x: r[x], "hue": r["method"], "value": r["value"]} for r in long]
     return group_bars(ax, rows, x, xorder, methods, {m: s.color for m, s in sts.items()},
-                      {m: s.hatch for m, s in sts.items()})
+                      {m: s.hatch for m, s in sts.items()}, bounds)
 
 
 def group_bars(ax: Any, long: Sequence[Mapping[str, Any]], x: str, xorder: Sequence[str], hues: Sequence[str],
-               colors: Mapping[str, Any], hatches: Mapping[str, str] | None = None) -> list[Any]:
-    """Grouped bars (seaborn ``barplot``): mean ± std (ddof=1) of ``value`` over the rows of
-    ``long`` per (``x``, ``hue``), each row as a dot on its bar. Returns the bar containers
-    in ``hues`` order (one bar per ``xorder`` entry each)."""
+               colors: Mapping[str, Any], hatches: Mapping[str, str] | None = None,
+               bounds: tuple[float, float] = PERCENT) -> list[Any]:
+    """Grouped bars (seaborn ``barplot``): the mean of ``value`` over the rows of ``long`` per
+    (``x``, ``hue``) with its error bar, the 95% t-interval of the mean cut to ``bounds`` (the
+    values' range: :func:`cdgtmll.figures.intervals.seed_interval`; none for one row), each
+    row as a dot on its bar. Returns the bar containers in ``hues`` order (one bar per
+    ``xorder`` entry each)."""
     import pandas as pd
     import seaborn as sns
 
@@ -348,7 +353,8 @@ def group_bars(ax: Any, long: Sequence[Mapping[str, Any]], x: str, xorder: Seque
     common = {"data": df, "x": x, "y": "value", "hue": "hue", "order": list(xorder),
               "hue_order": list(hues), "ax": ax, "legend": False}
     n_before = len(ax.containers)
-    sns.barplot(**common, palette=dict(colors), saturation=1.0, errorbar="sd", capsize=0.15, edgecolor="0.15",
+    sns.barplot(**common, palette=dict(colors), saturation=1.0, errorbar=lambda v: seed_interval(v, bounds),
+                capsize=0.15, edgecolor="0.15",
                 linewidth=0.5, err_kws={"linewidth": 0.9, "color": "0.15"}, zorder=2)
     containers = list(ax.containers)[n_before:]
     for h, c in zip(hues, containers):

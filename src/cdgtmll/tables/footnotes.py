@@ -241,27 +241,36 @@ EPOCH_RULES = {
 
 def _epoch_notes(table: dict, summary: pd.DataFrame, mode: str) -> list[str]:
     """Which epoch's weights the rows with cells in this table predicted with, per rule
-    (each run's provenance ``epoch_selection``; docs/methods.md "Epoch selection")."""
+    (each run's provenance ``epoch_selection``; docs/methods.md "Epoch selection"): only the
+    (dataset, setting) pairs the table has columns for, each range named by the column title."""
     if summary.empty or "select_epoch" not in summary:
         return []
     rows = rows_with_cells(table)
-    datasets = {ds for ds, *_ in table["columns"]}
-    hit = summary[(summary["mode"] == mode) & summary["method"].isin(rows) & summary["dataset"].isin(datasets)]
-    return epoch_rule_notes(hit, rows)
+    shown = {(ds, setting) for ds, _, setting, *_ in table["columns"] if setting is not None}
+    titles = {ds: title for ds, title, *_ in reversed(table["columns"])}
+    hit = summary[(summary["mode"] == mode) & summary["method"].isin(rows)]
+    hit = hit[[(ds, st) in shown for ds, st in zip(hit["dataset"], hit["setting"])]]
+    return epoch_rule_notes(hit, rows, titles)
 
 
-def epoch_rule_notes(summary: pd.DataFrame, order: list[str] | None = None) -> list[str]:
+def epoch_rule_notes(summary: pd.DataFrame, order: list[str] | None = None,
+                     titles: dict[str, str] | None = None) -> list[str]:
     """One note per epoch-selection rule found in ``summary`` (rows of one threshold mode):
     the methods that used it, in ``order`` (default: as they come), and for ``best_val``
-    the range of kept epochs per method."""
+    the range of kept epochs per method, each range followed by the settings it belongs to
+    (``(<dataset> <setting>, ...)``: the dataset's title in ``titles``, default its name;
+    settings with the same range share one)."""
     if summary.empty or "select_epoch" not in summary:
         return []
-    by_rule: dict[str, dict[str, set[str]]] = {}
+    titles = titles or {}
+    by_rule: dict[str, dict[str, dict[str, list[str]]]] = {}
     for r in summary[summary["select_epoch"] != ""].itertuples():
+        where = f"{titles.get(r.dataset, r.dataset)} {_s(getattr(r, 'setting', ''))}".strip()
         for rule in str(r.select_epoch).split("; "):
-            kept = by_rule.setdefault(rule, {}).setdefault(r.method, set())
-            if _s(getattr(r, "selected_epochs", "")):
-                kept.add(str(r.selected_epochs))
+            kept = by_rule.setdefault(rule, {}).setdefault(r.method, {})
+            span = _s(getattr(r, "selected_epochs", ""))
+            if span and where not in kept.setdefault(span, []):
+                kept[span].append(where)
     order = list(order) if order is not None else list(dict.fromkeys(summary["method"]))
     notes = []
     for rule in sorted(by_rule, key=lambda k: (k not in EPOCH_RULES, k)):
@@ -273,10 +282,15 @@ def epoch_rule_notes(summary: pd.DataFrame, order: list[str] | None = None) -> l
         else:  # best_val without any finite validation mAP (collect.epoch_selection)
             what = f"come from the weights after its last training epoch (select_epoch: {rule})"
         kept = "" if rule != "best_val" else "; kept epochs: " + "; ".join(
-            f"{m} {', '.join(sorted(by_rule[rule][m]))}" for m in methods if by_rule[rule][m])
+            f"{m} {_spans(by_rule[rule][m])}" for m in methods if by_rule[rule][m])
         notes.append(f"{', '.join(methods)}: each run's predictions {what}{kept}. Per run: provenance.json "
                      "epoch_selection, all_runs.csv selected_epoch.")
     return notes
+
+
+def _spans(kept: dict[str, list[str]]) -> str:
+    """``'3-7 of 10 (Yeast clean, Enron clean), 5 of 10 (Yeast R@0.40)'`` of ``{range: settings}``."""
+    return ", ".join(f"{span} ({', '.join(where)})" for span, where in kept.items())
 
 
 def _untrained_notes(table: dict, summary: pd.DataFrame, mode: str) -> list[str]:
@@ -690,7 +704,8 @@ def _not_run_notes(table: dict, summary: pd.DataFrame, ctx: ProfileContext) -> l
     """The ``n.r.`` footnotes: datasets not run, settings not run, and, with the reason of
     each, grouped by reason."""
     notes = []
-    run_ds = set(summary["dataset"]) if not summary.empty else set()
+    pending = _pending_columns(table)  # partial tables: a column whose runs are pending is not n.r.
+    run_ds = (set(summary["dataset"]) if not summary.empty else set()) | {ds for ds, _ in pending}
     missing = list(dict.fromkeys((ds, title) for ds, title, setting, *_ in table["columns"]
                                  if ds not in run_ds and setting is not None))
     if missing:
@@ -701,7 +716,7 @@ def _not_run_notes(table: dict, summary: pd.DataFrame, ctx: ProfileContext) -> l
         for ds, title in missing:
             by_reason.setdefault(_dataset_reason(ds, ctx, ds in left_out), []).append(title)
         notes += [f"{NOT_RUN} {', '.join(titles)}: {reason}." for reason, titles in by_reason.items()]
-    run_settings = set(zip(summary["dataset"], summary["setting"])) if not summary.empty else set()
+    run_settings = (set(zip(summary["dataset"], summary["setting"])) if not summary.empty else set()) | pending
     unset: dict[str, list[str]] = {}
     for ds, title, setting, _, sub in table["columns"]:
         if ds in run_ds and setting is not None and (ds, setting) not in run_settings:
@@ -712,12 +727,19 @@ def _not_run_notes(table: dict, summary: pd.DataFrame, ctx: ProfileContext) -> l
     return notes
 
 
+def _pending_columns(table: dict) -> set[tuple[str, str]]:
+    """(dataset, setting) of the columns with a pending cell (partial tables:
+    :func:`cdgtmll.tables.build.add_pending`): their runs are coming, so they are no ``n.r.``."""
+    cols = table["columns"]
+    return {(cols[j][0], cols[j][2]) for (_, j), c in table["cells"].items() if "pending" in c}
+
+
 def _cell_notes(table: dict, summary: pd.DataFrame, ctx: ProfileContext) -> list[str]:
     """``n.r.`` cells of a configured row in a column whose dataset and setting ran: no run of
     that method there was given."""
-    if summary.empty:
+    ran = (set(zip(summary["dataset"], summary["setting"])) if not summary.empty else set()) | _pending_columns(table)
+    if not ran:
         return []
-    ran = set(zip(summary["dataset"], summary["setting"]))
     gaps: dict[str, list[str]] = {}
     for j, (ds, title, setting, *_) in enumerate(table["columns"]):
         if (ds, setting) not in ran:

@@ -159,7 +159,8 @@ def rank_marks(values: list[float | None], digits: int = 1) -> list[str]:
       is bold, and none is underlined either (the rows tied at the top hold first *and*
       second place, so the next value is third);
     * the next displayed value is ``second`` when the top is one row's and one row has it;
-    * a column where every row shows the same value gets no marks.
+    * a column where every row shows the same value gets no marks, and so does a column with
+      one value (nothing to be best of); ``-0.0`` and ``0.0`` are the same value.
 
     Why the displayed precision: it is the one rule a reader can check on the page (two cells
     that read the same cannot be told apart by whoever reads them, so a mark between them
@@ -167,13 +168,19 @@ def rank_marks(values: list[float | None], digits: int = 1) -> list[str]:
     separate little; the claims page says what the intervals separate), and it never
     crowns ``0.0 ± 0.0`` rows for being equal. Differences smaller than the std still get a
     mark: the std is printed beside it."""
-    shown = [None if v is None or math.isnan(v) else f"{100 * v:.{digits}f}" for v in values]
+    shown = [None if v is None or math.isnan(v) else _printed(v, digits) for v in values]
     distinct = sorted({t for t in shown if t is not None}, key=float, reverse=True)
     count = {t: shown.count(t) for t in distinct}
-    best = distinct[0] if distinct and count[distinct[0]] == 1 else None
+    best = distinct[0] if len(distinct) > 1 and count[distinct[0]] == 1 else None
     second = distinct[1] if best is not None and len(distinct) > 1 and count[distinct[1]] == 1 else None
     return ["best" if t is not None and t == best else "second" if t is not None and t == second else ""
             for t in shown]
+
+
+def _printed(v: float, digits: int) -> str:
+    """``v`` in percent as a cell prints it, one spelling per printed value (``-0.0`` is ``0.0``)."""
+    t = f"{100 * v:.{digits}f}"
+    return t.lstrip("-") if float(t) == 0 else t
 
 
 @dataclass(frozen=True)

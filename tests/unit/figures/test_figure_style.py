@@ -17,6 +17,7 @@ from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.text import Text
+from scipy import stats
 
 from cdgtmll.figures import style as ps
 from cdgtmll.figures.studies import comparison, players
@@ -199,8 +200,10 @@ def test_sweep_has_error_bars_at_the_swept_values_and_no_band(tmp_path: Path, sa
     assert sorted({round(float(s[0][0]), 9) for s in segs}) == [0.0, 0.4, 1.0]
     for s in segs:
         x, (lo, hi) = float(s[0][0]), sorted((s[0][1], s[1][1]))
-        assert (lo + hi) / 2 == pytest.approx(100 * df.loc[x, "mean"])
-        assert (hi - lo) / 2 == pytest.approx(100 * df.loc[x, "std"])
+        # the bar drawn is the CSV's interval: the 95% t-interval of the mean (none of these reach 0 or 100)
+        assert (lo, hi) == pytest.approx((100 * df.loc[x, "ci_low"], 100 * df.loc[x, "ci_high"]))
+        half = stats.t.ppf(0.975, df.loc[x, "n_seeds"] - 1) * df.loc[x, "std"] / np.sqrt(df.loc[x, "n_seeds"])
+        assert (lo + hi) / 2 == pytest.approx(100 * df.loc[x, "mean"]) and (hi - lo) / 2 == pytest.approx(100 * half)
     assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "0.4", "1"]
     assert title(fig).startswith("Yeast — CD-GTMLL")
 
@@ -295,7 +298,9 @@ def test_pr_figure_highlight_greys_the_other_methods(mirror, tmp_path: Path, sav
     assert len(grey) == 3 and coloured == {st.method("BCE").color, st.method("CD-GTMLL").color}
     assert max(ln.get_zorder() for ln in grey) < min(ln.get_zorder() for ln in ax.lines if ln not in grey)
     assert len([c for c in ax.collections if isinstance(c, PolyCollection)]) == 2  # bands: highlighted only
-    assert "3 other methods" in [t.get_text() for t in legend_texts(fig)]
+    # every line is named: the grey group in the legend, its members under the axes, in drawing order
+    assert "3 other methods (named below)" in [t.get_text() for t in legend_texts(fig)]
+    assert "grey, mean only: Focal, CB, LDAM" in [" ".join(t.get_text().split()) for t in texts(fig)]
     assert len(pd.read_csv(tmp_path / "pr.csv")) == 5 * len(RECALL_GRID)  # every method
 
     base = loader.load(ROOT / "config/config.yaml")
@@ -304,6 +309,38 @@ def test_pr_figure_highlight_greys_the_other_methods(mirror, tmp_path: Path, sav
         is None
     with pytest.raises(schema.ConfigError, match=r"figures\.pr_curve\.highlight\[1\].*unknown method 'Nope'"):
         loader.load(ROOT / "config/config.yaml", {"figures": {"pr_curve": {"highlight": ["BCE", "Nope"]}}})
+
+
+def test_pr_figure_names_a_single_other_method_and_cuts_its_band_to_0_1(mirror, tmp_path: Path, saved):
+    """One grey method: its legend entry is its name ("1 other methods" named nothing, and
+    misspelt). The band, the 95% t-interval of the mean over 2 runs (t = 12.7), leaves [0, 1]
+    at most recalls; the band drawn and the CSV's interval are cut to [0, 1]."""
+    from scipy import stats
+
+    from cdgtmll.figures.pr_curve import CONTEXT_GREY, RECALL_GRID, pr_figure
+
+    runs = _pr_runs(tmp_path / "runs", ["CD-GTMLL", "BCE", "Focal"], 100, 14)
+    pr_figure(runs, _yeast_clean(mirror), 0.2, 0, tmp_path / "pr", highlight=["CD-GTMLL", "BCE"])
+    fig = saved[-1][0]
+    check_print_rules(fig)
+    labels = [t.get_text() for t in legend_texts(fig)]
+    assert labels == ["CD-GTMLL", "BCE", "Focal"] and not any("other method" in t for t in labels)
+    legend = fig.legends[0] if fig.legends else fig.axes[0].get_legend()
+    assert to_rgb(legend.legend_handles[2].get_color()) == CONTEXT_GREY
+    assert not any("grey, mean only" in t.get_text() for t in texts(fig))  # one: the legend names it
+    df = pd.read_csv(tmp_path / "pr.csv")
+    df = df[df.method.isin(["CD-GTMLL", "BCE"])]
+    half = stats.t.ppf(0.975, 1) * df.precision_std / np.sqrt(2)
+    assert ((df.precision_mean - half < 0) | (df.precision_mean + half > 1)).sum() > 20  # the cut is exercised
+    assert df.precision_ci_low.to_numpy() == pytest.approx(np.maximum(0, df.precision_mean - half))
+    assert df.precision_ci_high.to_numpy() == pytest.approx(np.minimum(1, df.precision_mean + half))
+    bands = [c for c in fig.axes[0].collections if isinstance(c, PolyCollection)]
+    ys = np.concatenate([path.vertices[:, 1] for c in bands for path in c.get_paths()])
+    assert len(bands) == 2 and ys.min() >= 0.0 and ys.max() <= 1.0
+    assert {round(float(v), 6) for v in (*df.precision_ci_low, *df.precision_ci_high)} <= {round(float(y), 6)
+                                                                                         for y in ys}
+    assert len(RECALL_GRID) == len(df) // 2
+    assert "band: 95% t-interval of the mean, cut to [0, 1]" in " ".join(fig.axes[0].get_title().split())
 
 
 def test_sweep_and_ablation_name_runs_with_byte_identical_predictions(tmp_path: Path, saved):

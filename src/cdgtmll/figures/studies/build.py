@@ -15,16 +15,21 @@ The suffixes are appended to the stem (``<out>`` + ``.pdf``), never substituted,
 containing a dot (``figs/alpha_0.4``) keeps its full name. Numbers in CSVs are fractions
 in [0, 1] as in ``metrics.json`` (figures show percent / percentage points). "mean ± std"
 is over the runs listed (std with ``ddof=1``; 0 for a single run), and every CSV row says
-how many runs (``n_seeds`` / ``n_pairs``) it averages.
+how many runs (``n_seeds`` / ``n_pairs``) it averages. The error bars (bands) drawn are the
+95% t-interval of the mean over the runs cut to the quantity's range, [0, 100] % for a
+metric or a share and [-100, 100] pp for a drop (cutting a confidence interval to where the
+mean can be keeps its coverage; none for one run:
+:func:`cdgtmll.figures.intervals.seed_interval`); the CSV holds the bar drawn
+(``ci_low``, ``ci_high``, fractions) and says what it is (``error_bars``).
 
 Subcommands
 -----------
 ``ablation --runs DIR... [--full CD-GTMLL] [--order M...] [--mode global|adaptive]
 [--metrics mAP micro_f1 rare_f1] [--under READING...]``
-    Bars of each metric per method (grouped by the method directory name), mean ± std
-    over seeds; one panel per ``<dataset>/<variant>``. Above every non-full bar: the
+    Bars of each metric per method (grouped by the method directory name), the mean over
+    seeds with its error bar; one panel per ``<dataset>/<variant>``. Above every non-full bar: the
     signed absolute gap ``mean(method) - mean(full)`` (percentage points). CSV: one row
-    per (setting, reading, method, metric) with ``mean, std, n_seeds, seeds, gap_to_full``.
+    per (setting, reading, method, metric) with ``mean, std, n_seeds, ci_low, ci_high, seeds, gap_to_full``.
     ``--under`` (the study's ``under`` readings, ``player_backbones=separate``): a run named
     ``<method>@<reading>`` is ``<method>`` under that reading; one row of panels per setting,
     one column per reading ("as written (E.1)" first, one y scale per row), the gap taken to

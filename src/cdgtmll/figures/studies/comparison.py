@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from cdgtmll.figures.intervals import FRACTION, FRACTION_DIFF, POINTS_DIFF, interval_text, seed_interval
 from cdgtmll.figures.studies.runs import (
     AS_WRITTEN,
     METHOD_OUTPUTS,
@@ -70,7 +71,9 @@ def ablation_rows(values: list[dict[str, Any]], metrics: Sequence[str], full: st
     ``values``: ``{"setting", "method", "seed", <metric>: value, ...}`` per run, with
     ``"reading"`` when the study ran under several readings (default :data:`AS_WRITTEN`). The gap
     to the full model is ``mean(method) - mean(full)`` (same setting, reading and metric; ``None``
-    on the full model's own rows). Methods are ordered by ``order`` then by name.
+    on the full model's own rows). ``ci_low``, ``ci_high``: the error bar the figure draws
+    (:func:`~cdgtmll.figures.intervals.seed_interval`, fractions). Methods are ordered by
+    ``order`` then by name.
     """
     rows = []
     readings = reading_order([v.get("reading", AS_WRITTEN) for v in values])
@@ -86,14 +89,14 @@ def ablation_rows(values: list[dict[str, Any]], metrics: Sequence[str], full: st
         for m in methods:
             seeds = sorted(v["seed"] for v in vs if v["method"] == m)
             for met in metrics:
-                mu, sd, n = mean_std([v[met] for v in vs if v["method"] == m])
-                stats[m, met] = (mu, sd, n, seeds)
+                xs = [v[met] for v in vs if v["method"] == m]
+                stats[m, met] = (*mean_std(xs), seeds, seed_interval(xs, FRACTION))
         for m in methods:
             for met in metrics:
-                mu, sd, n, seeds = stats[m, met]
+                mu, sd, n, seeds, (lo, hi) = stats[m, met]
                 rows.append({
                     "setting": setting, "reading": reading, "method": m, "metric": met, "mean": mu, "std": sd,
-                    "n_seeds": n,
+                    "n_seeds": n, "ci_low": lo, "ci_high": hi, "error_bars": interval_text(FRACTION),
                     "seeds": ";".join(map(str, seeds)), "full_method": full,
                     "gap_to_full": None if m == full else mu - stats[full, met][0],
                 })
@@ -148,16 +151,19 @@ def robustness_pairs(values: list[dict[str, Any]], clean_variant: str, kind: str
 
 def robustness_rows(values: list[dict[str, Any]], clean_variant: str, kind: str) -> list[dict[str, Any]]:
     """Degradation ``clean - corrupted`` per (dataset, method, level), paired by training seed
-    (:func:`robustness_pairs`): mean ± std over the pairs."""
+    (:func:`robustness_pairs`): mean ± std over the pairs, and the error bar the figure draws
+    (``ci_low``, ``ci_high``: :func:`~cdgtmll.figures.intervals.seed_interval` cut to [-1, 1])."""
     groups: dict[tuple[str, str, float], list[dict[str, Any]]] = {}
     for p in robustness_pairs(values, clean_variant, kind):
         groups.setdefault((p["dataset"], p["method"], p["level"]), []).append(p)
     rows = []
     for (ds, method, level), ps in sorted(groups.items()):
         mu, sd, n = mean_std([p["degradation"] for p in ps])
+        lo, hi = seed_interval([p["degradation"] for p in ps], FRACTION_DIFF)
         rows.append({
             "dataset": ds, "method": method, "kind": kind, "level": level,
             "degradation_mean": mu, "degradation_std": sd, "n_pairs": n,
+            "degradation_ci_low": lo, "degradation_ci_high": hi, "error_bars": interval_text(FRACTION_DIFF),
             "clean_mean": mean_std([p["clean"] for p in ps])[0],
             "corrupted_mean": mean_std([p["corrupted"] for p in ps])[0],
             "pairs": ";".join(p["pair"] for p in ps), "note": "",
@@ -184,10 +190,12 @@ def sweep_rows(values: list[dict[str, Any]], param: str, metrics: Sequence[str])
               if (v["setting"], v.get("reading", AS_WRITTEN), v["base"], v["value"]) == (setting, reading, base, value)]
         for met in metrics:
             mu, sd, n = mean_std([v[met] for v in vs])
+            lo, hi = seed_interval([v[met] for v in vs], FRACTION)
             rows.append({
                 "setting": setting, "reading": reading, "base_method": base, "param": param, "value": value,
                 "metric": met,
-                "mean": mu, "std": sd, "n_seeds": n, "seeds": ";".join(str(v["seed"]) for v in sorted(vs, key=lambda v: v["seed"])),
+                "mean": mu, "std": sd, "n_seeds": n, "ci_low": lo, "ci_high": hi,
+                "error_bars": interval_text(FRACTION), "seeds": ";".join(str(v["seed"]) for v in sorted(vs, key=lambda v: v["seed"])),
                 "methods": ";".join(sorted({v["method"] for v in vs})),
             })
     return rows
@@ -260,16 +268,18 @@ def ablation_figure(run_dirs: Sequence[str | Path], out: Path, full: str = "CD-G
             panel_titles = [(f"{style.setting(*s.split('/', 1))}: " if len(settings) > 1 else "") + _reading_title(r)
                             for s, r in cells]
             lead = f"{style.setting(*settings[0].split('/', 1))}: " if len(settings) == 1 else ""
-            note = (f"{lead}{full} and its ablations under each reading; mean ± std over {_seeds_text(rows)} "
-                    f"(dots: runs); above the bars: difference to {full} under the same reading (pp); "
+            note = (f"{lead}{full} and its ablations under each reading; mean over {_seeds_text(rows)} "
+                    f"(dots: runs); {interval_text()}; above the bars: difference to {full} under the same reading (pp); "
                     f"{_mode_text(mode, runs[0], log)}"
                     f"{_identical_text(same, ' = '.join, lambda k: _within_text(k, style))}")
         else:
             panel_titles = [style.setting(*s.split("/", 1)) for s, _ in cells]
-            note = (f"mean ± std over {_seeds_text(rows)} (dots: runs); above the bars: difference to {full} (pp); "
+            note = (f"mean over {_seeds_text(rows)} (dots: runs); {interval_text()}; above the bars: difference "
+                    f"to {full} (pp); "
                     f"{_mode_text(mode, runs[0], log)}{_identical_text(same, ' = '.join)}")
         titles(fig, axes, panel_titles, note, title, pw)
         save_figure(fig, out, rows, log, mode=mode, full=full, identical_predictions=_identical_json(same),
+                    error_bars=interval_text(),
                     **({"readings": shown} if several else {}))
     return rows
 
@@ -300,14 +310,14 @@ def _ablation_panel(fig: Any, ax: Any, panel: tuple[str, str], rows: list[dict[s
             continue
         for bar, k in zip(container, metrics):
             r = next(r for r in rs if r["method"] == m and r["metric"] == k)
-            tops = [_pct(r["mean"]) + _pct(r["std"]), _pct(r["mean"]), *(_pct(v[k]) for v in vs if v["method"] == m)]
+            tops = [_pct(r["ci_high"]), _pct(r["mean"]), *(_pct(v[k]) for v in vs if v["method"] == m)]
             top = max((t for t in tops if math.isfinite(t)), default=float("nan"))
             if math.isfinite(top):
                 ax.annotate(_gap_text(r["gap_to_full"]), (bar.get_x() + bar.get_width() / 2, top),
                             xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
                             fontsize=NOTE_PT, rotation=90)
     ax.set(xlabel="", ylabel="score (%)")
-    tops = [_pct(r["mean"]) + (_pct(r["std"]) if math.isfinite(_pct(r["std"])) else 0) for r in rs]
+    tops = [_pct(r["mean"]) for r in rs] + [_pct(r["ci_high"]) for r in rs]
     tops += [x["value"] for x in long]
     finite = [t for t in tops if math.isfinite(t)]
     if finite:
@@ -421,7 +431,7 @@ def robustness_figure(run_dirs: Sequence[str | Path], out: Path, kind: str, clea
             xlab = [f"{100 * lv:g}%" for lv in levels]
             long = [{"level": f"{100 * p['level']:g}%", "method": p["method"], "value": _pct(p["degradation"])}
                     for p in pairs if p["dataset"] == ds]
-            seed_bars(ax, long, "level", xlab, methods, style)
+            seed_bars(ax, long, "level", xlab, methods, style, POINTS_DIFF)
             ax.axhline(0, color="0.15", linewidth=0.7, zorder=2.5)
             honest_ylim(ax, floor=-100.0)
             ax.set(xlabel={"noise": "noise rate ρ (training positives flipped to 0)",
@@ -436,10 +446,11 @@ def robustness_figure(run_dirs: Sequence[str | Path], out: Path, kind: str, clea
             legend_below(fig, *method_handles(all_methods, style, n_labels(all_methods, ns)),
                          ncol=min(4, len(all_methods)))
             note = (f"drop = {mlabel} clean − {'noisy' if kind == 'noise' else 'occluded'}, same training seed; "
-                    f"mean ± std over {_seeds_text(drawn, 'n_pairs', 'pairs')} (dots: pairs); "
+                    f"mean over {_seeds_text(drawn, 'n_pairs', 'pairs')} (dots: pairs); {interval_text(POINTS_DIFF)}; "
                     f"{_mode_text(mode, next(r for r in used if r.dataset not in notes), log)}")
         titles(fig, axes, [f"{style.dataset(ds)}: {what}" for ds in datasets], note, title, pw)
         save_figure(fig, out, rows, log, mode=mode, metric=metric, kind=kind, clean_variant=clean_variant,
+                    error_bars=interval_text(POINTS_DIFF),
                     notes=notes or None)
     return rows
 
@@ -553,7 +564,8 @@ def sweep_figure(run_dirs: Sequence[str | Path], out: Path, param: str, metrics:
                                          and r["value"] >= 2)
         swept = f"{', '.join(bases)}, varying the {plabel}"
         fmt = lambda g: f"{symbol} = " + ", ".join(f"{v:g}" for v in g)  # noqa: E731
-        note = (f"mean ± std over {_seeds_text(rows)} at each {symbol} (dots: runs); {_mode_text(mode, runs[0], log)}"
+        note = (f"mean over {_seeds_text(rows)} at each {symbol} (dots: runs); {interval_text()}; "
+                f"{_mode_text(mode, runs[0], log)}"
                 f"; y axes span\u00a0≥\u00a0{MIN_SPAN_PP:g}\u00a0pp"  # kept on one line
                 + _identical_text(same, fmt, (lambda k: _within_text(k[:2], style)) if several else None))
         if several:
@@ -564,6 +576,7 @@ def sweep_figure(run_dirs: Sequence[str | Path], out: Path, param: str, metrics:
         else:  # a title per panel (its setting); what is swept leads the note
             titles(fig, axes, panel_titles, f"{swept}: {note}", title, pw)
         save_figure(fig, out, rows, log, mode=mode, param=param, identical_predictions=_identical_json(same),
+                    error_bars=interval_text(),
                     all_values_identical=flat,
                     **({"readings": shown, "flat_by_construction": [
                         {"setting": s, "reading": x, "note": FLAT_BY_CONSTRUCTION} for s, x in flat_by_construction]}
@@ -615,7 +628,8 @@ def _identical_json(same: dict[tuple, list[list[Any]]]) -> list[dict[str, Any]]:
 
 def sweep_panel(ax: Any, values: list[dict[str, Any]], metric: str, bases: Sequence[str], style: FigureStyle,
                 symbol: str = "value") -> float | None:
-    """Mean ± std error bars (seaborn ``lineplot``, ``err_style="bars"``) at the swept
+    """The mean with its error bar (seaborn ``lineplot``, ``err_style="bars"``: the 95%
+    t-interval of the mean cut to [0, 100], :func:`~cdgtmll.figures.intervals.seed_interval`) at the swept
     values only, joined by a thin line, with each run as a dot. The y axis spans at least
     :data:`~cdgtmll.figures.style.MIN_SPAN_PP` points (:func:`~cdgtmll.figures.style.honest_ylim`:
     no zoom that makes a flat line look like a trend); when every run has the same value, the
@@ -631,7 +645,7 @@ def sweep_panel(ax: Any, values: list[dict[str, Any]], metric: str, bases: Seque
         st = style.method(base)
         d = df[df["base"] == base].copy()
         d["value"] += (b_i - (k - 1) / 2) * 0.012 * span  # side by side when several methods
-        sns.lineplot(data=d, x="value", y="y", estimator="mean", errorbar="sd", err_style="bars",
+        sns.lineplot(data=d, x="value", y="y", estimator="mean", errorbar=seed_interval, err_style="bars",
                      color=st.color, marker=st.marker, linestyle=st.linestyle, linewidth=1.0, markersize=5.5,
                      err_kws={"capsize": 3, "linewidth": 1.0}, ax=ax, label=base, legend=False, zorder=st.zorder)
         ax.scatter(d["value"], d["y"], s=7, color="0.15", alpha=0.6, linewidths=0, zorder=st.zorder + 0.5)

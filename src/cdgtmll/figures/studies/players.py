@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from cdgtmll.figures.intervals import FRACTION, interval_text, seed_interval
 from cdgtmll.figures.studies.runs import (
     METHOD_OUTPUTS,
     METRICS_FILE,
@@ -308,7 +309,8 @@ def specialization_rows(by_group: dict[str, list[tuple[RunDir, dict[str, np.ndar
                         long_ap: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Mean ± std over the runs of :func:`specialization_long` per (group, epoch, player), by
     accuracy (``share_*``) and by AP (``share_ap_*``, ``n_labels_ap``: labels with a validation
-    positive in scope)."""
+    positive in scope), with the band the figure draws (``share_ci_low``, ``share_ci_high``,
+    ``share_ap_ci_*``: :func:`~cdgtmll.figures.intervals.seed_interval` cut to [0, 1])."""
     long = specialization_long(by_group, contested_only) if long is None else long
     long_ap = specialization_long(by_group, contested_only, "ap") if long_ap is None else long_ap
     cells: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
@@ -324,8 +326,11 @@ def specialization_rows(by_group: dict[str, list[tuple[RunDir, dict[str, np.ndar
             mu, sd, n = mean_std([x["share"] for x in xs])
             xa = cells_ap.get((g, e, i), [])
             mua, sda, na = mean_std([x["share"] for x in xa])
+            lo, hi = seed_interval([x["share"] for x in xs], FRACTION)
+            alo, ahi = seed_interval([x["share"] for x in xa], FRACTION)
             rows.append({"dataset": ds, "variant": var, "method": meth, "epoch": e, "player": i,
-                         "share_mean": mu, "share_std": sd, "n_seeds": n,
+                         "share_mean": mu, "share_std": sd, "n_seeds": n, "share_ci_low": lo, "share_ci_high": hi,
+                         "share_ap_ci_low": alo, "share_ap_ci_high": ahi, "error_bars": interval_text(FRACTION, what="band"),
                          "n_labels": float(np.mean([x["n_labels"] for x in xs])),
                          "labels": "contested" if contested_only else "all",
                          "share_ap_mean": mua, "share_ap_std": sda, "n_seeds_ap": na,
@@ -381,8 +386,11 @@ def ranks_rows(by_group: dict[str, list[tuple[RunDir, dict[str, np.ndarray]]]],
                                  f"n_contested_labels{suffix}_mean": float(NR[:, i].mean()),
                                  f"n_all_tied_labels{suffix}_mean": tied})
                     mu, sd, n = mean_std(S[:, i].tolist())
+                    lo, hi = seed_interval(S[:, i].tolist(), FRACTION)
                     srow.update({f"share{suffix}_mean": mu, f"share{suffix}_std": sd, f"n_seeds{suffix}": n,
+                                 f"share{suffix}_ci_low": lo, f"share{suffix}_ci_high": hi,
                                  f"n_labels{suffix}_mean": nsh})
+                    srow["error_bars"] = interval_text(FRACTION)
                     if not suffix:
                         srow["labels"] = "contested" if contested_only else "all"
                 rank_rows.append(rrow)
@@ -482,7 +490,7 @@ def specialization_figure(run_dirs: Sequence[str | Path], out: Path, labels: str
             if df["share"].notna().any():
                 sns.lineplot(data=df, x="epoch", y="share", hue="who", hue_order=names, palette=[c for c, _ in sts],
                              style="who", style_order=names, dashes=[d for _, d in sts], estimator="mean",
-                             errorbar="sd", err_kws={"alpha": 0.15, "linewidth": 0}, linewidth=1.1, ax=ax,
+                             errorbar=seed_interval, err_kws={"alpha": 0.15, "linewidth": 0}, linewidth=1.1, ax=ax,
                              legend=False)
                 bands_below_lines(ax)
             else:  # runs without an 'ap' array, or no label in scope with a validation positive
@@ -503,11 +511,12 @@ def specialization_figure(run_dirs: Sequence[str | Path], out: Path, labels: str
         titles(fig, axes, ptitles,
                f"share of {'contested ' if contested else ''}labels on which the player scores best among the "
                f"covering players (validation; accuracy@0.5 ties split credit, AP: labels with a validation "
-               f"positive); mean ± std over {_n_seeds_text(by_group)} (band)", title,
+               f"positive); mean over {_n_seeds_text(by_group)}; {interval_text(what='band')}", title,
                # two panels side by side, each titled: wrapped narrower (the axes titles' font is larger
                # than the 9 pt titles() wraps for, and a setting's name overran into its neighbour's)
                ONE_COLUMN if len(by_group) == 1 else 0.8 * ONE_COLUMN)
         save_figure(fig, out, rows, log, labels=labels, player_coverage=coverage,
+                    error_bars=interval_text(what="band"),
                     definition="share = fraction of labels (in scope) on which the player has the best "
                                "per-label validation accuracy (share_*) or average precision (share_ap_*) among "
                                "covering players; ties split credit equally")
@@ -543,7 +552,7 @@ def ranks_figures(run_dirs: Sequence[str | Path], out: Path, tail_fraction: floa
                     definition="rank among the players covering a label (1 = best validation accuracy at the "
                                "final epoch, ties = average rank); labels covered by one player excluded")
         fig = _shares_bars(groups, share_rows, seed_shares, style, title, labels, _n_seeds_text(by_group))
-        save_figure(fig, Path(f"{out}_shares"), share_rows, log, **extra, labels=labels)
+        save_figure(fig, Path(f"{out}_shares"), share_rows, log, **extra, labels=labels, error_bars=interval_text())
     coverage, outcomes = role_rows(by_group)
     _write_rows(Path(f"{out}_coverage.csv"), coverage, ["dataset", "variant", "method", "seed", "player", "n_owned",
                                                         "n_tail_owned", "n_extra", "n_extra_tail"])
@@ -603,7 +612,8 @@ def _ranks_heatmap(groups: list[str], rank_rows: list[dict], style: FigureStyle,
 def _shares_bars(groups: list[str], share_rows: list[dict], seed_shares: list[dict], style: FigureStyle,
                  title: str, labels: str, n_seeds: str) -> Any:
     """Final-epoch specialization share of each player within rare and within frequent
-    labels: seaborn bars (mean ± std over seeds, dots: seeds)."""
+    labels: seaborn bars (the mean over seeds with the error bar of
+    :func:`~cdgtmll.figures.intervals.seed_interval`, dots: seeds)."""
     colors = {"rare": "0.35", "frequent": "0.78"}
     hatches = {"rare": "///", "frequent": ""}
     fig, axes = _grid(len(groups), w=ONE_COLUMN, h=2.6)
@@ -625,7 +635,7 @@ def _shares_bars(groups: list[str], share_rows: list[dict], seed_shares: list[di
                   for lg in LABEL_GROUPS], ncol=2)
     titles(fig, axes, [_group_title(g, style) for g in groups],
            f"final epoch, {'contested' if labels == 'contested' else 'all'} labels; shares in a group sum to 100%; "
-           f"mean ± std over {n_seeds} (dots: seeds)", title, ONE_COLUMN)
+           f"mean over {n_seeds} (dots: seeds); {interval_text()}", title, ONE_COLUMN)
     return fig
 
 

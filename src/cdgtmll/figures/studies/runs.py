@@ -2,7 +2,8 @@
 ``.../<dataset>/<variant>/<method>/seed<k>`` (:class:`RunDir`, :func:`parse_runs`), the
 :class:`SourceLog` that records and hashes every file a figure reads, the readers of the
 run files (``metrics.json``, ``player_val_acc.npz``, ``train_log.csv``), the metric
-lookup per threshold mode, mean ± std, and the writer of ``<out>.pdf/.png/.csv/.sources.json``
+lookup per threshold mode, mean ± std and the error bar over seeds
+(:func:`seed_interval`), and the writer of ``<out>.pdf/.png/.csv/.sources.json``
 (:func:`save_figure`).
 """
 
