@@ -172,7 +172,8 @@ def partial_onstart():
             "claims": {"options": claims_options(), "figures": claims_figures()},
         }
         write_plan(plan, PLAN)
-        refresh_soon(PLAN)  # a resumed run shows the runs it already has at once
+        if any(Path(p).is_file() for p in all_metrics()):
+            refresh_soon(PLAN)  # a resumed run shows the runs it already has at once
     except Exception as exc:
         logger.warning(f"cdgtmll: no partial results in this run ({type(exc).__name__}: {exc})")
 

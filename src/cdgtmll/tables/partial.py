@@ -21,10 +21,12 @@ metrics files (figure inputs) it expects, and which of them this run (re)makes. 
   (the CSVs carry no banner: their readers take the first line as the header).
 
 The workflow's logger plugin calls :func:`refresh_soon` after each finished evaluate job: it
-starts a detached ``nice -n 19`` refresh unless one is running (``refresh.pid``) or the last one
-started less than ``max(60 s, 19 x its CPU seconds)`` ago, so that refreshing costs at most about
-5 % of the run (``CDGTMLL_PARTIAL_MIN_INTERVAL_S`` overrides the 60 s, for tests); without a plan
-(a dry run, another workflow) it does nothing. When the workflow succeeds, ``partial_onsuccess``
+records the request and starts a detached ``nice -n 19`` refresher unless one runs
+(``refresh.pid``). The refresher builds once at least ``max(60 s, 19 x the last refresh's CPU
+seconds)`` have passed since the last refresh started, so that refreshing costs at most about
+5 % of the run's CPU (``CDGTMLL_PARTIAL_INTERVAL_S`` replaces the interval, for tests), and
+builds again as long as requests came in meanwhile, so the runs finished last are shown too;
+without a plan (a dry run, another workflow) it does nothing. When the workflow succeeds, ``partial_onsuccess``
 removes ``results/partial/`` (:func:`remove_partial`); after a failure or an interrupt it stays.
 """
 
@@ -48,14 +50,15 @@ PARTIAL_DIR = Path("results/partial")
 PLAN = PARTIAL_DIR / "plan.json"
 #: the rules whose finished jobs trigger a refresh (the logger plugin)
 EVALUATE_RULES = frozenset({"evaluate", "evaluate_more"})
-#: the running refresh (pid, start) and the last finished one (start, CPU seconds)
-LOCK_NAME, STATE_NAME, LOG_NAME = "refresh.pid", "refresh.json", "refresh.log"
+#: the running refresh (pid, start), the last finished one (start, CPU seconds), the last request
+LOCK_NAME, STATE_NAME, LOG_NAME, REQUEST_NAME = "refresh.pid", "refresh.json", "refresh.log", "request.json"
 #: what the last refresh built (the run's progress, ``status.json`` beside it, is the logger plugin's)
 BUILD_NAME = "build.json"
 #: everything a refresh writes in the folder (remove_partial removes these, and the folder once empty)
-OWN_NAMES = ("tables", "claims", "README.md", BUILD_NAME, LOCK_NAME, STATE_NAME, LOG_NAME, "plan.json")
-#: the shortest time between two refreshes, and the variable that overrides it (tests)
-MIN_INTERVAL_S, MIN_INTERVAL_ENV = 60.0, "CDGTMLL_PARTIAL_MIN_INTERVAL_S"
+OWN_NAMES = ("tables", "claims", "README.md", BUILD_NAME, LOCK_NAME, STATE_NAME, LOG_NAME, REQUEST_NAME, "plan.json")
+#: the shortest time between two refreshes, and the variable that replaces the whole interval
+#: rule by a number of seconds (tests: 0)
+MIN_INTERVAL_S, INTERVAL_ENV = 60.0, "CDGTMLL_PARTIAL_INTERVAL_S"
 #: the interval is at least this many times the last refresh's CPU time: refreshing takes at most
 #: 1 / (1 + 19) = 5 % of the CPU time of a run
 CPU_FACTOR = 19.0
@@ -206,12 +209,12 @@ def build(plan_path: Path) -> dict:
 
 
 def interval_s(last_cpu_s: float | None) -> float:
-    """Seconds between two refreshes: ``max(min interval, 19 x the last refresh's CPU seconds)``."""
+    """Seconds between the starts of two refreshes: ``max(60 s, 19 x the last refresh's CPU
+    seconds)``, or the number of seconds ``CDGTMLL_PARTIAL_INTERVAL_S`` gives."""
     try:
-        low = float(os.environ.get(MIN_INTERVAL_ENV, MIN_INTERVAL_S))
-    except ValueError:
-        low = MIN_INTERVAL_S
-    return max(low, CPU_FACTOR * float(last_cpu_s or 0.0))
+        return max(0.0, float(os.environ[INTERVAL_ENV]))
+    except (KeyError, ValueError):
+        return max(MIN_INTERVAL_S, CPU_FACTOR * float(last_cpu_s or 0.0))
 
 
 def _read(path: Path) -> dict:
@@ -237,24 +240,24 @@ def _alive(pid) -> bool:
 
 
 def refresh_soon(plan: Path = PLAN) -> bool:
-    """Start a detached, ``nice -n 19`` refresh of the partial results unless there is no plan,
-    one is running, or the last one started less than :func:`interval_s` ago. True when one was
-    started. Never raises: the caller is Snakemake's logger."""
+    """Ask for a refresh of the partial results: record the request (``request.json``) and, unless
+    a refresher runs already (``refresh.pid``), start one, detached and ``nice -n 19``. The
+    refresher (:func:`main`) waits until :func:`interval_s` has passed since the last refresh
+    started, builds, and builds again (after the interval) as long as requests came in while it
+    built, so the last finished runs are always shown. True when one was started. Never raises:
+    the caller is Snakemake's logger. Without a plan (a dry run, another workflow): nothing."""
     try:
         plan = Path(plan)
         if not plan.is_file():
             return False
         folder = plan.parent
+        from cdgtmll.io import write_json
+
+        now = time.time()
+        write_json(folder / REQUEST_NAME, {"requested": now})
         lock = _read(folder / LOCK_NAME)
         if lock and _alive(lock.get("pid")):
             return False
-        last = _read(folder / STATE_NAME)
-        since = max(float(last.get("started") or 0.0), float(lock.get("started") or 0.0))
-        now = time.time()
-        if now - since < interval_s(last.get("cpu_s")):
-            return False
-        from cdgtmll.io import write_json
-
         # one thread each: the refresh takes what it needs from the jobs' cores, never more
         env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         cmd = [sys.executable, "-m", "cdgtmll.tables.partial", "--plan", str(plan)]
@@ -299,6 +302,18 @@ def remove_partial(folder: Path = PARTIAL_DIR, wait_s: float = 10.0) -> None:
         folder.rmdir()  # only when empty
 
 
+def _wait_for_turn(plan: Path, state: Path) -> bool:
+    """Sleep until :func:`interval_s` has passed since the last refresh started (``state``);
+    False as soon as the plan is gone (the workflow ended)."""
+    last = _read(state)
+    due = float(last.get("started") or 0.0) + interval_s(last.get("cpu_s"))
+    while time.time() < due:
+        if not plan.is_file():
+            return False
+        time.sleep(min(1.0, max(0.0, due - time.time())))
+    return plan.is_file()
+
+
 def main(argv: list[str] | None = None) -> int:
     import resource
 
@@ -308,21 +323,29 @@ def main(argv: list[str] | None = None) -> int:
     if not args.plan.is_file():
         print(f"no plan at {args.plan}: nothing to do (the workflow is not running, or it ended)")
         return 0
-    t0 = time.time()
+    folder = args.plan.parent
+    served = None  # when the last build of this process started
     try:
-        status = build(args.plan)
-    finally:
-        use = resource.getrusage(resource.RUSAGE_SELF)
-        folder = args.plan.parent
-        if folder.is_dir():
-            from cdgtmll.io import write_json
+        while _wait_for_turn(args.plan, folder / STATE_NAME):
+            if served is not None and float(_read(folder / REQUEST_NAME).get("requested") or 0.0) <= served:
+                break  # nothing finished since the last build started
+            t0 = time.time()
+            before = resource.getrusage(resource.RUSAGE_SELF)
+            try:
+                status = build(args.plan)
+            finally:
+                use = resource.getrusage(resource.RUSAGE_SELF)
+                cpu = (use.ru_utime - before.ru_utime) + (use.ru_stime - before.ru_stime)
+                if folder.is_dir():
+                    from cdgtmll.io import write_json
 
-            write_json(folder / STATE_NAME, {"started": t0, "finished": time.time(),
-                                             "cpu_s": round(use.ru_utime + use.ru_stime, 3)})
-            if _read(folder / LOCK_NAME).get("pid") == os.getpid():
-                with contextlib.suppress(FileNotFoundError):
-                    (folder / LOCK_NAME).unlink()
-    print(json.dumps(status))
+                    write_json(folder / STATE_NAME, {"started": t0, "finished": time.time(), "cpu_s": round(cpu, 3)})
+            served = t0
+            print(json.dumps(status), flush=True)
+    finally:
+        if _read(folder / LOCK_NAME).get("pid") == os.getpid():
+            with contextlib.suppress(FileNotFoundError):
+                (folder / LOCK_NAME).unlink()
     return 0
 
 

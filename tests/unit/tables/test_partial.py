@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from cdgtmll.claims import check
 from cdgtmll.claims.verdict import ABOVE_PANEL
 from cdgtmll.tables import build
 from cdgtmll.tables.partial import build as partial_build
-from cdgtmll.tables.partial import read_plan, refresh_soon, remove_partial, write_plan
+from cdgtmll.tables.partial import interval_s, read_plan, refresh_soon, remove_partial, write_plan
 from tests.support.runs import prepared_yeast, train_seeds
 
 METHODS = ("BR-LogReg", "kNN-15")
@@ -174,24 +175,52 @@ def test_builder_writes_staged_partial_results_of_the_runs_there_now(runs, tmp_p
     assert not (part / "tables").exists() and not (part / "plan.json").exists()
 
 
-def test_refresh_soon_needs_a_plan_and_waits_for_the_interval(runs, tmp_path, monkeypatch):
-    root, paths = runs
+def test_refresh_soon_needs_a_plan_and_starts_one_refresher(runs, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert refresh_soon(Path("results/partial/plan.json")) is False  # no plan: nothing started
     plan = Path("results/partial/plan.json")
     plan.parent.mkdir(parents=True)
     plan.write_text("{}")
-    # a refresh ran 10 s ago, using 1 s of CPU: the next waits max(60 s, 19 s)
-    import time
-
+    # a refresh started 10 s ago and used 1 s of CPU: a refresher started now waits for its turn
     (plan.parent / "refresh.json").write_text(json.dumps({"started": time.time() - 10, "cpu_s": 1.0}))
-    monkeypatch.delenv("CDGTMLL_PARTIAL_MIN_INTERVAL_S", raising=False)
-    assert refresh_soon(plan) is False
-    monkeypatch.setenv("CDGTMLL_PARTIAL_MIN_INTERVAL_S", "0")
-    (plan.parent / "refresh.json").write_text(json.dumps({"started": time.time() - 10, "cpu_s": 1.0}))
-    assert refresh_soon(plan) is False  # 19 x 1 s CPU > 10 s
-    (plan.parent / "refresh.json").write_text(json.dumps({"started": time.time() - 30, "cpu_s": 1.0}))
+    monkeypatch.delenv("CDGTMLL_PARTIAL_INTERVAL_S", raising=False)
     assert refresh_soon(plan) is True
-    assert refresh_soon(plan) is False  # one is running (refresh.pid) or has just started
-    remove_partial(plan.parent)
+    assert json.loads((plan.parent / "request.json").read_text())["requested"] > time.time() - 5
+    assert refresh_soon(plan) is False  # one refresher at a time: the request is recorded for it
+    time.sleep(1.5)
+    assert not (plan.parent / "build.json").exists()  # still waiting: max(60 s, 19 x 1 s) since the last
+    remove_partial(plan.parent)  # the workflow ended: the waiting refresher is stopped, the folder goes
     assert not plan.parent.exists()
+
+
+def test_interval_is_60_s_or_19_times_the_last_cpu_or_the_variable(monkeypatch):
+    monkeypatch.delenv("CDGTMLL_PARTIAL_INTERVAL_S", raising=False)
+    assert interval_s(None) == 60.0 and interval_s(1.0) == 60.0 and interval_s(10.0) == 190.0
+    monkeypatch.setenv("CDGTMLL_PARTIAL_INTERVAL_S", "0")
+    assert interval_s(10.0) == 0.0
+
+
+def test_refresher_builds_again_for_requests_made_while_it_built(tmp_path, monkeypatch):
+    """main(): one build per turn, another while requests came in during the last one, then exit."""
+    import cdgtmll.tables.partial as partial
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CDGTMLL_PARTIAL_INTERVAL_S", "0")
+    plan = Path("results/partial/plan.json")
+    plan.parent.mkdir(parents=True)
+    plan.write_text("{}")
+    builds = []
+
+    def fake_build(path):  # a run finishes while the first build goes on: one request
+        builds.append(time.time())
+        if len(builds) == 1:
+            time.sleep(0.05)
+            (plan.parent / "request.json").write_text(json.dumps({"requested": time.time()}))
+        return {"built": len(builds)}
+
+    (plan.parent / "request.json").write_text(json.dumps({"requested": time.time()}))
+    monkeypatch.setattr(partial, "build", fake_build)
+    assert partial.main(["--plan", str(plan)]) == 0
+    assert len(builds) == 2
+    state = json.loads((plan.parent / "refresh.json").read_text())
+    assert builds[0] < state["started"] <= builds[-1] and state["cpu_s"] >= 0
