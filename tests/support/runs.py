@@ -56,3 +56,19 @@ def train_seeds(clean, clean_path: Path, rundir: Path, method: str, seeds: Seque
     for seed in seeds:
         train.run_seed(clean, tail, spec, seed, rundir / f"seed{seed}", {"data": clean_path, "clean": clean_path})
     return rundir
+
+
+def train_and_evaluate(data, data_path: Path, clean_path: Path, rundir: Path, spec: dict) -> Path:
+    """Train every seed of ``spec`` on ``data`` into ``rundir/seed<k>`` (rule ``train``), then
+    evaluate them against the clean split (rule ``evaluate``); returns ``rundir``."""
+    from cdgtmll import train
+    from cdgtmll.labels import tail_labels
+    from cdgtmll.metrics import evaluate_run
+
+    tail = tail_labels(data.part("train")[1])
+    for seed in spec["seeds"]:
+        train.run_seed(data, tail, spec, seed, rundir / f"seed{seed}", {"data": data_path, "clean": clean_path})
+    assert evaluate_run.main(["--clean", str(clean_path), "--rundir", str(rundir),
+                              "--seeds", *map(str, spec["seeds"])]) == 0
+    return rundir
+

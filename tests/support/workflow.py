@@ -83,3 +83,11 @@ def workflow_only(dst: Path, mirror: Path, configs: bool = False) -> tuple[Path,
     env = dict(os.environ, CDGTMLL_DATA_MIRROR=str(mirror), PYTHONPATH=str(ROOT / "src"),
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     return dst, env
+
+
+def succeeded(res: subprocess.CompletedProcess) -> str:
+    """The output (stdout, then stderr) of a command that must have succeeded; its tail otherwise."""
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-4000:]
+    return out
+

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.support.workflow import copy_repo, run_snakemake, snakemake_env
+from tests.support.workflow import copy_repo, run_snakemake, snakemake_env, succeeded
 
 pytestmark = pytest.mark.slow
 
@@ -29,17 +29,11 @@ def _truncate(path) -> None:
     path.write_bytes(data[: len(data) // 2])
 
 
-def _ok(res) -> str:
-    out = res.stdout + res.stderr
-    assert res.returncode == 0, out[-4000:]
-    return out
-
-
 def test_truncated_predictions_and_metrics_are_named_deleted_and_rebuilt(tmp_path, mirror):
     repo = copy_repo(tmp_path / "repo")
     (repo / "config/scale.yaml").write_text(yaml.safe_dump(SCALE))
     env = snakemake_env(mirror)
-    _ok(run_snakemake(repo, env, *CONFIGS))
+    succeeded(run_snakemake(repo, env, *CONFIGS))
     tables = repo / "results/tables"
     assert len(list(tables.glob("*.sources.json"))) == 12
 
@@ -56,7 +50,7 @@ def test_truncated_predictions_and_metrics_are_named_deleted_and_rebuilt(tmp_pat
     ) in log, log
     assert not pred.exists()
     # 2. the next run re-trains, evaluates and writes the tables
-    out = _ok(run_snakemake(repo, env, *CONFIGS))
+    out = succeeded(run_snakemake(repo, env, *CONFIGS))
     assert "rule train:" in out and "rule evaluate:" in out, out[-4000:]
     assert pred.is_file() and (repo / RUN / "metrics.json").is_file()
 
@@ -66,7 +60,7 @@ def test_truncated_predictions_and_metrics_are_named_deleted_and_rebuilt(tmp_pat
     # run rebuilt it)
     metrics = repo / RUN / "metrics.json"
     _truncate(metrics)
-    out = _ok(run_snakemake(repo, env, *CONFIGS))
+    out = succeeded(run_snakemake(repo, env, *CONFIGS))
     assert f"cdgtmll integrity: {RUN}/metrics.json: sha256 " in out, out[-4000:]
     assert "cannot be read (JSONDecodeError" in out
     assert "deleted, so that this run re-makes it (rule evaluate: python -m cdgtmll.metrics.evaluate_run)" in out

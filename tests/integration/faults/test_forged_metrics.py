@@ -26,7 +26,7 @@ import shutil
 import pytest
 import yaml
 
-from tests.support.workflow import copy_repo, run_audit, run_snakemake, snakemake_env
+from tests.support.workflow import copy_repo, run_audit, run_snakemake, snakemake_env, succeeded
 
 pytestmark = pytest.mark.slow
 
@@ -37,12 +37,6 @@ METRICS = f"{RUN}/metrics.json"
 FIELD = "global@0.5.micro_f1"
 FORGED = 0.991
 CELL = ("results/tables/table1_standard.md", "--cell", "BCE", "Yeast Micro-F1")
-
-
-def _ok(res) -> str:
-    out = res.stdout + res.stderr
-    assert res.returncode == 0, out[-4000:]
-    return out
 
 
 def _bce_row(repo) -> str:
@@ -64,7 +58,7 @@ def _forge(path, reseal: bool = False) -> None:
 
 def _plans_nothing(repo, env) -> None:
     for _ in range(2):  # twice: the check itself must change nothing
-        out = _ok(run_snakemake(repo, env, "-n", *CONFIGS))
+        out = succeeded(run_snakemake(repo, env, "-n", *CONFIGS))
         assert "Nothing to be done" in out and "cdgtmll integrity" not in out, out[-4000:]
 
 
@@ -76,7 +70,7 @@ def pipeline(tmp_path_factory, mirror):
     repo = copy_repo(root / "repo")
     (repo / "config/scale.yaml").write_text(yaml.safe_dump(SCALE))
     env = snakemake_env(own_mirror)
-    _ok(run_snakemake(repo, env, *CONFIGS))
+    succeeded(run_snakemake(repo, env, *CONFIGS))
     return repo, env, own_mirror
 
 
@@ -106,7 +100,7 @@ def test_a_hand_edited_value_is_deleted_re_evaluated_and_never_shown(pipeline, o
     assert (f"DIFFERS FROM ITS PREDICTIONS metrics: {METRICS}: field '{FIELD}' is {FORGED!r}, evaluating "
             f"{RUN}/predictions.npz again gives") in res.stderr, res.stderr
     # the next snakemake all: named, deleted, re-evaluated in the same run; the tables never show it
-    out = _ok(run_snakemake(repo, env, *CONFIGS))
+    out = succeeded(run_snakemake(repo, env, *CONFIGS))
     assert f"cdgtmll integrity: {METRICS}: sha256 " in out and "results/tables/" in out, out[-4000:]
     assert "its content does not match its self-hash" in out and "deleted, so that this run re-makes it " \
            "(rule evaluate: python -m cdgtmll.metrics.evaluate_run)" in out, out[-4000:]
@@ -122,7 +116,7 @@ def test_a_resealed_forgery_in_the_table_fails_the_audit_naming_file_and_field(p
     repo, env, _ = pipeline
     path = repo / METRICS
     _forge(path, reseal=True)
-    _ok(run_snakemake(repo, env, *CONFIGS))  # sealed and newer: the tables are rebuilt from it
+    succeeded(run_snakemake(repo, env, *CONFIGS))  # sealed and newer: the tables are rebuilt from it
     assert "99.1" in _bce_row(repo)
     res = run_audit(repo, env, *CELL)
     assert res.returncode == 1, res.stdout[-4000:]
@@ -133,7 +127,7 @@ def test_a_resealed_forgery_in_the_table_fails_the_audit_naming_file_and_field(p
     assert "cell BCE | Yeast Micro-F1: the table differs from its sources" in res.stderr
     # recovery: delete it, the next run re-evaluates it
     path.unlink()
-    out = _ok(run_snakemake(repo, env, *CONFIGS))
+    out = succeeded(run_snakemake(repo, env, *CONFIGS))
     assert "rule evaluate:" in out and "99.1" not in _bce_row(repo)
     assert run_audit(repo, env, *CELL).returncode == 0
 

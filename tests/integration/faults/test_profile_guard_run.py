@@ -16,7 +16,7 @@ import json
 import pytest
 import yaml
 
-from tests.support.workflow import copy_repo, run_snakemake, snakemake_env
+from tests.support.workflow import copy_repo, run_snakemake, snakemake_env, succeeded
 
 pytestmark = pytest.mark.slow
 
@@ -30,12 +30,6 @@ def _snapshot(root) -> dict[str, str]:
             for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def _ok(res) -> str:
-    out = res.stdout + res.stderr
-    assert res.returncode == 0, out[-4000:]
-    return out
-
-
 def test_another_profiles_run_stops_before_any_job_naming_both(tmp_path, mirror):
     repo = copy_repo(tmp_path / "repo")
     (repo / "config/scale.yaml").write_text(yaml.safe_dump(SCALE))
@@ -43,7 +37,7 @@ def test_another_profiles_run_stops_before_any_job_naming_both(tmp_path, mirror)
     other["name"] = "other"
     (repo / "config/other.yaml").write_text(yaml.safe_dump(other))
     env = snakemake_env(mirror)
-    _ok(run_snakemake(repo, env, "all", "--cores", "2", *QUICK))
+    succeeded(run_snakemake(repo, env, "all", "--cores", "2", *QUICK))
     marker = json.loads((repo / "results/profile.json").read_text())
     assert marker["name"] == "quick" and marker["configfiles"] == ["config/quick.yaml", "config/scale.yaml"]
     before = _snapshot(repo / "results")
@@ -60,11 +54,11 @@ def test_another_profiles_run_stops_before_any_job_naming_both(tmp_path, mirror)
     assert _snapshot(repo / "results") == before
 
     # a dry run of it only warns
-    dry = _ok(run_snakemake(repo, env, "-n", "all", *OTHER))
+    dry = succeeded(run_snakemake(repo, env, "-n", "all", *OTHER))
     assert '"quick"' in dry and '"other"' in dry and "A dry run" in dry
     assert _snapshot(repo / "results") == before
 
     # the recorded profile with a --config override goes on (one job forced, so that the run starts)
-    again = _ok(run_snakemake(repo, env, "all", "--cores", "2", *QUICK, "--config", "cluster=False",
+    again = succeeded(run_snakemake(repo, env, "all", "--cores", "2", *QUICK, "--config", "cluster=False",
                               "--forcerun", "claims_check"))
     assert "claims_check" in again and "results/ holds a run of profile" not in again

@@ -14,7 +14,7 @@ import pytest
 from cdgtmll.config.plan import with_reading
 from cdgtmll.figures.studies import build, comparison
 from cdgtmll.figures.studies.runs import AS_WRITTEN
-from tests.support.runs import prepared_yeast
+from tests.support.runs import prepared_yeast, train_and_evaluate
 
 SEEDS = (0, 1)
 SEP = "player_backbones=separate"
@@ -29,19 +29,10 @@ READING = {"player_backbones": "separate"}
 
 
 def _train(clean, clean_path: Path, rundir: Path, hparams: dict) -> Path:
-    from cdgtmll import train
-    from cdgtmll.labels import tail_labels
-    from cdgtmll.metrics import evaluate_run
-
     spec = {"dataset": clean.name, "variant": "clean", "method": rundir.name, "registered_method": "CD-GTMLL",
             "seeds": list(SEEDS), "hparams": {**CDG, **hparams}, "device": "cpu", "training": PROTOCOL,
             "r_variants": {"tail_fraction": 0.2, "tie_seed": 0}}
-    tail = tail_labels(clean.part("train")[1])
-    for seed in SEEDS:
-        train.run_seed(clean, tail, spec, seed, rundir / f"seed{seed}", {"data": clean_path, "clean": clean_path})
-    assert evaluate_run.main(["--clean", str(clean_path), "--rundir", str(rundir),
-                              "--seeds", *map(str, SEEDS)]) == 0
-    return rundir
+    return train_and_evaluate(clean, clean_path, clean_path, rundir, spec)
 
 
 @pytest.fixture(scope="module")

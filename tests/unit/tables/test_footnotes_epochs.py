@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from tests.support.runs import prepared_yeast
+from tests.support.runs import prepared_yeast, train_and_evaluate
 
 SEEDS = (0, 1)
 EPOCHS = 6
@@ -25,9 +25,6 @@ def yeast_best_val_runs(tmp_path_factory, mirror):
     epoch of each run as its provenance records it: ``{setting: [epoch, ...]}``."""
     import torch
 
-    from cdgtmll import train
-    from cdgtmll.labels import tail_labels
-    from cdgtmll.metrics import evaluate_run
     from cdgtmll.variants.r_variant import apply_to_dataset
 
     torch.set_num_threads(1)
@@ -43,11 +40,7 @@ def yeast_best_val_runs(tmp_path_factory, mirror):
         spec = {"dataset": "yeast", "variant": variant, "method": "BCE", "registered_method": "BCE",
                 "seeds": list(SEEDS), "hparams": HP, "device": "cpu", "training": {"backbone": "mlp"},
                 "r_variants": {"tail_fraction": 0.2, "tie_seed": 0}}
-        tail = tail_labels(data.part("train")[1])
-        for seed in SEEDS:
-            train.run_seed(data, tail, spec, seed, rundir / f"seed{seed}", {"data": data_path, "clean": clean_path})
-        assert evaluate_run.main(["--clean", str(clean_path), "--rundir", str(rundir),
-                                  "--seeds", *map(str, SEEDS)]) == 0
+        train_and_evaluate(data, data_path, clean_path, rundir, spec)
         for seed in SEEDS:
             sel = json.loads((rundir / f"seed{seed}" / "provenance.json").read_text())["epoch_selection"]
             assert sel["rule"] == "best_val"
