@@ -21,7 +21,8 @@ estimates the time left as
 * ``s``, the speed factor: the recent-weighted mean of ``measured / v(key)`` over this run's
   finished jobs whose key (or rule and method) was already known when they finished
   (geometric, each job weighing half as much ``HALF_LIFE`` jobs later, and less when it is much
-  shorter than ``SHORT_S``, mostly start-up time that a load does not stretch). A load change
+  shorter than ``SHORT_S``, mostly start-up time that a load does not stretch; the reference's
+  own ratio 1 counts as one long job finished before the first). A load change
   moves ``s`` within a few jobs; with no ratio yet it is 1.
 * ``R``: the running jobs' estimated seconds left (``s * v - elapsed``, at least 0).
 * ``P``: the jobs running at once, averaged over the run's time so far, at most the most seen.
@@ -191,11 +192,13 @@ class WorkflowETA:
     # --- the estimate -----------------------------------------------------------------------
 
     def speed(self) -> float:
-        """``s``: the recent-weighted geometric mean of the ratios; 1 without one."""
+        """``s``: the recent-weighted geometric mean of the ratios and of a prior ratio 1 (the
+        reference's own speed) that weighs as one long job finished before the first, so that the
+        first short jobs (mostly start-up: weight ``s / (s + SHORT_S)``) cannot set the speed of
+        the whole run alone; 1 without a ratio."""
         pairs = self._recent()
-        if not pairs:
-            return 1.0
-        total = sum(w for _, w in pairs)
+        prior = 0.5 ** (len(self.ratios) / HALF_LIFE)
+        total = prior + sum(w for _, w in pairs)
         return math.exp(sum(x * w for x, w in pairs) / total)
 
     def _recent(self) -> list[tuple[float, float]]:

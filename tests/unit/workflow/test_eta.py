@@ -143,3 +143,18 @@ def test_the_logger_plugin_prints_the_line_and_writes_status_json(capsys, tmp_pa
     status = json.loads((tmp_path / "results" / "partial" / "status.json").read_text())
     assert (status["done"], status["total"], status["per_rule"]) == (1, 3, {"train": [1, 2]})
     assert 0 < status["left_s_low"] <= status["left_s_high"]
+
+
+def test_the_first_short_jobs_do_not_set_the_speed_of_the_whole_run():
+    """A run starts with jobs of a fraction of a second (the data, the R-variants): their ratio to
+    the reference is start-up noise. Before the prior, one 0.25 s job against a 1 s reference set
+    the speed factor to 0.25 and the first estimate of a 90-minute run to about 20 minutes."""
+    clock = Clock()
+    ref = {("r_variant", "", "d"): (1.0, 1), ("train", "m", "d"): (100.0, 10)}
+    eta = WorkflowETA(ref, clock=clock)
+    eta.planned({"r_variant": 1, "train": 10})
+    run_job(eta, clock, 0, "r_variant", "", 0.25)
+    assert 0.9 < eta.speed() < 1.0  # moved toward the short job's ratio, a little
+    for j in range(1, 9):  # then the long jobs run twice as slow as the reference: they decide
+        run_job(eta, clock, j, "train", "m", 200.0)
+    assert 190.0 < eta.speed() * eta.value(("train", "m", "d"))[0] < 210.0  # a train job left: ~200 s

@@ -7,10 +7,10 @@ Not circular: a fixture whose header says ``shipped reference: no`` (the run the
 was made from) is replayed without any reference, from its own finished jobs and the coarser
 fallbacks only; a fixture saying ``yes`` with the shipped table. The bounds: the midpoint of the
 range within +-30% with the shipped table; without one, within +-50%, the bound measured on the
-run of 2026-11-28 (+37%, +42%, +11% at 20/50/80%: its first hour ran 2-3x slower than the rest,
+run of 2026-11-28 (+36%, +42%, +11% at 20/50/80%: its first hour ran 2-3x slower than the rest,
 which a run's own early jobs cannot know), not a tuned target. The second run of the default
-profile (run41, 2026-11-28 15:00, a fresh clone of e9251e8) with the table of the first: +3%,
--21%, +2% (the estimator printed live in that run, before this one: +71%, +155%, +58%).
+profile (run41, 2026-11-28 15:00, a fresh clone of e9251e8) with the table of the first: +1%,
+-17%, +1% (the estimator printed live in that run, before this one: +71%, +155%, +58%).
 """
 
 from __future__ import annotations
