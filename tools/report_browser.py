@@ -63,6 +63,10 @@ class BlankScreenshotError(ChromiumError):
     """A screenshot whose shown content is nearly one colour (nothing painted)."""
 
 
+class BrokenPageError(ChromiumError):
+    """A page that shows docutils' error in place of its text ("System Message: ERROR/3 ...")."""
+
+
 #: a screenshot's content is blank when its most common colour covers at least this share of it
 BLANK_SHARE = 0.995
 
@@ -298,12 +302,16 @@ SHOTS = {
 def screenshots(report: Path, out: Path, skipped: dict[str, str] | None = None) -> dict[str, Path]:
     """Landing page, Table 1 (paper's columns, global mode), the claims check and the first
     figure, each as ``out/report-<name>.png``. A category or entry the report does not have is
-    skipped, with the reason in ``skipped``; a blank screenshot raises :class:`BlankScreenshotError`."""
+    skipped, with the reason in ``skipped``; a blank screenshot raises :class:`BlankScreenshotError`,
+    a landing page that shows a docutils error :class:`BrokenPageError`."""
     out.mkdir(parents=True, exist_ok=True)
     skipped = {} if skipped is None else skipped
     shots = {}
     with ReportBrowser() as b:
-        b.open(report)
+        landing = b.open(report)
+        if "System Message:" in landing:  # docutils could not render the landing page's text
+            raise BrokenPageError(f"{report}: the landing page shows a docutils error instead of its text: "
+                                  + landing[landing.index("System Message:"):][:300])
         shots["landing"] = b.screenshot(out / "report-landing.png")
         for name, (category, label) in SHOTS.items():
             b.open(report)
@@ -331,7 +339,7 @@ def main(argv: list[str]) -> int:
     skipped: dict[str, str] = {}
     try:
         shots = screenshots(Path(argv[0]), Path(argv[1]), skipped)
-    except BlankScreenshotError as exc:
+    except (BlankScreenshotError, BrokenPageError) as exc:
         print(f"report_browser: {exc}", file=sys.stderr)
         return 1
     for name, path in shots.items():

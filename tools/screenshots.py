@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         skipped: dict[str, str] = {}
         try:
             shots = rb.screenshots(repo / "results/report.html", shots_dir, skipped)
-        except rb.BlankScreenshotError as exc:
+        except (rb.BlankScreenshotError, rb.BrokenPageError) as exc:
             print(f"screenshots: {exc}", file=sys.stderr)
             return 1
         missing = {png: skipped.get(name, "not taken") for png, (name, _) in SHOTS.items() if name not in shots}

@@ -42,6 +42,8 @@ PARTIAL_TABLES = "results/partial/tables"
 MISSING_METADATA = "Missing metadata for file "
 #: pending runs listed per method before "and N more"
 MAX_PENDING = 12
+#: the longest line docutils takes in the landing page (its setting ``line_length_limit``)
+RST_LINE_LIMIT = 10_000
 
 
 def report_path(argv: Sequence[str]) -> str | None:
@@ -265,16 +267,6 @@ def status_html(status: RunStatus, root: str | os.PathLike = ".", report: str | 
     if status.steps_note:
         out.append(f"<li>{html_text(status.steps_note)}</li>")
     out.append("</ul>")
-    if status.pending:
-        out.append("<p><b>Pending</b> (runs whose metrics are missing, per method: dataset / setting, seeds "
-                   "missing of planned):</p>")
-        out.append("<ul>")
-        for method in sorted(status.pending):
-            items = status.pending[method]
-            shown = ", ".join(f"{html_text(d)} / {html_text(s)} ({k} of {n})" for d, s, k, n in items[:MAX_PENDING])
-            more = f", and {len(items) - MAX_PENDING} more" if len(items) > MAX_PENDING else ""
-            out.append(f"<li><b>{html_text(method)}</b>: {shown}{more}</li>")
-        out.append("</ul>")
     if status.partial_tables:
         links = ", ".join(f'<a href="{html_text(_href(root / p, report, root))}" target="_blank">'
                           f"{html_text(Path(p).name)}</a>" for p in status.partial_tables)
@@ -286,11 +278,29 @@ def status_html(status: RunStatus, root: str | os.PathLike = ".", report: str | 
         except OSError as exc:
             out.append(f"<p>({html_text(status.partial_tables[0])} could not be read: {html_text(exc)})</p>")
         else:
-            # sandbox: the page shows, no script of it runs; srcdoc: the report stays one file
-            out.append(f'<iframe sandbox="" title="{html_text(Path(status.partial_tables[0]).name)}" '
-                       f'style="width:100%;height:32em;border:1px solid #999;background:#fff" '
-                       f'srcdoc="{html_text(page)}"></iframe>')
+            # sandbox: the page shows, no script of it runs; srcdoc: the report stays one file. The
+            # page keeps its own lines (each escaped): docutils refuses a line of the raw block
+            # longer than RST_LINE_LIMIT, and then shows an error in place of the whole landing page
+            lines = [html_text(line) for line in page.splitlines()]
+            if max(map(len, lines), default=0) + 8 <= RST_LINE_LIMIT:
+                out.append(f'<iframe sandbox="" title="{html_text(Path(status.partial_tables[0]).name)}" '
+                           f'style="width:100%;height:32em;border:1px solid #999;background:#fff" '
+                           'srcdoc="' + "\n".join(lines) + '"></iframe>')
+            else:
+                out.append(f"<p>({html_text(status.partial_tables[0])} has a line too long to embed here: open "
+                           "its link.)</p>")
     else:
         out.append(f"<p>No partial tables yet (<span class='docutils literal'>{html_text(PARTIAL_TABLES)}/</span>)."
                    "</p>")
+    # the pending runs last: a long list (every setting of the studies) after the tables
+    if status.pending:
+        out.append("<p><b>Pending</b> (runs whose metrics are missing, per method: dataset / setting, seeds "
+                   "missing of planned):</p>")
+        out.append("<ul>")
+        for method in sorted(status.pending):
+            items = status.pending[method]
+            shown = ", ".join(f"{html_text(d)} / {html_text(s)} ({k} of {n})" for d, s, k, n in items[:MAX_PENDING])
+            more = f", and {len(items) - MAX_PENDING} more" if len(items) > MAX_PENDING else ""
+            out.append(f"<li><b>{html_text(method)}</b>: {shown}{more}</li>")
+        out.append("</ul>")
     return "\n".join(out)

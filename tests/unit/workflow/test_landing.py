@@ -16,6 +16,7 @@ import pytest
 from cdgtmll.workflow.landing import (
     MISSING_METADATA,
     PARTIAL_TABLES,
+    RST_LINE_LIMIT,
     STATUS_FILE,
     MissingMetadataSummary,
     PlannedRun,
@@ -136,10 +137,31 @@ def test_partial_tables_table1_embedded_sandboxed_the_rest_linked_from_the_repor
     page = status_html(st, tmp_path, report="results/report.html")
     # links relative to the report file (results/report.html -> partial/tables/...)
     assert 'href="partial/tables/table2_rare.html"' in page
-    frame = next(ln for ln in page.splitlines() if ln.startswith("<iframe"))
+    frame = page[page.index("<iframe"):page.index("</iframe>")]
     assert 'sandbox=""' in frame
     srcdoc = frame.split('srcdoc="', 1)[1].rsplit('"', 1)[0]
     assert html.unescape(srcdoc) == body
+
+
+def test_a_real_size_partial_table_keeps_every_landing_line_under_the_docutils_limit(tmp_path):
+    """A partial Table 1 of the default profile (24 rows, ~25 kB) written on one line of the raw
+    block exceeded docutils' line_length_limit, and the report showed "System Message: ERROR/3 ...
+    Line 93 exceeds the line-length-limit" instead of the landing page."""
+    planned = _runs(tmp_path, {})
+    tables = tmp_path / PARTIAL_TABLES
+    tables.mkdir(parents=True)
+    rows = "\n".join(f"<tr><td>Method {i} &amp; co</td><td>61.{i} ± 0.4 …</td></tr>" for i in range(400))
+    body = f"<html><body><table>\n{rows}\n</table></body></html>"
+    (tables / "table1_standard.html").write_text(body)
+    page = status_html(run_status(tmp_path, planned, []), tmp_path, report="results/report.html")
+    assert max(len(line) for line in page.splitlines()) <= RST_LINE_LIMIT
+    srcdoc = page.split('srcdoc="', 1)[1].rsplit('"></iframe>', 1)[0]
+    assert html.unescape(srcdoc) == body  # the page whole, its lines kept
+    # one line of the page too long to embed: linked, not embedded
+    (tables / "table1_standard.html").write_text("<p>" + "x" * RST_LINE_LIMIT + "</p>")
+    page = status_html(run_status(tmp_path, planned, []), tmp_path, report="results/report.html")
+    assert "<iframe" not in page and "too long to embed" in page
+    assert max(len(line) for line in page.splitlines()) <= RST_LINE_LIMIT
 
 
 def test_a_finished_run_says_so_in_one_line(tmp_path):
