@@ -1,7 +1,7 @@
 """Regenerate the report screenshots of docs/screenshots/ from a real run of the code on disk, and
 record where each came from (docs/screenshots/screenshots.json).
 
-In a scratch copy of this checkout (outputs, caches and .git left out): the quick profile
+In a scratch copy of this checkout (the files git sees: no outputs, caches or .git): the quick profile
 (``snakemake all --cores N --configfile config/quick.yaml``), its HTML report
 (``snakemake --report``), then tools/report_browser.py's screenshots of the landing page, Table 1,
 the claims check and the PR figure. ``readme-table1.png`` (README.md) is the Table 1 shot.
@@ -35,9 +35,6 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs/screenshots"
 RECORD = OUT / "screenshots.json"
 PROFILE = "config/quick.yaml"
-#: left out of the scratch copy: outputs, caches, environments (at the top) and anywhere
-TOP_SKIP = {".venv", ".snakemake", "results", "logs", "figures", ".cache", ".git", ".dvc", "report.html"}
-ANY_SKIP = {"__pycache__", ".pytest_cache", ".ruff_cache"}
 
 #: the code whose results every shot of a run shows (its numbers): data, training, evaluation
 NUMBERS = ["src/cdgtmll/data", "src/cdgtmll/variants", "src/cdgtmll/methods", "src/cdgtmll/nn",
@@ -63,9 +60,14 @@ def dirty_paths(code: list[str]) -> list[str]:
     return sorted(ln[3:] for ln in git("status", "--porcelain", "--", *code).splitlines() if ln.strip())
 
 
-def _ignore(d: str, names: list[str]) -> list[str]:
-    top = Path(d).resolve() == ROOT
-    return [n for n in names if n in ANY_SKIP or n.endswith(".egg-info") or (top and n in TOP_SKIP)]
+def copy_checkout(dst: Path) -> None:
+    """The files git sees in this checkout (tracked, and untracked ones .gitignore does not name:
+    no outputs, caches or environments), with their uncommitted changes, copied to ``dst``."""
+    for rel in git("ls-files", "--cached", "--others", "--exclude-standard", "-z").split("\0"):
+        src = ROOT / rel
+        if rel and src.is_file():  # a tracked file deleted on disk is left out
+            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst / rel, follow_symlinks=False)
 
 
 def _run(cmd: list[str], cwd: Path, env: dict, what: str) -> None:
@@ -94,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="cdgtmll-screenshots-"))
     repo = scratch / "repo"
     try:
-        shutil.copytree(ROOT, repo, ignore=_ignore, symlinks=True)
+        copy_checkout(repo)
         env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
         env.setdefault("MPLCONFIGDIR", str(scratch / "mpl"))
         smk = [sys.executable, "-m", "snakemake"]

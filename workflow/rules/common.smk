@@ -242,14 +242,15 @@ def study_seed_dirs(study):
     return [f"{run_dir(j)}/seed{s}" for j in jobs for s in run_seeds(j)]
 
 
-def alias_args(jobs=None):
-    """``--alias <setting's folder> <run folder>`` for each of the jobs that shares another's run."""
+def alias_words(jobs=None):
+    """``--alias <setting's folder> <run folder>`` for each of the jobs that shares another's run, as words."""
     js = ALL_JOBS if jobs is None else jobs
-    return " ".join(
-        f"--alias {shlex.quote(run_dir(j))} {shlex.quote(run_dir(ALIASES[j]))}"
-        for j in dict.fromkeys(js)
-        if j in ALIASES
-    )
+    return [w for j in dict.fromkeys(js) if j in ALIASES for w in ("--alias", run_dir(j), run_dir(ALIASES[j]))]
+
+
+def alias_args(jobs=None):
+    """:func:`alias_words` as one shell string."""
+    return " ".join(map(shlex.quote, alias_words(jobs)))
 
 
 def study_alias_args(study):

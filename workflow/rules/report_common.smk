@@ -133,7 +133,7 @@ def summary_options():
     """The options of `python -m cdgtmll.tables.build --part summary` besides --metrics, --out
     and the summary files: the settings that share another's run (common.smk RUN_OF) get rows of
     their own in all_runs.csv."""
-    return [*shlex.split(alias_args()), *profile_options()]
+    return [*alias_words(), *profile_options()]
 
 
 def claims_options():
@@ -162,17 +162,18 @@ def partial_onstart():
     removed first. Never stops the run: a failure is a warning."""
     try:
         remove_partial(PARTIAL_DIR)
-        wanted = set(all_metrics()) | {f for fs in claims_figures().values() for f in fs}
+        metrics = all_metrics()
+        wanted = set(metrics) | {f for fs in claims_figures().values() for f in fs}
         remade = sorted({str(f) for job in workflow.dag.needrun_jobs() for f in job.output if str(f) in wanted})
         plan = {
             "out": str(PARTIAL_DIR),
             "remade": remade,
             "tables": {"options": tables_options(), "metrics": all_metrics(MAIN_JOBS)},
-            "summary": {"options": summary_options(), "metrics": all_metrics()},
+            "summary": {"options": summary_options(), "metrics": metrics},
             "claims": {"options": claims_options(), "figures": claims_figures()},
         }
         write_plan(plan, PLAN)
-        if any(Path(p).is_file() for p in all_metrics()):
+        if any(Path(p).is_file() for p in metrics):
             refresh_soon(PLAN)  # a resumed run shows the runs it already has at once
     except Exception as exc:
         logger.warning(f"cdgtmll: no partial results in this run ({type(exc).__name__}: {exc})")
