@@ -182,15 +182,19 @@ def main(argv: list[str] | None = None) -> int:
                                    "table's threshold mode, checked against the table's CSV; then the lineage of "
                                    "every run down to the raw data files, re-verifying every recorded hash. "
                                    "Exit 1 when the table differs from its sources, a file is missing or "
-                                   "modified, a run was made by code that differs from the code on disk, or the "
-                                   "runs come from several commits or a dirty tree (see --allow-stale, "
-                                   "--allow-mixed).")
+                                   "modified, a run was made by code that differs from the code on disk or the "
+                                   "config now gives a run another spec or settings (STALE CONFIG), or the runs "
+                                   "come from several commits or a tree with uncommitted changes to code (an "
+                                   "edited params.yaml or profile is an input, not a change to code; see "
+                                   "--allow-stale, --allow-mixed).")
     p.add_argument("path", help="a table (.md/.csv/.tex) or figure (.pdf/.png/.csv) written by the pipeline")
     p.add_argument("--cell", nargs=2, metavar=("ROW", "COLUMN"), help='e.g. CD-GTMLL "Yeast Rare-F1"')
     p.add_argument("--allow-stale", action="store_true",
-                   help="a run made by code that differs from the code on disk is a warning, not a failure")
+                   help="a run made by code that differs from the code on disk, or that the config now would "
+                        "make otherwise (STALE CONFIG), is a warning, not a failure")
     p.add_argument("--allow-mixed", action="store_true",
-                   help="runs of several commits or of a dirty working tree are a warning, not a failure")
+                   help="runs of several commits or of a working tree with uncommitted changes to code are a "
+                        "warning, not a failure")
     args = ap.parse_args(argv)
 
     if args.cmd == "check-config":

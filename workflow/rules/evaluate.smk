@@ -1,4 +1,14 @@
 # Metrics of App. E.4 at the global threshold and at validation-tuned per-label thresholds.
+# Each seed gets metrics.json (what the evaluation computed: the same bytes on every machine) and
+# metrics.provenance.json (when, where, from which checkout and config files: machine-specific;
+# cdgtmll/metrics/evaluate_run.py).
+from cdgtmll.lineage.configs import export_record
+
+# The config files this run read, for each evaluation's provenance record (the job takes their
+# sha256). In the environment (CDGTMLL_CONFIG_RECORD), not a param: a param would re-run every
+# evaluation at any edit of params.yaml; a config change re-runs the jobs whose settings it
+# changes (params below, and the run spec of their training). cdgtmll/lineage/configs.py.
+export_record(workflow.configfiles, workflow.basedir, workflow.config_settings.config)
 
 
 rule evaluate:
@@ -9,6 +19,7 @@ rule evaluate:
         predictions=expand("results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/predictions.npz", seed=SEEDS),
     output:
         expand("results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/metrics.json", seed=SEEDS),
+        expand("results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/metrics.provenance.json", seed=SEEDS),
     params:
         code=code_of("cdgtmll.metrics.evaluate_run"),
         rundir=lambda wc, output: str(Path(output[0]).parent.parent),
@@ -46,6 +57,7 @@ rule evaluate_more:
         ),
     output:
         expand("results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/metrics.json", seed=MORE_SEEDS),
+        expand("results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/metrics.provenance.json", seed=MORE_SEEDS),
     params:
         code=code_of("cdgtmll.metrics.evaluate_run"),
         rundir=lambda wc, output: str(Path(output[0]).parent.parent),

@@ -30,7 +30,7 @@ METRIC_ROWS = sorted(
 RUN_FILES = [
     f"{d}/{name}"
     for d in dict.fromkeys(str(Path(m).parent) for m in all_metrics())
-    for name in ("predictions.npz", "provenance.json", "metrics.json")
+    for name in ("predictions.npz", "provenance.json", "metrics.json", "metrics.provenance.json")
 ]
 ALL_TARGETS = (
     TABLES

@@ -22,9 +22,14 @@ whose content does not match the self-hash its evaluate job sealed it with
 The chain, for each run behind the artifact::
 
     table/figure  --sources.json-->  metrics.json (sha256)
-    metrics.json  --inputs-->        predictions.npz, provenance.json, clean processed data (sha256)
+    metrics.json  --inputs-->        predictions.npz, clean processed data (sha256)
+    metrics.provenance.json -->      the metrics.json it belongs to, provenance.json (sha256);
+                                     when, where and from which commit it was evaluated; the
+                                     config files the workflow read (sha256, see below)
+    provenance    --outputs-->       the predictions' sha256: must be the one metrics.json was
+                                     computed from
     provenance    --inputs-->        processed data / R-variant (sha256), run spec (config sha256),
-                                     seed, git commit + dirty flag, packages, device
+                                     seed, git commit + dirty flag (code only), packages, device
     processed     --meta-->          raw files: the copies in results/raw/<dataset>/ are
                                      re-hashed against the sha256 recorded when they were
                                      acquired (provenance ``data_sources``, i.e. the processed
@@ -39,6 +44,17 @@ The chain, for each run behind the artifact::
 
 Every hash is recomputed from the file on disk. A missing or modified file makes the
 audit fail (exit 1) and names the file, the expected and the actual hash.
+
+Code and config. A run made from a working tree with uncommitted changes to *code* (the
+package, the rules, the Snakefile, the lock files, pyproject.toml, mk/: the rule of
+:mod:`cdgtmll.lineage.worktree`), or runs of several commits, are ``MIXED CODE`` (a failure
+unless ``--allow-mixed``); a change to ``params.yaml`` or a profile is not. Config files are
+inputs: each run's evaluation record holds their sha256 (:mod:`cdgtmll.lineage.configs`). A
+file whose content is still the recorded one is ``ok``; one that changed since is checked for
+what matters to the run: its run spec and evaluation settings are made again from the config
+as it is now: the same is a note (the change concerns other runs, e.g. after a ``dvc exp run
+-S`` that re-ran them), different is ``STALE CONFIG`` naming each field (a failure unless
+``--allow-stale``, as ``STALE CODE``).
 
 DVC lineage: when a ``dvc.lock`` is found (the current folder or above), every file of the
 chain that lies in a DVC stage output (the artifact and its ``.sources.json`` included) is
@@ -58,15 +74,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cdgtmll.config.schema import ConfigError
 from cdgtmll.data.acquire import local_source
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.data.registry import REGISTRY
-from cdgtmll.io import NPZ_ERRORS, CorruptArtifactError, config_hash, load_npz, read_json, sha256_file
+from cdgtmll.io import (
+    NPZ_ERRORS,
+    CorruptArtifactError,
+    canonical_json,
+    config_hash,
+    load_npz,
+    read_json,
+    sha256_file,
+)
+from cdgtmll.lineage import configs
 from cdgtmll.lineage.code import changed_modules
 from cdgtmll.lineage.code import identity as code_identity
 from cdgtmll.lineage.provenance import run_machine
 from cdgtmll.lineage.seal import SEAL_FIELD, seal_problem
-from cdgtmll.metrics.evaluate_run import differences, reevaluate
+from cdgtmll.lineage.worktree import code_dirty, code_dirty_files
+from cdgtmll.metrics.evaluate_run import EVALUATION_RECORD, differences, reevaluate
 from cdgtmll.tables.collect import mode_block
 from cdgtmll.tables.layout import header_metric, table_digits
 from cdgtmll.variants.naming import split_variant, variant_setting
@@ -233,9 +260,12 @@ class AuditReport:
     #: --allow-mixed: runs of several commits or of a dirty tree are a warning (else problems)
     allow_stale: bool = False
     allow_mixed: bool = False
-    #: git commit -> runs, and the runs made from a dirty tree (training provenance)
+    #: git commit -> runs, and the runs made from a tree with uncommitted changes to code
+    #: (training provenance; :func:`cdgtmll.lineage.worktree.code_dirty`) with those files
     commits: dict[str, list[str]] = field(default_factory=dict, repr=False)
-    dirty: list[str] = field(default_factory=list, repr=False)
+    dirty: list[tuple[str, list[str] | None]] = field(default_factory=list, repr=False)
+    #: the configuration now, per recorded config (files, overrides): loaded once per audit
+    _configs: dict[str, dict | str] = field(default_factory=dict, repr=False)
     #: kind of machine (:func:`run_machine`) -> runs
     devices: dict[str, list[str]] = field(default_factory=dict, repr=False)
     _code_seen: set[tuple[str, str]] = field(default_factory=set, repr=False)
@@ -321,9 +351,55 @@ class AuditReport:
         (self.warnings if self.allow_stale else self.problems).append(text)
 
     def note_git(self, git: dict, run: str) -> None:
+        """Count a run's commit, and the run when its code had uncommitted changes (config
+        files do not count: :mod:`cdgtmll.lineage.worktree`)."""
         self.commits.setdefault(str(git.get("commit")), []).append(run)
-        if git.get("dirty"):
-            self.dirty.append(run)
+        if code_dirty(git):
+            self.dirty.append((run, code_dirty_files(git)))
+
+    def check_config(self, record: dict | None, spec: dict | None, settings: dict | None, where: Path,
+                     indent: int) -> None:
+        """The config files a run recorded (its evaluation record's ``config``) against the files
+        now (:mod:`cdgtmll.lineage.configs`): unchanged, ok; changed, the run's training
+        ``spec`` and evaluation ``settings`` are made again from the config now: the same is a
+        note, different is STALE CONFIG (a problem unless ``allow_stale``)."""
+        if not record:
+            self.say(f"config   {where} records no config files (evaluated outside the workflow, or before they "
+                     "were recorded)", indent)
+            return
+        changed = configs.changed_files(record)
+        files = record.get("files") or {}
+        if not changed:
+            self.checked += len(files)
+            self.say("ok       config " + ", ".join(f"{f} sha256 {str(h)[:16]}…" for f, h in files.items())
+                     + " as recorded", indent)
+            return
+        said = ", ".join(f"{f} (recorded {was[:16]}…, now {now[:16] + '…' if now else 'missing'})"
+                         for f, (was, now) in changed.items())
+        key = canonical_json({k: record.get(k) for k in ("configfiles", "overrides")})
+        if key not in self._configs:
+            try:
+                self._configs[key] = configs.current_config(record)
+            except (ConfigError, OSError) as exc:
+                self._configs[key] = f"{type(exc).__name__}: {exc}"
+        now = self._configs[key]
+        if isinstance(now, str):
+            self._stale(f"STALE CONFIG {where}: changed since the run: {said}; the config cannot be loaded now "
+                        f"({now})", indent)
+            return
+        try:
+            diffs = configs.run_changes(spec, settings, now)
+        except (ConfigError, KeyError, ValueError) as exc:
+            diffs = [f"the config now does not describe this run ({type(exc).__name__}: {exc})"]
+        if not diffs:
+            self.checked += len(files)
+            self.say(f"ok       config changed since the run: {said}; the config now gives this run the same run "
+                     "spec and evaluation settings (the change concerns other runs)", indent)
+            return
+        more = f" and {len(diffs) - configs.MAX_FIELDS_SAID} more" if len(diffs) > configs.MAX_FIELDS_SAID else ""
+        self._stale(f"STALE CONFIG {where}: changed since the run: {said}; what the config now gives this run "
+                    "differs: " + "; ".join(diffs[:configs.MAX_FIELDS_SAID]) + more
+                    + "; re-run it (`snakemake all` re-runs exactly such jobs)", indent)
 
     def note_device(self, prov: dict, run: str) -> None:
         kind = run_machine(prov)
@@ -348,8 +424,10 @@ class AuditReport:
             texts.append(f"MIXED CODE: the runs come from {len(self.commits)} commits: "
                          + ", ".join(f"{c[:10]} ({len(r)} run(s), e.g. {r[0]})" for c, r in sorted(self.commits.items())))
         if self.dirty:
+            run, files = self.dirty[0]
+            which = f" ({', '.join(files[:5])})" if files else " (which files: not recorded)"
             texts.append(f"MIXED CODE: {len(self.dirty)} run(s) were made from a working tree with uncommitted "
-                         f"changes, e.g. {self.dirty[0]}")
+                         f"changes to code, e.g. {run}{which}")
         for text in texts:
             self.say(text, 1)
             (self.warnings if self.allow_mixed else self.problems).append(
@@ -458,14 +536,91 @@ def audit_run_metrics(rep: AuditReport, metrics_path: Path, expected: str | None
         rep.checked += 1
     rep.check_code((m.get("code") or {}).get("evaluate"), "evaluation", metrics_path, indent + 1)
     inputs = m.get("inputs", {})
-    for role in ("predictions", "provenance", "clean_data"):
+    for role in ("predictions", "clean_data"):
         if role in inputs:
             rep.verify(inputs[role]["path"], inputs[role]["sha256"], role, indent + 1)
         else:
             rep.problems.append(f"{metrics_path}: field 'inputs.{role}' missing")
-    prov_path = Path(inputs.get("provenance", {}).get("path", metrics_path.parent / "provenance.json"))
-    if prov_path.exists():
-        audit_provenance(rep, prov_path, indent + 1)
+    if not inputs:  # not written by the evaluate job (said above): nothing to follow
+        return
+    # provenance.json: hashed by the evaluation record (by metrics.json itself in files written before it)
+    legacy = "provenance" in inputs
+    evaluation = None if legacy else audit_evaluation(rep, metrics_path, indent + 1)
+    prov_rec = inputs.get("provenance") if legacy else ((evaluation or {}).get("inputs") or {}).get("provenance")
+    prov_path = Path(prov_rec["path"]) if prov_rec else metrics_path.parent / "provenance.json"
+    if prov_rec:
+        rep.verify(prov_path, prov_rec.get("sha256"), "provenance", indent + 1)
+    if not prov_path.exists():
+        if not prov_rec:  # verify said the recorded one
+            rep.problems.append(f"MISSING provenance: {prov_path}")
+            rep.say(f"MISSING  provenance: {prov_path}", indent + 1)
+        return
+    prov = audit_provenance(rep, prov_path, indent + 1)
+    if prov is None:
+        return
+    check_trained_predictions(rep, metrics_path, inputs.get("predictions") or {}, prov, prov_path, indent + 2)
+    if evaluation is not None:
+        rep.check_config(evaluation.get("config"), prov.get("config"), m.get("settings"),
+                         metrics_path.with_name(EVALUATION_RECORD), indent + 2)
+
+
+def audit_evaluation(rep: AuditReport, metrics_path: Path, indent: int) -> dict | None:
+    """The evaluation record beside a ``metrics.json`` (``metrics.provenance.json``: when, where,
+    from which checkout and config files it was evaluated): said, and the ``metrics.json`` it
+    names re-hashed (a record of another evaluation than the file beside it is a problem).
+    None when it is missing or unreadable (a problem: the evaluate job writes both)."""
+    path = metrics_path.with_name(EVALUATION_RECORD)
+    if not path.exists():
+        rep.problems.append(f"MISSING evaluation record: {path} (written with {metrics_path.name} by rule evaluate: "
+                            "delete both and re-run `snakemake all`)")
+        rep.say(f"MISSING  evaluation record: {path}", indent)
+        return None
+    try:
+        ev = read_json(path, producer="rule evaluate: python -m cdgtmll.metrics.evaluate_run")
+    except CorruptArtifactError as exc:
+        rep.problems.append(f"CORRUPT evaluation record: {exc}")
+        rep.say(f"CORRUPT  evaluation record: {path}", indent)
+        return None
+    if not isinstance(ev, dict):
+        rep.problems.append(f"CORRUPT evaluation record: {path}: expected a JSON object")
+        return None
+    git = ev.get("git") or {}
+    rep.say(f"evaluated {ev.get('evaluated')} on {ev.get('host')}, commit {git.get('commit')} "
+            f"code dirty={code_dirty(git)}: {path}", indent)
+    rec = ev.get("metrics") or {}
+    rep.verify(metrics_path, rec.get("sha256"), "metrics (as its evaluation record has it)", indent + 1)
+    return ev
+
+
+def audit_figure_config(rep: AuditReport, path: Path, prov: dict, indent: int) -> None:
+    """A figure's run: the config files its evaluation record (beside the predictions the
+    figure read) recorded, against the run's training spec (:meth:`AuditReport.check_config`;
+    the figure does not use the evaluation's settings). Without that record: nothing to check
+    (the figure's lineage is its predictions)."""
+    if not path.is_file():
+        return
+    ev = _read(rep, path, "evaluation record", indent)
+    if isinstance(ev, dict):
+        rep.check_config(ev.get("config"), prov.get("config"), None, path, indent)
+
+
+def check_trained_predictions(rep: AuditReport, metrics_path: Path, predictions: dict, prov: dict, prov_path: Path,
+                              indent: int) -> None:
+    """The chain closes: the predictions ``metrics.json`` was computed from (their sha256) are
+    the ones its training wrote (``provenance.json`` ``outputs.predictions.sha256``)."""
+    trained = ((prov.get("outputs") or {}).get("predictions") or {}).get("sha256")
+    if not trained:
+        rep.say(f"(no recorded output) {prov_path} records no predictions sha256 (trained before it was "
+                "recorded)", indent)
+        return
+    rep.checked += 1
+    if predictions.get("sha256") != trained:
+        text = (f"DIFFERS FROM ITS TRAINING metrics: {metrics_path} was computed from predictions sha256 "
+                f"{predictions.get('sha256')}, its training {prov_path} wrote {trained}")
+        rep.problems.append(text)
+        rep.say(text, indent)
+    else:
+        rep.say(f"ok       predictions sha256 {trained[:16]}… are the ones its training recorded", indent)
 
 
 def _read(rep: AuditReport, path: Path, what: str, indent: int) -> Any:
@@ -479,16 +634,20 @@ def _read(rep: AuditReport, path: Path, what: str, indent: int) -> Any:
         return None
 
 
-def audit_provenance(rep: AuditReport, prov_path: Path, indent: int) -> None:
+def audit_provenance(rep: AuditReport, prov_path: Path, indent: int) -> dict | None:
+    """Say a training's provenance and re-hash everything it records (its run spec, inputs,
+    raw data and sources, code identity); its record, or None when it cannot be read."""
     prov = _read(rep, prov_path, "provenance", indent)
     if prov is None:
-        return
+        return None
     git = prov.get("git", {})
     spec = prov.get("config", {})
     rep.say(f"run      {spec.get('dataset')}/{spec.get('variant')}/{spec.get('method')} seed {prov.get('seed')}",
             indent)
-    rep.say(f"code     commit {git.get('commit')} dirty={git.get('dirty')} "
-            f"code sha256 {str(prov.get('code_sha256'))[:16]}…", indent + 1)
+    changed = code_dirty_files(git)
+    rep.say(f"code     commit {git.get('commit')} code dirty={code_dirty(git)}"
+            + (f" ({', '.join(changed[:5])})" if changed else "")
+            + f" code sha256 {str(prov.get('code_sha256'))[:16]}…", indent + 1)
     rep.note_git(git, str(prov_path.parent))
     rep.note_device(prov, str(prov_path.parent))
     rep.check_code(prov.get("code"), "training", prov_path, indent + 1)
@@ -528,6 +687,7 @@ def audit_provenance(rep: AuditReport, prov_path: Path, indent: int) -> None:
         rep.say(f"raw      {src.get('file')} from {src.get('source')} {origin} sha256 "
                 f"{str(src.get('sha256'))[:16]}… verified={src.get('verified')}", indent + 1)
         audit_raw(rep, src, spec.get("dataset"), indent + 2)
+    return prov
 
 
 def audit_raw(rep: AuditReport, src: dict, dataset: str | None, indent: int) -> None:
@@ -678,7 +838,10 @@ def audit(artifact: str | Path, cell: tuple[str, str] | None = None, allow_stale
                 if rep.verify(pred, r["sha256"], "predictions", 2):
                     prov = pred.parent / "provenance.json"
                     if prov.exists():
-                        audit_provenance(rep, prov, 3)
+                        rec = audit_provenance(rep, prov, 3)
+                        if rec is not None:
+                            check_trained_predictions(rep, pred, r, rec, prov, 4)
+                            audit_figure_config(rep, pred.parent / EVALUATION_RECORD, rec, 4)
                     else:
                         rep.problems.append(f"MISSING provenance: {prov}")
     rep.check_mixed()

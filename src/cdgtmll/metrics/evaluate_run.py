@@ -39,6 +39,22 @@ clean training prevalence (App. E.4), i.e. the same labels an R-variant
 down-samples. The record also holds the sha256 of every input, so an audit can
 check that the metrics were computed from the files beside them.
 
+What goes where. ``metrics.json`` holds what the evaluation computed and what it was computed
+from, in terms that are the same on every machine that evaluates the same predictions: the
+settings, the sha256 and workflow-relative path of the predictions and the clean data, and
+the code identities of the evaluation and the training (module hashes and the lock file's,
+no paths). Two evaluations of the same predictions, on two machines, at two times, in two
+clones, write the same bytes, so that DVC sees no change and a Slurm run and a local run can
+be compared byte for byte. Everything particular to one evaluation goes to its provenance
+record beside it, ``metrics.provenance.json`` (:data:`EVALUATION_RECORD`): when
+(``evaluated``), on which host and under which scheduler job, by which command, from which
+checkout (``git``: commit and code-only dirty flag, :mod:`cdgtmll.lineage.worktree`), with which
+config files (``config``: their sha256, :mod:`cdgtmll.lineage.config_record`), the sha256 of the
+training's ``provenance.json`` (which holds its own host and times) and the sha256 of the
+``metrics.json`` it belongs to. ``cdgtmll audit`` closes the chain through it: metrics.json
+-> the predictions' sha256, which the training's ``provenance.json`` records as its output;
+the evaluation record -> the metrics.json bytes and the provenance.json bytes.
+
 Top-K predictions (``format='topk'`` in ``predictions.npz``, written by
 :mod:`cdgtmll.train` when ``L > run.TOPK_MIN_LABELS``): only ``p@1``, ``p@3``, ``p@5``
 are computed (:func:`cdgtmll.metrics.definitions.precision_at_k_topk`, exactly the dense P@k when ``K >= k``; the
@@ -68,6 +84,8 @@ replacement. ``null`` for top-K predictions.
 from __future__ import annotations
 
 import argparse
+import os
+import socket
 import sys
 from pathlib import Path
 
@@ -75,11 +93,21 @@ import numpy as np
 import scipy.sparse as sp
 
 from cdgtmll.data.processed import ProcessedData
-from cdgtmll.io import NPZ_ERRORS, CorruptArtifactError, corrupt_artifact, load_npz, read_json, sha256_file
+from cdgtmll.io import (
+    NPZ_ERRORS,
+    CorruptArtifactError,
+    corrupt_artifact,
+    load_npz,
+    read_json,
+    sha256_file,
+    write_json,
+)
 from cdgtmll.labels import TAIL_FRACTION, TIE_SEED, label_counts, tail_labels
 from cdgtmll.lineage import provenance
 from cdgtmll.lineage.code import identity
+from cdgtmll.lineage.config_record import CONFIG_RECORD_ENV, ConfigRecordError, config_record
 from cdgtmll.lineage.seal import as_read, write_sealed_json
+from cdgtmll.lineage.worktree import git_state
 from cdgtmll.metrics import definitions, evaluation, oracle, readings, thresholds
 
 # --------------------------------------------------------------------------- top-K format
@@ -224,12 +252,19 @@ def main(argv: list[str] | None = None) -> int:
                     default=definitions.DEFAULT_F1_NO_POSITIVE,
                     help="labels without test positives in Macro-/Rare-F1: 'exclude' (as mAP; default) "
                          "or 'zero' (count them with F1 = 0)")
+    ap.add_argument("--config-record", default=os.environ.get(CONFIG_RECORD_ENV),
+                    help="the workflow's config files as JSON (cdgtmll.lineage.configs.record_text; default: "
+                         f"${CONFIG_RECORD_ENV}, which workflow/rules/evaluate.smk sets): their sha256 go into "
+                         "metrics.provenance.json")
     args = ap.parse_args(argv)
     try:
         return _main(args)
     except CorruptArtifactError as exc:  # named, deleted: no traceback, the message says what to do
         print(f"[evaluate] ERROR {exc}", file=sys.stderr, flush=True)
         return 1
+    except ConfigRecordError as exc:
+        print(f"[evaluate] ERROR {exc}", file=sys.stderr, flush=True)
+        return 2
 
 
 def check_predictions(pred: Path, train_prov: dict | None) -> str:
@@ -254,9 +289,45 @@ def evaluate_code() -> dict:
 #: :func:`reevaluate` scores the predictions exactly as the job did: command-line flag -> key
 SETTINGS = ("threshold", "tail_fraction", "tie_seed", "f1_no_positive_labels")
 #: top-level fields of ``metrics.json`` that are not computed from the predictions and data
-#: (where they came from, when and by which code); every other field :func:`reevaluate` re-makes
+#: (what they came from and by which code); every other field :func:`reevaluate` re-makes.
+#: ``evaluated`` and ``git``: in files written before they moved to :data:`EVALUATION_RECORD`
 RECORD_FIELDS = frozenset({"inputs", "evaluated", "git", "code", "settings", "integrity",
                            "labels_without_train_positives"})
+#: the provenance record of an evaluation, beside its ``metrics.json`` (module docstring)
+EVALUATION_RECORD = "metrics.provenance.json"
+#: its ``schema``
+EVALUATION_SCHEMA = "cdgtmll.lineage.evaluation/1"
+#: what its ``record`` field says of it
+EVALUATION_NOTE = ("provenance of the evaluation that wrote the metrics.json beside it: when, where, by which "
+                   "command, from which checkout and config files. Machine-specific: it differs between machines "
+                   "and between evaluations of the same predictions; metrics.json holds none of it")
+
+
+def workflow_path(path: Path) -> str:
+    """``path`` as ``metrics.json`` records it: relative to the working directory (the workflow's
+    root) when it lies under it, so that the record is the same in every clone; else as given."""
+    try:
+        return Path(os.path.abspath(path)).relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def evaluation_record(metrics: Path, train_prov: Path, config: dict | None, git: dict) -> dict:
+    """The provenance record of one seed's evaluation (:data:`EVALUATION_RECORD`, module
+    docstring), for the ``metrics.json`` just written at ``metrics``."""
+    return {
+        "schema": EVALUATION_SCHEMA,
+        "record": EVALUATION_NOTE,
+        "metrics": {"path": workflow_path(metrics), "sha256": sha256_file(metrics)},
+        "inputs": {"provenance": ({"path": workflow_path(train_prov), "sha256": sha256_file(train_prov)}
+                                  if train_prov.is_file() else None)},
+        "config": config,
+        "git": git,
+        "host": socket.gethostname(),
+        "scheduler": provenance.scheduler_info(),
+        "command": sys.argv,
+        "evaluated": provenance.now(),
+    }
 
 
 def settings_record(args: argparse.Namespace) -> dict:
@@ -331,10 +402,13 @@ def _main(args: argparse.Namespace) -> int:
     tail = tail_labels(Y_train, q=args.tail_fraction, tie_seed=args.tie_seed)
     clean_sha = sha256_file(args.clean)
     code = evaluate_code()
+    config = config_record(args.config_record)  # before any output: a wrong argument writes nothing
+    git = git_state()
     for seed in args.seeds:
         d = args.rundir / f"seed{seed}"
         pred = d / "predictions.npz"
-        train_prov = read_json(d / "provenance.json", remove=True) if (d / "provenance.json").is_file() else None
+        prov_path = d / "provenance.json"
+        train_prov = read_json(prov_path, remove=True) if prov_path.is_file() else None
         result = evaluate_run(clean, pred, tail, args.threshold, args.f1_no_positive_labels,  # unreadable: named
                               tail_fraction=args.tail_fraction, tie_seed=args.tie_seed)
         pred_sha = check_predictions(pred, train_prov)  # readable, but not the bytes training wrote
@@ -342,17 +416,17 @@ def _main(args: argparse.Namespace) -> int:
         result.update(_label_fields(clean, tail, Y_train))
         result.update({
             "settings": settings_record(args),
+            # the same in every clone and on every machine (module docstring): no time, host or absolute path,
+            # and not the hash of provenance.json (which holds training's host and times: in the evaluation record)
             "inputs": {
-                "predictions": {"path": str(pred), "sha256": pred_sha},
-                "provenance": {"path": str(d / "provenance.json"), "sha256": sha256_file(d / "provenance.json")},
-                "clean_data": {"path": str(args.clean), "sha256": clean_sha},
+                "predictions": {"path": workflow_path(pred), "sha256": pred_sha},
+                "clean_data": {"path": workflow_path(args.clean), "sha256": clean_sha},
             },
-            "evaluated": provenance.now(),
-            "git": provenance.git_state(),
             # the code identity of this evaluation (cdgtmll.lineage.code) and the training code's
             "code": {"evaluate": code, "train_sha256": (train_prov or {}).get("code_sha256")},
         })
         write_sealed_json(d / "metrics.json", result)  # self-hash: a hand edit is refused by its readers
+        write_json(d / EVALUATION_RECORD, evaluation_record(d / "metrics.json", prov_path, config, git))
     return 0
 
 

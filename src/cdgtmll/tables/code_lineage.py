@@ -2,7 +2,9 @@
 
 Every run records the git commit and dirty flag of its checkout and its job's code identity
 (:mod:`cdgtmll.lineage.code`) in ``provenance.json``; :func:`cdgtmll.tables.collect.collect`
-copies them into ``all_runs.csv`` (``git_commit``, ``git_dirty``, ``code_sha256``). Code is an
+copies them into ``all_runs.csv`` (``git_commit``, ``git_dirty``, ``code_sha256``). Dirty means
+uncommitted changes to code (:mod:`cdgtmll.lineage.worktree`): an edited ``params.yaml`` (as
+``dvc exp run -S`` leaves it) or profile is an input of the run, not dirt. Code is an
 input of every job, so after an edit the affected runs are made again; runs whose code did not
 change keep the commit they were made at. Tables built from several commits are therefore
 normal after a commit, but only one clean commit makes every number traceable to code anyone
@@ -54,7 +56,7 @@ def is_mixed(lineage: dict[str, Any]) -> bool:
 
 def code_footnote(lineage: dict[str, Any]) -> str | None:
     """The footnote under every table when its runs come from more than one commit or from a
-    working tree with uncommitted changes; None otherwise."""
+    working tree with uncommitted changes to code; None otherwise."""
     if not is_mixed(lineage):
         return None
     parts = []
@@ -63,6 +65,6 @@ def code_footnote(lineage: dict[str, Any]) -> str | None:
         parts.append(f"the {lineage['runs']} runs behind these tables come from {len(lineage['commits'])} commits: {listed}")
     if lineage["dirty_runs"]:
         parts.append(f"{lineage['dirty_runs']} of them were made from a working tree with uncommitted changes "
-                     f"(e.g. {lineage['dirty_examples'][0]})")
+                     f"to code (e.g. {lineage['dirty_examples'][0]})")
     return ("Code lineage: " + "; ".join(parts) + ". `cdgtmll audit TABLE --cell ROW COLUMN` names each run's commit; "
             "for numbers that all trace to one commit, commit and re-run everything (`snakemake --forceall all`).")

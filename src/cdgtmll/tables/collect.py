@@ -51,6 +51,7 @@ import pandas as pd
 from cdgtmll.io import read_json, write_json
 from cdgtmll.lineage.provenance import run_machine, used_hparams
 from cdgtmll.lineage.seal import read_sealed_json
+from cdgtmll.lineage.worktree import code_dirty
 from cdgtmll.metrics.readings import READING_COLUMNS
 from cdgtmll.variants.naming import parse_variant, variant_setting
 
@@ -197,9 +198,11 @@ def epoch_selection_record(prov: dict) -> dict:
 def run_code(prov: dict) -> dict:
     """The git commit, dirty flag and code identity (:mod:`cdgtmll.lineage.code`) a run was
     trained with, and the kind of machine it ran on (:func:`run_machine`), from its provenance
-    (None where not recorded)."""
+    (None where not recorded). ``git_dirty``: uncommitted changes to *code* only
+    (:func:`cdgtmll.lineage.worktree.code_dirty`; an edited ``params.yaml`` or profile is an input,
+    not dirt), also for a record written before that rule."""
     git = prov.get("git") or {}
-    return {"git_commit": git.get("commit"), "git_dirty": git.get("dirty"), "code_sha256": prov.get("code_sha256"),
+    return {"git_commit": git.get("commit"), "git_dirty": code_dirty(git), "code_sha256": prov.get("code_sha256"),
             "device": run_machine(prov)}
 
 

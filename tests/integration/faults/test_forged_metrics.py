@@ -14,7 +14,10 @@ split, 2 epochs), on a copy of the Yeast mirror of its own. The value of the iss
   ``cdgtmll audit`` re-evaluates the predictions and fails (exit 1) naming the file and
   the field;
 * a mirror file changed after the run: the audit re-hashes the source and says it differs
-  from the raw copy.
+  from the raw copy;
+* an evaluation made again (``--forcerun evaluate``, later: as on another machine) writes the
+  same ``metrics.json`` bytes; only its provenance record, ``metrics.provenance.json``, changes
+  (issue 42, item 3).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 
 import pytest
 import yaml
@@ -80,6 +84,24 @@ def test_the_untouched_cell_passes_the_audit_and_reruns_plan_nothing(pipeline):
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr
     assert "0 problem(s)" in res.stdout
     assert "DIFFERS FROM ITS PREDICTIONS" not in res.stdout and "MODIFIED" not in res.stdout
+    # the config files the run read, by content (issue 42, item 1)
+    assert "ok       config config/quick.yaml sha256 " in res.stdout and "config/scale.yaml sha256 " in res.stdout
+    _plans_nothing(repo, env)
+
+
+def test_an_evaluation_made_again_writes_the_same_metrics_bytes(pipeline):
+    repo, env, _ = pipeline
+    record = repo / RUN / "metrics.provenance.json"
+    metrics_before, record_before = (repo / METRICS).read_bytes(), json.loads(record.read_text())
+    time.sleep(1.1)  # a later evaluation time (the record's clock has seconds)
+    out = succeeded(run_snakemake(repo, env, "--forcerun", "evaluate", *CONFIGS))
+    assert "rule evaluate:" in out and "rule train:" not in out, out[-4000:]
+    assert (repo / METRICS).read_bytes() == metrics_before
+    rec = json.loads(record.read_text())
+    assert rec["evaluated"] != record_before["evaluated"], rec
+    assert rec["metrics"] == record_before["metrics"] and rec["inputs"] == record_before["inputs"]
+    res = run_audit(repo, env, *CELL)
+    assert res.returncode == 0 and "0 problem(s)" in res.stdout, res.stdout[-4000:] + res.stderr
     _plans_nothing(repo, env)
 
 

@@ -85,12 +85,12 @@ def test_audit_fails_on_stale_code_unless_allowed(mixed, capsys, monkeypatch):
     """A run made by other code than the code on disk: its recorded identity names a module
     whose source hash differs (as after an edit of nn/losses/bce.py)."""
     from cdgtmll.io import sha256_file, write_json
-    from cdgtmll.lineage.seal import write_sealed_json
 
     root, out, rundir = mixed
     prov_path = rundir / "seed0" / "provenance.json"
     metrics_path = rundir / "seed0" / "metrics.json"
-    prov_before, metrics_before = prov_path.read_bytes(), metrics_path.read_bytes()
+    ev_path = rundir / "seed0" / "metrics.provenance.json"
+    prov_before, metrics_before, ev_before = prov_path.read_bytes(), metrics_path.read_bytes(), ev_path.read_bytes()
     sources_path = out / "table1_standard.sources.json"
     sources_before = sources_path.read_bytes()
     try:
@@ -98,9 +98,9 @@ def test_audit_fails_on_stale_code_unless_allowed(mixed, capsys, monkeypatch):
         prov["code"]["modules"]["cdgtmll.nn.losses.bce"] = "0" * 64
         prov["code"]["sha256"] = prov["code_sha256"] = "1" * 64
         write_json(prov_path, prov)  # re-record the hashes downstream, as a run by that code would have
-        m = json.loads(metrics_before)
-        m["inputs"]["provenance"]["sha256"] = sha256_file(prov_path)
-        write_sealed_json(metrics_path, m)  # as its evaluate job would have sealed it
+        ev = json.loads(ev_before)  # the evaluation record holds provenance.json's sha256 (metrics.json does not)
+        ev["inputs"]["provenance"]["sha256"] = sha256_file(prov_path)
+        write_json(ev_path, ev)
         src = json.loads(sources_before)
         for runs in src["cells"].values():
             for r in runs:
@@ -117,4 +117,5 @@ def test_audit_fails_on_stale_code_unless_allowed(mixed, capsys, monkeypatch):
     finally:
         prov_path.write_bytes(prov_before)
         metrics_path.write_bytes(metrics_before)
+        ev_path.write_bytes(ev_before)
         sources_path.write_bytes(sources_before)

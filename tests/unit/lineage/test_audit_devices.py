@@ -19,7 +19,6 @@ import pytest
 from cdgtmll import cli
 from cdgtmll.io import sha256_file, write_json
 from cdgtmll.lineage import provenance
-from cdgtmll.lineage.seal import write_sealed_json
 from cdgtmll.methods.base import FitData, RunContext, build
 from cdgtmll.nn.checkpoint import TRAIN_LOG, read_log
 from cdgtmll.nn.trainer import TrainingInterrupted
@@ -142,14 +141,9 @@ def test_a_run_resumed_on_another_kind_of_machine_keeps_both(tmp_path, capsys, m
     rec = json.loads((seed_dir / "provenance.json").read_text())
     rec["training_machines"] = trained
     write_json(seed_dir / "provenance.json", rec)
-    metrics = json.loads((seed_dir / "metrics.json").read_text())
-    metrics["inputs"]["provenance"]["sha256"] = sha256_file(seed_dir / "provenance.json")
-    write_sealed_json(seed_dir / "metrics.json", metrics)  # as its evaluate job would have sealed it
-    sources = json.loads((out / "table1_standard.sources.json").read_text())
-    for runs in sources["cells"].values():
-        for r in runs:
-            r["sha256"] = sha256_file(seed_dir / "metrics.json")
-    write_json(out / "table1_standard.sources.json", sources)
+    evaluation = json.loads((seed_dir / "metrics.provenance.json").read_text())  # it holds provenance.json's sha256
+    evaluation["inputs"]["provenance"]["sha256"] = sha256_file(seed_dir / "provenance.json")
+    write_json(seed_dir / "metrics.provenance.json", evaluation)
     rc, text, err = _audit(capsys, monkeypatch, root, out / "table1_standard.md")
     assert rc == 0, err
     assert f"trained  on {intel} (epochs 1-2), then on {amd} (epochs 3-4)" in text

@@ -83,7 +83,8 @@ def test_a_sealed_file_the_tables_did_not_read_is_marked_as_changed(table):
 
     rel, tables = table
     m = json.loads(rel.read_text())
-    m["evaluated"] = "2020-01-01T00:00:00+00:00"  # another evaluation of the same predictions, restored
+    # an evaluation of the same predictions by older code (which wrote its time into the file), restored
+    m["evaluated"] = "2020-01-01T00:00:00+00:00"
     write_sealed_json(rel, m)
     old = _age(rel)
     lines = check_recorded_metrics(tables)

@@ -24,7 +24,7 @@ def test_two_commits_and_a_dirty_tree_are_said():
     note = code_footnote(lin)
     assert note.startswith("Code lineage: the 3 runs behind these tables come from 2 commits: "
                            "aaaaaaaaaa (1 run), bbbbbbbbbb (2 runs); 2 of them were made from a working tree "
-                           "with uncommitted changes (e.g. b/metrics.json)")
+                           "with uncommitted changes to code (e.g. b/metrics.json)")
 
 
 def test_runs_without_a_recorded_commit_are_counted():
