@@ -13,14 +13,21 @@ Snakefile as it is parsed (main process only), compares them with the files on d
   (:func:`cdgtmll.lineage.seal.seal_problem`: a value edited by hand): the file is deleted, as every
   reader of the pipeline deletes a corrupt file, so that Snakemake re-runs rule ``evaluate``
   for it and every table after it in this same run;
-* other bytes that are a sealed evaluation (a real output of rule ``evaluate`` the tables did
-  not read: a restored older copy, or a run whose tables job did not finish): its modification
-  time is set to now, so that Snakemake compares its checksum and rebuilds the tables from it.
+* other bytes that carry a valid self-hash: deleted too, so that rule ``evaluate`` makes it
+  again from its predictions in this same run and the tables are rebuilt from what the
+  predictions give. The self-hash is tamper-evidence, not a signature: such a file may be a
+  real evaluation the tables did not read (a restored copy, a run whose tables job did not
+  finish) or a forgery whose maker recomputed the seal, and nothing short of evaluating the
+  predictions again tells them apart. Evaluating is cheap (seconds per run), and since
+  ``metrics.json`` holds nothing particular to one machine or one time
+  (:mod:`cdgtmll.metrics.evaluate_run`), a real evaluation comes back byte for byte. (Until
+  issue 42 such a file was only given a new time and the tables were rebuilt from it: a
+  re-sealed forgery reached Table 1, and only ``cdgtmll audit`` failed it.)
 
-Each case prints one line naming the file, the record that differs and what was done. The
-self-hash is tamper-evidence, not a signature: a forger who recomputes it gets the tables
-rebuilt from the forged file, which ``cdgtmll audit`` then fails (it re-evaluates the
-predictions and names each metric that differs: :mod:`cdgtmll.lineage.audit`).
+Each case prints one line naming the file, the record that differs and what was done. A forger
+who also re-records the sha256 in the tables' records is not seen here (the records agree with
+the file); ``cdgtmll audit`` fails that one, since it re-evaluates the predictions and names each
+metric that differs (:mod:`cdgtmll.lineage.audit`).
 """
 
 from __future__ import annotations
@@ -74,8 +81,8 @@ def _inside(path: Path, root: Path) -> bool:
 
 def check_recorded_metrics(tables_dir: str | os.PathLike = TABLES_DIR, root: str | os.PathLike = ".") -> list[str]:
     """Compare the recorded sha256 of every ``metrics.json`` the tables read with the file on
-    disk and act on each difference (module docstring): delete a file whose self-hash fails,
-    set the time of a sealed one to now. Only files inside ``root`` (the working directory)
+    disk and delete each file that differs, so that rule ``evaluate`` makes it again from its
+    predictions (module docstring). Only files inside ``root`` (the working directory)
     are touched. Returns one line per file acted on, for the log."""
     root = Path(root).resolve()
     lines: list[str] = []
@@ -92,12 +99,12 @@ def check_recorded_metrics(tables_dir: str | os.PathLike = TABLES_DIR, root: str
             problem = seal_problem(json.loads(full.read_text(encoding="utf-8")))
         except (OSError, ValueError) as exc:
             problem = f"cannot be read ({type(exc).__name__}: {exc})"
+        full.unlink()
         if problem is not None:
-            full.unlink()
             lines.append(f"{why}, and {problem}; deleted, so that this run re-makes it ({producer_of(full)}) and "
                          "the tables after it")
         else:
-            os.utime(full)
-            lines.append(f"{why}; it is a sealed evaluation the tables did not read (restored or re-made): marked as "
-                         "changed, so that this run rebuilds the tables from it")
+            lines.append(f"{why}; its self-hash holds, but the tables did not read it (a restored or re-made "
+                         "evaluation, or a forgery with a recomputed seal): deleted, so that this run evaluates its "
+                         f"predictions again ({producer_of(full)}) and rebuilds the tables from them")
     return lines

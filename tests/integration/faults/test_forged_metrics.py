@@ -10,9 +10,9 @@ split, 2 epochs), on a copy of the Yeast mirror of its own. The value of the iss
   ``snakemake -n`` twice afterwards plans nothing;
 * the same forgery restored with the original's old modification time (``cp -a``), which
   Snakemake alone never looks at again: the same;
-* a careful forgery that recomputes the self-hash, so that the tables show it:
-  ``cdgtmll audit`` re-evaluates the predictions and fails (exit 1) naming the file and
-  the field;
+* a careful forgery that recomputes the self-hash: the same check deletes it (the tables did
+  not read those bytes), and the run re-evaluates the predictions, so the table never shows
+  it; ``cdgtmll audit`` of the forged file fails (exit 1) naming the file and the field;
 * a mirror file changed after the run: the audit re-hashes the source and says it differs
   from the raw copy;
 * an evaluation made again (``--forcerun evaluate``, later: as on another machine) writes the
@@ -134,24 +134,31 @@ def test_a_hand_edited_value_is_deleted_re_evaluated_and_never_shown(pipeline, o
     _plans_nothing(repo, env)
 
 
-def test_a_resealed_forgery_in_the_table_fails_the_audit_naming_file_and_field(pipeline):
+@pytest.mark.parametrize("old_mtime", [False, True], ids=["new-mtime", "old-mtime"])
+def test_a_resealed_forgery_fails_the_audit_and_is_never_tabulated(pipeline, old_mtime):
     repo, env, _ = pipeline
     path = repo / METRICS
-    _forge(path, reseal=True)
-    succeeded(run_snakemake(repo, env, *CONFIGS))  # sealed and newer: the tables are rebuilt from it
-    assert "99.1" in _bce_row(repo)
+    original = path.read_bytes()
+    st = os.stat(path)
+    _forge(path, reseal=True)  # its self-hash holds: only the predictions can tell
+    if old_mtime:
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     res = run_audit(repo, env, *CELL)
     assert res.returncode == 1, res.stdout[-4000:]
     assert "AUDIT FAILED:" in res.stderr
     assert (f"DIFFERS FROM ITS PREDICTIONS metrics: {METRICS}: field '{FIELD}' is {FORGED!r}, evaluating "
             f"{RUN}/predictions.npz again gives") in res.stderr, res.stderr
-    # the cell is recomputed from the predictions: the table's 99.1 is a mismatch
-    assert "cell BCE | Yeast Micro-F1: the table differs from its sources" in res.stderr
-    # recovery: delete it, the next run re-evaluates it
-    path.unlink()
+    # the next snakemake all deletes it (the tables did not read these bytes) and evaluates the
+    # predictions again in the same run: the table never shows 99.1 (at 3580139..bd71610 it did,
+    # rebuilt from the forged file, bold as the best row)
     out = succeeded(run_snakemake(repo, env, *CONFIGS))
-    assert "rule evaluate:" in out and "99.1" not in _bce_row(repo)
+    assert f"cdgtmll integrity: {METRICS}: sha256 " in out and "its self-hash holds, but the tables did not read " \
+           "it" in out, out[-4000:]
+    assert "rule evaluate:" in out and "rule train:" not in out, out[-4000:]
+    assert "99.1" not in _bce_row(repo)
+    assert path.read_bytes() == original  # the evaluation comes back byte for byte (issue 42, item 3)
     assert run_audit(repo, env, *CELL).returncode == 0
+    _plans_nothing(repo, env)
 
 
 def test_a_mirror_file_changed_after_the_run_is_named_by_the_audit(pipeline):

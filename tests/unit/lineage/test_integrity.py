@@ -3,8 +3,9 @@ Snakemake does not look (issue 38, item 2):
 
 * before a run, the Snakefile compares the sha256 the tables recorded for every ``metrics.json``
   with the file on disk (:func:`cdgtmll.lineage.integrity.check_recorded_metrics`): a
-  hand-edited file (self-hash broken) is deleted and named, a sealed one that differs is marked
-  as changed, an unchanged one is left alone, whatever the modification times;
+  hand-edited file (self-hash broken) and a sealed one that differs (a restored copy, or a
+  forgery with a recomputed seal) are deleted and named, so that rule evaluate makes them again
+  from the predictions; an unchanged one is left alone, whatever the modification times;
 * ``cdgtmll audit --cell`` computes the cell from the predictions, so a forgery that was
   re-sealed and tabulated fails it, naming the file and the field;
 * the audit re-hashes the source a raw copy came from and says when it changed.
@@ -77,7 +78,7 @@ def test_a_hand_edited_file_with_an_old_time_is_named_and_deleted(table):
     assert check_recorded_metrics(tables) == []  # missing: Snakemake re-makes it
 
 
-def test_a_sealed_file_the_tables_did_not_read_is_marked_as_changed(table):
+def test_a_sealed_file_the_tables_did_not_read_is_deleted_to_be_evaluated_again(table):
     from cdgtmll.lineage.integrity import check_recorded_metrics
     from cdgtmll.lineage.seal import write_sealed_json
 
@@ -86,11 +87,11 @@ def test_a_sealed_file_the_tables_did_not_read_is_marked_as_changed(table):
     # an evaluation of the same predictions by older code (which wrote its time into the file), restored
     m["evaluated"] = "2020-01-01T00:00:00+00:00"
     write_sealed_json(rel, m)
-    old = _age(rel)
     lines = check_recorded_metrics(tables)
-    assert len(lines) == 1 and "it is a sealed evaluation the tables did not read (restored or re-made): marked " \
-                                "as changed, so that this run rebuilds the tables from it" in lines[0], lines
-    assert rel.is_file() and os.stat(rel).st_mtime_ns > old
+    assert len(lines) == 1 and "its self-hash holds, but the tables did not read it (a restored or re-made " \
+                                "evaluation, or a forgery with a recomputed seal): deleted, so that this run " \
+                                "evaluates its predictions again (rule evaluate" in lines[0], lines
+    assert not rel.exists()  # a re-sealed forgery is never tabulated: only evaluate re-makes the file
 
 
 def test_files_outside_the_working_folder_are_not_touched(table, tmp_path):
