@@ -106,23 +106,17 @@ push: venv
 pull: venv
 	$(DVC_REMOTE) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc pull || { PATH="$(CURDIR)/$(BIN):$$PATH" \
 	  $(BIN)/python -c 'from cdgtmll.lineage.audit import explain_failed_pull as e; e()'; exit 1; }
-	$(MAKE) --no-print-directory restore
 # Free the DVC cache but keep what the workspace, every branch and tag and every experiment use
 # (plain `dvc gc -w` drops the experiments' outputs, and `dvc exp apply` then fails half-way)
 gc: venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc gc --force --workspace --all-branches --all-tags --all-experiments
-# dvc checkout (e.g. after `git checkout <rev> dvc.lock params.yaml`), then restore
+# dvc checkout (e.g. after `git checkout <rev> dvc.lock params.yaml`); plain `dvc checkout` is the same
 checkout: venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc checkout
-	$(MAKE) --no-print-directory restore
-# After dvc pull / checkout / exp apply: restored files carry the time they were written and
-# .snakemake holds the records of the last run (or none, in a fresh clone); mark every output
-# of params.yaml's profile up to date, only when the workspace matches dvc.lock
-restore: venv
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc status --quiet || { \
-	  echo "restore: the workspace differs from dvc.lock (see 'dvc status'); not marking it up to date" >&2; exit 1; }
-	profile=$$($(BIN)/python -m cdgtmll.config.dvc_params profile) && PATH="$(CURDIR)/$(BIN):$$PATH" \
-	  $(BIN)/snakemake --touch --forceall --cores 1 --max-checksum-file-size 20000000000 all --configfile "$$profile"
+# Kept as a name only: no restore step is needed. Snakemake's records of the outputs travel with them
+# (results/jobs.json) and the Snakefile imports them where the restored files have the recorded bytes
+restore:
+	@echo "restore: nothing to do: after dvc pull, dvc checkout or dvc exp apply, snakemake imports the records of results/jobs.json by itself (docs/dvc.md)"
 
 # Isolated environments of the external XMC libraries (XR-Linear, napkinXC, LibMultiLabel)
 include mk/xmc-envs.mk

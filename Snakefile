@@ -4,7 +4,9 @@
 #   snakemake --report results/report.html --configfile config/quick.yaml    the HTML report (`make report`)
 import sys
 
+from snakemake_interface_common.exceptions import WorkflowError
 from snakemake.logging import logger
+from snakemake.settings.enums import PersistenceBackend
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -23,6 +25,7 @@ from cdgtmll.workflow.profile_guard import (
     write_marker,
 )
 from cdgtmll.workflow.env import own_python_first, passive_openmp_waits
+from cdgtmll.workflow.records import RecordsError, import_records
 from cdgtmll.workflow.scheduler import one_reevaluation_timer
 
 # Snakemake 9's scheduler starts one more self-renewing timer per finished job (passes per
@@ -34,9 +37,23 @@ if not one_reevaluation_timer():
 # instead of spinning on cores other jobs need (cdgtmll/workflow/env.py).
 passive_openmp_waits()
 
+# Outputs DVC restored (dvc pull, dvc checkout, dvc exp apply) come with Snakemake's records of the
+# jobs that made them, in results/jobs.json (written by dvc.yaml's stage): where a file has the bytes
+# recorded there and Snakemake's own record of it is missing or another, that record is imported, so
+# that Snakemake judges the job by the code, settings and inputs it was made with; a file with other
+# bytes keeps its own record (cdgtmll/workflow/records.py). Main process only, file records only.
+if workflow.is_main_process and workflow.workflow_settings.persistence_backend == PersistenceBackend.FILE:
+    try:
+        _imported = import_records()
+    except RecordsError as e:
+        raise WorkflowError(f"cdgtmll: {e}")
+    for _line in _imported.lines():
+        logger.info(f"cdgtmll records: {_line}")
+
 # A metrics.json whose bytes differ from the sha256 the tables recorded for it is noticed even
-# with an old modification time (`cp -a`): deleted when its self-hash fails (edited by hand),
-# else marked as changed, so that this run re-evaluates or rebuilds (cdgtmll/lineage/integrity.py).
+# with an old modification time (`cp -a`) and even with a valid self-hash (a recomputed seal): it is
+# deleted, so that this run evaluates its predictions again and rebuilds the tables
+# (cdgtmll/lineage/integrity.py).
 # Main process only: a job's own Snakemake (cluster, Slurm) must not act on shared files.
 if workflow.is_main_process:
     for _line in check_recorded_metrics():

@@ -13,8 +13,7 @@ files are exactly ``profile`` (:func:`settings_layer`), so that a plain
 ``snakemake all --configfile <profile>`` sees what ``dvc repro`` ran, and another profile is
 never changed by DVC's settings. ``--config KEY=VALUE`` still wins over both.
 
-``python -m cdgtmll.config.dvc_params profile`` prints the profile (the Makefile's ``make
-restore`` runs Snakemake with it).
+``python -m cdgtmll.config.dvc_params profile`` prints the profile.
 """
 
 from __future__ import annotations

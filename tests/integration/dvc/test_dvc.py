@@ -1,9 +1,10 @@
 """DVC on the shipped profiles, at tiny scale, in temporary git repositories made from the
 working tree: outputs in the cache (hardlinked), checkpoints kept out of it, push/pull through
-the default remote, the restore step after a pull/checkout/exp apply (`make restore`; Snakemake
-then plans nothing), experiments with `dvc exp run -S` (show, diff, apply, plots diff, shared
-through a git remote and the DVC remote into a fresh clone), the per-row metrics files, the
-offline plots page, and `cdgtmll audit` against dvc.lock.
+the default remote, no restore step (after a plain `dvc pull`, `dvc checkout` or `dvc exp apply`
+Snakemake plans nothing: the records of results/jobs.json), experiments with `dvc exp run -S`
+(show, diff, apply, plots diff, `--temp`, shared through a git remote and the DVC remote into a
+fresh clone), the per-row metrics files and the headline `dvc exp show` prints, the offline plots
+page, and `cdgtmll audit` against dvc.lock.
 
 The profiles are used as shipped, byte for byte: the profile is put under DVC the documented
 way (``profile`` in params.yaml, as `dvc exp run -S profile=...` does) and only scale keys
@@ -42,6 +43,8 @@ slow = pytest.mark.slow
 
 
 def _env(mirror: Path, **extra: str) -> dict:
+    """The environment of the tools run in a test repository; ``PYTHONPATH=<repo>/src`` (see
+    :func:`_repo_env`) makes them import that repository's package."""
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     env["XDG_CACHE_HOME"] = env.get("XDG_CACHE_HOME", "/tmp/cdgtmll-cache")
@@ -51,6 +54,13 @@ def _env(mirror: Path, **extra: str) -> dict:
     env["COLUMNS"] = "250"
     env.update(extra)
     return env
+
+
+def _repo_env(repo: Path, mirror: Path) -> dict:
+    """:func:`_env` with the package of ``repo`` (a copy of the working tree as the test began)
+    ahead of the checkout the venv installs in editable mode: the jobs, DVC's code hashes and the
+    audit see one version of the code even while the working tree is being edited."""
+    return _env(mirror, PYTHONPATH=str(repo / "src"))
 
 
 def _run(repo: Path, env: dict, *cmd: str, timeout: int = 900) -> subprocess.CompletedProcess:
@@ -95,7 +105,7 @@ def _make_repo(dst: Path, profile: str = DEFAULT, overrides: tuple[str, ...] = (
 
 def _link_venv(repo: Path) -> None:
     """This interpreter's venv as the checkout's .venv, up to date for the Makefile (its stamp
-    newer than the lock files), so that `make restore` runs as documented."""
+    newer than the lock files), so that `make pull`/`make push` run as documented."""
     (repo / ".venv").symlink_to(Path(sys.executable).parent.parent)
     (repo / ".git/info").mkdir(parents=True, exist_ok=True)  # .gitignore's `.venv/` misses a link
     with open(repo / ".git/info/exclude", "a") as fh:
@@ -119,12 +129,17 @@ def _digests(repo: Path, *tops: str) -> dict[str, str]:
     return out
 
 
-def _restore(repo: Path, env: dict) -> None:
-    """The restore step after dvc pull / checkout / exp apply, as documented (docs/dvc.md
-    "Share, then restore"): `make restore` checks that the workspace matches dvc.lock, then
-    makes Snakemake's file times and records match the restored files, for params.yaml's profile."""
-    res = _ok(_run(repo, env, "make", "--no-print-directory", "restore"))
-    assert "--touch --forceall" in res.stdout and "--configfile" in res.stdout, res.stdout
+def _job_counts(output: str) -> dict[str, int]:
+    """``{rule: jobs}`` from the first "Job stats" table Snakemake printed in ``output``."""
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == "Job stats:") + 3
+    counts = {}
+    for line in lines[start:]:
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].isdigit():
+            break
+        counts[parts[0]] = int(parts[1])
+    return counts
 
 
 def _remote_listing(remote: Path) -> tuple[int, list[str]]:
@@ -135,9 +150,12 @@ def _remote_listing(remote: Path) -> tuple[int, list[str]]:
     return sum(f.stat().st_size for f in objects), names
 
 
-def _plans_nothing(repo: Path, env: dict, profile: str) -> None:
+def _plans_nothing(repo: Path, env: dict, profile: str) -> str:
+    """`snakemake -n all --configfile <profile>` as a user types it (the workflow profile
+    profiles/default is read by itself): nothing to be done. Returns its output."""
     dry = _ok(_smk(repo, env, "-n", "all", "--configfile", profile))
     assert "Nothing to be done" in dry.stdout + dry.stderr, (dry.stdout + dry.stderr)[-3000:]
+    return dry.stdout + dry.stderr
 
 
 def _alphas(repo: Path, method: str = "CD-GTMLL") -> set[float]:
@@ -147,6 +165,28 @@ def _alphas(repo: Path, method: str = "CD-GTMLL") -> set[float]:
 
 def _audit(repo: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
     return _run(repo, env, sys.executable, "-m", "cdgtmll.cli", "audit", *args, timeout=300)
+
+
+#: the one-screen `dvc exp show` of docs/dvc.md: the parameters that vary and the headline
+#: (results/headline.json), without the per-row metrics files, the time and a queued run's state
+EXP_SHOW = ("--only-changed", "--drop", "results/metrics/|Created|State|Executor", "--keep", r"([\w-]+\.)?(clean\.|R\.rare)")
+
+
+def _compact_exp_show(repo: Path, env: dict, values: dict[str, str], setting: str = "settings.methods.CD-GTMLL.alpha") -> str:
+    """The documented `dvc exp show` fits 100 columns: every column shown (none collapsed to
+    '…'), the setting that varies with its exact values, the headline's short names."""
+    assert "dvc exp show " + " ".join(f"'{w}'" if "|" in w or "\\" in w else w for w in EXP_SHOW) in \
+        (ROOT / "docs/dvc.md").read_text(), "docs/dvc.md shows another dvc exp show command"
+    table = _ok(_dvc(repo, dict(env, COLUMNS="100"), "exp", "show", *EXP_SHOW)).stdout
+    lines = table.splitlines()
+    assert max(map(len, lines)) <= 100 and "…" not in table, table
+    header = next(line for line in lines if "Experiment" in line).split()
+    assert header == ["Experiment", "clean.mAP", "clean.rare", "R.rare", *([setting] if values else [])], table
+    for name, value in values.items():
+        row = next(line for line in lines if f"[{name}]" in line).split()
+        assert row[-1] == value and all(0 <= float(v) <= 1 for v in row[-4:-1]), table
+    print(f"\n$ dvc exp show {' '.join(EXP_SHOW)}   (COLUMNS=100)\n{table}")
+    return table
 
 
 def _exp_rows(shown: list) -> dict[str, dict]:
@@ -170,9 +210,62 @@ def _offline_page(html: str) -> None:
 
 #: every output dvc.yaml caches
 OUTS = ("results/raw", "results/data", "results/runs", "results/tables", "results/claims", "results/metrics",
-        "results/metrics.json", "figures")
+        "results/metrics.json", "results/jobs.json", "results/headline.json", "figures")
 QUICK_SCALE = ("training.default.epochs=1", "experiments.seeds=[0]", "experiments.methods=[BR-LogReg,CD-GTMLL]",
                "r_variants.severities.yeast=[0.5]")
+
+
+@slow
+def test_an_experiment_pushed_and_pulled_plans_nothing_and_passes_the_audit(tmp_path, mirror):
+    """Issue 42's "Done when", on the quick profile at test scale: in a fresh clone `dvc exp run -S
+    '++settings.methods.CD-GTMLL.alpha=0.2'`, `git commit`, `dvc push`; in another clone a plain
+    `dvc pull`, then `snakemake -n all` plans nothing and `cdgtmll audit` passes. Then, where
+    .snakemake holds another run's records: `dvc exp run --temp` (a copy without .snakemake)
+    re-runs only CD-GTMLL's jobs, and after `dvc exp apply` and `dvc checkout` Snakemake plans
+    nothing, with no restore step; a changed setting still re-runs its jobs."""
+    src = _make_repo(tmp_path / "src", QUICK, QUICK_SCALE)  # the working tree at test scale, no results
+    env = _repo_env(src, mirror)
+    first = tmp_path / "first"
+    _ok(subprocess.run(["git", "clone", "-q", str(src), str(first)], capture_output=True, text=True))
+    _link_venv(first)
+    for key, value in (("user.name", "cdgtmll test"), ("user.email", "test@cdgtmll.invalid")):
+        _git(first, "config", key, value)
+    _ok(_dvc(first, env, "exp", "run", "-S", "++settings.methods.CD-GTMLL.alpha=0.2"))
+    _commit(first, "CD-GTMLL alpha 0.2")
+    _ok(_dvc(first, env, "push"))  # the default remote, ../cdgtmll-dvc-remote
+
+    second = tmp_path / "second"
+    _ok(subprocess.run(["git", "clone", "-q", str(first), str(second)], capture_output=True, text=True))
+    _link_venv(second)
+    _ok(_dvc(second, env, "pull"))
+    assert _alphas(second) == {0.2}
+    assert "output(s) have the bytes results/jobs.json records" in _plans_nothing(second, env, QUICK)
+    audit = _audit(second, env, "results/tables/table1_standard.md", "--cell", "CD-GTMLL", "Yeast Rare-F1")
+    assert audit.returncode == 0 and "0 problem(s)" in audit.stdout, audit.stdout[-3000:] + audit.stderr[-3000:]
+    # a setting changed since: its jobs (and only they, and what reads them) re-run
+    from dvc.utils.hydra import apply_overrides
+
+    apply_overrides(str(second / "params.yaml"), ["++settings.methods.CD-GTMLL.alpha=0.3"])
+    dry = _ok(_smk(second, env, "-n", "all", "--configfile", QUICK))
+    out = dry.stdout + dry.stderr
+    assert _job_counts(out)["train"] == 2 and "method=BR-LogReg" not in out and "method=CD-GTMLL" in out, out[-3000:]
+
+    # a copy without .snakemake (`--temp`): the baseline's records come with its results/jobs.json
+    br_logreg = _digests(first, "results/runs/yeast/clean/BR-LogReg", "results/runs/yeast/R0.50-s0/BR-LogReg")
+    temp = _ok(_dvc(first, env, "exp", "run", "--temp", "-n", "alpha-0.6", "-S", "++settings.methods.CD-GTMLL.alpha=0.6"))
+    out = temp.stdout + temp.stderr
+    assert "--forceall" not in out.split("Command:")[1].splitlines()[0], out[-3000:]
+    assert _job_counts(out)["train"] == 2, out[-3000:]  # CD-GTMLL's clean and R-variant runs only
+    # .snakemake here holds alpha 0.2's records: apply the experiment, then check the commit out again
+    _ok(_dvc(first, env, "exp", "apply", "alpha-0.6"))
+    assert _alphas(first) == {0.6}
+    assert _digests(first, "results/runs/yeast/clean/BR-LogReg", "results/runs/yeast/R0.50-s0/BR-LogReg") == br_logreg
+    _plans_nothing(first, env, QUICK)
+    _git(first, "checkout", "--", "params.yaml", "dvc.lock")
+    _ok(_dvc(first, env, "checkout"))
+    assert _alphas(first) == {0.2}
+    _plans_nothing(first, env, QUICK)
+    assert "Data and pipelines are up to date" in _ok(_dvc(first, env, "status")).stdout
 
 
 @slow
@@ -181,7 +274,7 @@ def test_quick_profile_cache_share_restore_and_experiments(tmp_path, mirror):
     and dvc.lock committed; then, on that one repository (one pipeline run for all three
     parts): the cache, the push/pull round trip, the experiments."""
     repo = _make_repo(tmp_path / "repo", QUICK, QUICK_SCALE)
-    env = _env(mirror)
+    env = _repo_env(repo, mirror)
     _ok(_dvc(repo, env, "repro"))
     _commit(repo, "dvc repro of the quick profile")
     _outputs_cached_as_hardlinks(repo, env)
@@ -238,8 +331,8 @@ def _push_delete_pull_restores_identical_results(repo: Path, env: dict, tmp_path
         shutil.rmtree(repo / d)
     _ok(_dvc(repo, env, "pull"))
     assert _digests(repo, *OUTS) == before  # byte-identical: data, runs, tables, claims, metrics, figures
-    _restore(repo, env)
-    _plans_nothing(repo, env, QUICK)
+    shutil.rmtree(repo / ".snakemake")  # as a fresh clone: no records but those results/jobs.json brings
+    assert "output(s) have the bytes results/jobs.json records" in _plans_nothing(repo, env, QUICK)
     ok = _audit(repo, env, "results/tables/table1_standard.md", "--cell", "CD-GTMLL", "Yeast Rare-F1")
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "dvc      stage 'pipeline' of dvc.lock" in ok.stdout
@@ -262,13 +355,13 @@ def _push_delete_pull_restores_identical_results(repo: Path, env: dict, tmp_path
     clone = tmp_path / "clone"
     _ok(subprocess.run(["git", "clone", "-q", str(repo), str(clone)], capture_output=True, text=True))
     _link_venv(clone)
-    # `make pull`: dvc pull (the url given by CDGTMLL_DVC_REMOTE), then make restore
+    # `make pull`: dvc pull (the url given by CDGTMLL_DVC_REMOTE); no restore step any more
     pulled = _ok(_run(clone, env2, "make", "--no-print-directory", "pull"))
-    assert "--touch --forceall" in pulled.stdout
+    assert "snakemake" not in pulled.stdout
     assert _digests(clone, "results/tables", "results/metrics.json") == _digests(repo, "results/tables",
                                                                                   "results/metrics.json")
     assert not list((clone / "results/runs").rglob("checkpoint.pt"))
-    _plans_nothing(clone, env2, QUICK)  # no .snakemake before the restore: without it every job would be "new"
+    _plans_nothing(clone, env2, QUICK)  # no .snakemake: the records come from results/jobs.json
     assert _audit(clone, env2, "results/tables/table2_rare.md", "--cell", "CD-GTMLL", "Yeast-R @50%").returncode == 0
     _ok(_dvc(repo, env, "remote", "modify", "--local", "--unset", "cdgtmll", "url"))  # back to the default
 
@@ -299,11 +392,14 @@ def _experiments_show_diff_apply_and_plots(repo: Path, env: dict, tmp_path: Path
     for line in (line for line in md.splitlines() if "[alpha-" in line):
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         assert "!" not in cells and "-" not in cells[1:], md  # every column loads, for both experiments
+    _compact_exp_show(repo, env, {"alpha-0.2": "0.2", "alpha-0.6": "0.6"})
 
     diff = json.loads(_ok(_dvc(repo, env, "exp", "diff", "alpha-0.2", "alpha-0.6", "--json")).stdout)
     assert diff["params"]["params.yaml"]["settings.methods.CD-GTMLL.alpha"] == {
         "old": 0.2, "new": 0.6, "diff": pytest.approx(0.4)}
     changed = diff["metrics"]
+    headline = changed.pop("results/headline.json")  # the headline moved with CD-GTMLL's rows
+    assert "clean.mAP" in headline and set(headline) <= {"clean.mAP", "clean.rare", "R.rare"}
     assert changed and all("CD-GTMLL" in path for path in changed)  # only CD-GTMLL's rows moved
     assert any(isinstance(m["old"], float) and isinstance(m["new"], float)
                for per_file in changed.values() for m in per_file.values())
@@ -315,13 +411,12 @@ def _experiments_show_diff_apply_and_plots(repo: Path, env: dict, tmp_path: Path
     for s in ('"rev": "alpha-0.2"', '"rev": "alpha-0.6"', '"method": "CD-GTMLL"', '"method": "BR-LogReg"'):
         assert s in html
 
-    # back to the first experiment: its tables, and Snakemake in step with them
+    # back to the first experiment: its tables, and Snakemake in step with them (no restore step)
     _ok(_dvc(repo, env, "exp", "apply", "alpha-0.2"))
     assert _digests(repo, "results/tables", "results/metrics") == tables["alpha-0.2"]
     assert _alphas(repo) == {0.2}
-    _restore(repo, env)
     _plans_nothing(repo, env, QUICK)
-    # and back to the committed baseline: `make checkout` is dvc checkout + make restore
+    # and back to the committed baseline: `make checkout` is dvc checkout
     _git(repo, "checkout", "--", "params.yaml", "dvc.lock")
     _ok(_run(repo, env, "make", "--no-print-directory", "checkout"))
     _plans_nothing(repo, env, QUICK)
@@ -335,7 +430,7 @@ def _experiments_show_diff_apply_and_plots(repo: Path, env: dict, tmp_path: Path
 
 def _experiments_shared_into_a_fresh_clone(repo: Path, env: dict, tmp_path: Path, tables: dict) -> None:
     """Both experiments pushed (git refs to a git remote, outputs to the default DVC remote),
-    pulled into a fresh clone and applied there: each plans nothing after `make restore`, and
+    pulled into a fresh clone and applied there: each plans nothing right away, and
     the DVC remote holds no checkpoint."""
     origin = tmp_path / "origin.git"
     _ok(subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(origin)], capture_output=True, text=True))
@@ -366,7 +461,6 @@ def _experiments_shared_into_a_fresh_clone(repo: Path, env: dict, tmp_path: Path
         _ok(_dvc(fresh, env, "exp", "pull", "origin", name))
         _ok(_dvc(fresh, env, "exp", "apply", name))
         assert _digests(fresh, "results/tables", "results/metrics") == tables[name]
-        _restore(fresh, env)
         _plans_nothing(fresh, env, QUICK)  # a plain `snakemake -n all --configfile config/quick.yaml`
     assert not list(fresh.rglob("checkpoint.pt"))
 
@@ -391,16 +485,18 @@ def test_one_stage_runs_and_tracks_the_params_profile(tmp_path):
         apply_overrides(str(tmp_path / "params.yaml"), [f"profile={profile}"])
         (stage,) = Repo(str(tmp_path)).index.stages
         assert stage.name == "pipeline"
-        assert stage.cmd.split()[-2:] == ["--configfile", profile], stage.cmd
+        assert f"all --configfile {profile} && python -m cdgtmll.workflow.records export && " \
+               "python -m cdgtmll.metrics.headline" in " ".join(stage.cmd.split()), stage.cmd
         params = {str(Path(d.def_path).relative_to(tmp_path)) if Path(d.def_path).is_absolute() else d.def_path:
                   d.params for d in stage.deps if type(d).__name__ == "ParamsDependency"}
         assert params == {"params.yaml": ["profile", "settings"], profile: []}, params  # the profile tracked whole
 
 
-def test_stage_runs_every_job_without_snakemakes_records(tmp_path):
-    """The stage adds --forceall when .snakemake/metadata is missing or empty (a copy made by
-    `dvc exp run --temp`/`--queue`, a fresh clone after a dry run): Snakemake would otherwise keep
-    outputs made with other settings. With records, Snakemake decides."""
+def test_stage_runs_every_job_only_without_any_record(tmp_path):
+    """The stage adds --forceall only where neither results/jobs.json nor records in
+    .snakemake/metadata exist (results from before jobs.json was an output): Snakemake could not
+    tell which settings they were made with. `dvc exp run --temp`/`--queue` run in a copy without
+    .snakemake, but with the baseline's results/jobs.json (a persist output): Snakemake decides."""
     import re
 
     cmd = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["pipeline"]["cmd"]
@@ -410,11 +506,87 @@ def test_stage_runs_every_job_without_snakemakes_records(tmp_path):
     def flag() -> str:
         return subprocess.run(["sh", "-c", snippet], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
 
-    assert flag() == "--forceall"  # no .snakemake
+    assert flag() == "--forceall"  # no .snakemake, no results/jobs.json
     meta.mkdir(parents=True)
     assert flag() == "--forceall"  # what `snakemake -n` leaves in a fresh clone
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results/jobs.json").write_text("{}")
+    assert flag() == ""  # the records travel with the results: the Snakefile imports them
+    (tmp_path / "results/jobs.json").unlink()
     (meta / "cmVzdWx0cy9ydW5z").write_text("{}")
     assert flag() == ""
+    outs = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["pipeline"]["outs"]
+    assert {"results/jobs.json": {"persist": True}} in outs
+
+
+#: a tiny workflow: rule a (a param) -> rule b (reads a's output)
+TINY_SNAKEFILE = """\
+from cdgtmll.workflow.records import import_records
+
+if workflow.is_main_process:
+    import_records()
+
+rule all:
+    input: "results/b.txt"
+
+rule a:
+    output: "results/a.txt"
+    params: alpha=config.get("alpha", 0.2)
+    shell: "echo {params.alpha} > {output}"
+
+rule b:
+    input: "results/a.txt"
+    output: "results/b.txt"
+    shell: "cat {input} > {output}; echo b >> {output}"
+"""
+
+
+def test_snakemake_judges_restored_outputs_by_the_imported_records(tmp_path):
+    """Snakemake 9.27's own triggers with the records results/jobs.json brings: outputs restored
+    with new times in the wrong order (b older than its input a) plan nothing; a changed param
+    re-runs its job and what follows; an output with other bytes keeps no record, so its reader
+    (whose recorded input checksum differs) re-runs. Without the import, b re-runs (before this
+    change every restored output needed `make restore`)."""
+    from cdgtmll.workflow.records import EXPORT, export_records
+
+    env = _env(tmp_path)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "Snakefile").write_text(TINY_SNAKEFILE)
+    (src / "dvc.yaml").write_text("stages:\n  s:\n    cmd: snakemake all\n    outs: [results/a.txt, results/b.txt]\n")
+    _ok(_smk(src, env, "--cores", "1", "all"))
+    export_records(src)
+
+    def restored(name: str) -> Path:
+        """A clone that pulled the outputs: no .snakemake, files written b first, then a."""
+        clone = tmp_path / name
+        clone.mkdir()
+        for f in ("Snakefile", "dvc.yaml"):
+            shutil.copy(src / f, clone / f)
+        (clone / "results").mkdir()
+        for i, f in enumerate(("b.txt", "a.txt")):
+            shutil.copy(src / "results" / f, clone / "results" / f)
+            os.utime(clone / "results" / f, (2e9 + i, 2e9 + i))
+        return clone
+
+    def planned(repo: Path, *args: str) -> dict[str, int]:
+        dry = _ok(_smk(repo, env, "-n", "all", *args))
+        out = dry.stdout + dry.stderr
+        return {} if "Nothing to be done" in out else _job_counts(out)
+
+    without = restored("without")
+    assert planned(without) == {"b": 1, "all": 1, "total": 2}  # the problem: b looks older than its input
+
+    clone = restored("clone")
+    shutil.copy(src / EXPORT, clone / EXPORT)
+    assert planned(clone) == {}
+    assert planned(clone, "--config", "alpha=0.4") == {"a": 1, "b": 1, "all": 1, "total": 3}
+
+    edited = restored("edited")
+    shutil.copy(src / EXPORT, edited / EXPORT)
+    (edited / "results/a.txt").write_text("0.3\n")
+    os.utime(edited / "results/a.txt", (2e9 + 1, 2e9 + 1))
+    assert planned(edited) == {"b": 1, "all": 1, "total": 2}
 
 
 def test_stage_deps_cover_every_file_the_pipeline_runs():
@@ -506,7 +678,7 @@ DEFAULT_SCALE = ("training.default.epochs=1", "experiments.seeds=[0]", "power.se
 @slow
 def test_default_profile_repro_metrics_exp_show_and_plots(tmp_path, mirror):
     repo = _make_repo(tmp_path / "repo", DEFAULT, DEFAULT_SCALE)
-    env = _env(mirror)
+    env = _repo_env(repo, mirror)
     _ok(_dvc(repo, env, "repro"))
     _commit(repo, "dvc repro of the default profile")
     assert "Data and pipelines are up to date" in _ok(_dvc(repo, env, "status")).stdout
@@ -515,11 +687,13 @@ def test_default_profile_repro_metrics_exp_show_and_plots(tmp_path, mirror):
     tracked = lock["stages"]["pipeline"]["params"][DEFAULT]
     assert {"methods", "aliases", "studies", "thresholds", "evaluation"} <= set(tracked)
 
-    # one row per (dataset, setting, method), the headline metrics as columns
-    shown = _ok(_dvc(repo, env, "metrics", "show")).stdout.splitlines()
+    # one row per (dataset, setting, method), the headline metrics as columns; and the headline
+    shown = _ok(_dvc(repo, env, "metrics", "show", "results/metrics")).stdout.splitlines()
     header = shown[0].split()
     assert header == ["Path", "mAP", "macro_f1", "micro_f1", "n", "rare_f1", "rare_f1_adaptive"]
     paths = {line.split()[0] for line in shown[1:] if line.strip()}
+    everything = _ok(_dvc(repo, env, "metrics", "show")).stdout
+    assert "results/headline.json" in everything and "clean.mAP" in everything.splitlines()[0]
     assert {"results/metrics/yeast/clean/CD-GTMLL.json", "results/metrics/yeast/R@0.50/CD-GTMLL.json",
             "results/metrics/yeast/N@0.20/CD-GTMLL.json", "results/metrics/yeast/clean/No-Curiosity.json"} <= paths
     assert json.loads((repo / "results/metrics.json").read_text())  # the flat summary is still written
@@ -529,6 +703,9 @@ def test_default_profile_repro_metrics_exp_show_and_plots(tmp_path, mirror):
     rows = _exp_rows(json.loads(_ok(_dvc(repo, env, "exp", "show", "--json")).stdout))
     baseline = next(v for k, v in rows.items() if k != "workspace")
     assert baseline["metrics"]["results/metrics/yeast/clean/CD-GTMLL.json"]["data"]["mAP"] > 0
+    assert baseline["metrics"]["results/headline.json"]["data"]["clean"]["mAP"] == \
+        baseline["metrics"]["results/metrics/yeast/clean/CD-GTMLL.json"]["data"]["mAP"]
+    _compact_exp_show(repo, env, {})  # the default profile's headline: one screen, the same short names
 
     out = tmp_path / "plots"
     _ok(_dvc(repo, env, "plots", "show", "-o", str(out)))

@@ -139,7 +139,7 @@ def test_corrupt_remote_objects_fail_make_pull_naming_each_file(tmp_path):
         line = next(ln for ln in out.splitlines() if f"{RUN}/{name}: CORRUPT in the remote" in ln)
         assert objs[f"yeast/clean/BCE/seed0/{name}"] in line and str(obj) in line, line
     assert "make push" in out
-    # nothing corrupt in the workspace, and the restore step (Snakemake) never ran
+    # nothing corrupt in the workspace, and nothing ran after the failed pull
     assert not (clone / RUN / "metrics.json").exists() and not (clone / RUN / "predictions.npz").exists()
     assert "snakemake" not in res.stdout
     # `dvc remote modify --local` changed the url only: the shipped `verify = true` still applies

@@ -10,7 +10,7 @@ directly above a ```bash block steer this test; they do not render:
 ``<!-- readme-test: skip `COMMAND`: REASON -->``
     that line of the block (compared word by word, comments left out) is not run;
 ``<!-- readme-test: quick -->``
-    profile commands of the block run the quick profile: ``make all|report|cluster|restore``
+    profile commands of the block run the quick profile: ``make all|report|cluster``
     get ``CONFIG=config/quick.yaml`` and ``snakemake ...`` gets ``--configfile
     config/quick.yaml``, unless they name a profile themselves.
 
@@ -54,7 +54,7 @@ ANY_DIRECTIVE = re.compile(r"<!--\s*readme-test")
 FENCE = re.compile(r"^\s*```\s*(?P<lang>[\w+-]*)\s*$")
 SKIP_LINE = re.compile(r"^skip\s+`(?P<cmd>[^`]+)`\s*:\s*(?P<why>\S.*)$")
 SKIP_BLOCK = re.compile(r"^skip\s*:\s*(?P<why>\S.*)$")
-PROFILE_MAKE_TARGETS = {"all", "report", "cluster", "restore"}
+PROFILE_MAKE_TARGETS = {"all", "report", "cluster"}
 
 
 @dataclass(frozen=True)
