@@ -17,7 +17,11 @@ while ``.snakemake`` keeps the records of the last one here. So:
   the same run gives the same bytes anywhere.
 * :func:`import_records` (the Snakefile, as it is parsed, main process only): for every output
   listed there whose local record is missing, differs or is marked incomplete, and whose bytes
-  are the ones the export hashed, write that record (and clear the incomplete mark). Snakemake
+  are the ones the export hashed, write that record (and clear the incomplete mark): a missing
+  or incomplete record always; a record that differs only when the export itself is not the
+  one this workspace last saw (:data:`SEEN`: DVC restored it), since after a plain ``snakemake``
+  run here the local record is the newer one (a job re-run by changed code that wrote the same
+  bytes keeps its new record, or it would be re-run at every start until the next export). Snakemake
   then judges the job by its own triggers: a record made with other params or code re-runs the
   job, an input with other bytes re-runs it, the same ones do not. A file whose bytes differ
   from the export keeps its own record, or none; an output whose local record already says
@@ -58,6 +62,9 @@ EXPORT = Path("results/jobs.json")
 DVC_YAML = Path("dvc.yaml")
 #: version of the export's layout
 FORMAT = 1
+#: the sha256 of the export this workspace last wrote or imported from, beside Snakemake's own
+#: state (not an output: it says what this workspace saw, not what a run made)
+SEEN = Path(".snakemake/cdgtmll-records-seen")
 #: the fields of a Snakemake record that say what made an output: what its rerun triggers
 #: compare (code, params, input, software_stack_hash), the inputs' checksums it compares an
 #: input newer than the output with, the record format and the rule and log for its summaries
@@ -161,11 +168,44 @@ def export_records(root: str | os.PathLike = ".", persistence: FilePersistence |
         "format": FORMAT,
         "jobs": ordered,
     })
+    _mark_seen(root, root / export)
     return Export(root / export, len(ordered), sum(len(j["outputs"]) for j in ordered))
 
 
 # ---------------------------------------------------------------------------------------------
 # import
+
+
+def _stat_key(path: Path) -> str:
+    st = path.stat()
+    return f"{st.st_size} {st.st_mtime_ns}"
+
+
+def _export_sha(root: Path, export: Path) -> str:
+    """The export's sha256, from :data:`SEEN` when the file's size and time are the ones recorded
+    there (a normal start hashes nothing), else hashed."""
+    try:
+        sha, key = (root / SEEN).read_text(encoding="utf-8").strip().split(" ", 1)
+        if key == _stat_key(export):
+            return sha
+    except (OSError, ValueError):
+        pass
+    return sha256_file(export)
+
+
+def _seen(root: Path) -> str | None:
+    try:
+        return (root / SEEN).read_text(encoding="utf-8").strip().split(" ", 1)[0]
+    except (OSError, IndexError):
+        return None
+
+
+def _mark_seen(root: Path, export: Path) -> None:
+    try:
+        (root / SEEN).parent.mkdir(parents=True, exist_ok=True)
+        (root / SEEN).write_text(f"{_export_sha(root, export)} {_stat_key(export)}\n", encoding="utf-8")
+    except OSError:
+        pass  # a read-only .snakemake: every export then counts as restored (the earlier behaviour)
 
 
 def read_export(path: str | os.PathLike) -> list[dict]:
@@ -239,6 +279,7 @@ def import_records(root: str | os.PathLike = ".", persistence: FilePersistence |
     if not (root / export).is_file():
         return done
     jobs = read_export(root / export)
+    restored = _seen(root) != _export_sha(root, root / export)  # DVC brought another export since this workspace's last
     pers = persistence or file_persistence(root)
     if next(iter(pers._read_locks()), None) is not None:
         done.skipped = (f"another Snakemake holds the locks of {root / '.snakemake'} (or a killed one left them: "
@@ -253,7 +294,7 @@ def import_records(root: str | os.PathLike = ".", persistence: FilePersistence |
             if not path.is_file():
                 continue
             local = pers._read_record(key)
-            if key not in incomplete and local is not None and identity(local) == record:
+            if key not in incomplete and local is not None and (identity(local) == record or not restored):
                 continue
             if record["record_format_version"] != RECORD_FORMAT_VERSION:
                 done.other_format.append(key)
@@ -267,6 +308,7 @@ def import_records(root: str | os.PathLike = ".", persistence: FilePersistence |
             pers._unmark_incomplete(key)
             done.imported.append(key)
     pers._clear_cache()
+    _mark_seen(root, root / export)
     return done
 
 

@@ -226,3 +226,27 @@ def test_cli_export_then_import(tmp_path, capsys):
     (clone / EXPORT).write_text("[]")
     assert records.main(["import", "--root", str(clone)]) == 1
     assert "field 'format' must be 1" in capsys.readouterr().err
+
+
+def test_a_local_run_after_the_export_keeps_its_records(tmp_path):
+    """A plain `snakemake` run after the last export: a job re-run by changed code that wrote the
+    same bytes has a newer record than results/jobs.json. Importing the older one would make
+    Snakemake re-run the job at every start (code changed, once more) until the next export."""
+    ws = _workspace(tmp_path / "ws")
+    export_records(ws)
+    pers = file_persistence(ws)
+    newer = _record("train", ["'alpha=0.2'"])
+    newer.code = "python -m train  # refactored, same bytes"
+    pers._write_record("results/runs/a/predictions.npz", newer)
+    done = import_records(ws)
+    assert done.imported == [] and done.differ == []
+    assert file_persistence(ws)._read_record("results/runs/a/predictions.npz").code == newer.code
+    # a missing record is still imported (a killed run, `--cleanup-metadata`)
+    pers._delete_record("results/runs/b/predictions.npz")
+    assert import_records(ws).imported == ["results/runs/b/predictions.npz"]
+    # once DVC restores another export (dvc checkout / exp apply), its records replace the local ones
+    other = json.loads((ws / EXPORT).read_text())
+    other["about"] += " (another experiment)"
+    (ws / EXPORT).write_text(json.dumps(other))
+    assert import_records(ws).imported == ["results/runs/a/predictions.npz"]
+    assert file_persistence(ws)._read_record("results/runs/a/predictions.npz").code == "python -m train"
