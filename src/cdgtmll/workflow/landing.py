@@ -159,9 +159,21 @@ def _mtime(path: str | os.PathLike) -> float | None:
         return None
 
 
+def snakemake_running(root: Path) -> bool:
+    """A Snakemake run holds the locks of ``root/.snakemake`` (or a killed one left them)."""
+    try:
+        return any((root / ".snakemake" / "locks").iterdir())
+    except OSError:
+        return False
+
+
 def read_steps(root: Path, newest_output: float | None) -> tuple[dict | None, str]:
-    """results/partial/status.json when it is usable and at least as new as ``newest_output``
-    (the newest planned output present); else None and why (``""`` when there is no file)."""
+    """results/partial/status.json when it is usable and, unless a Snakemake run holds the
+    workflow's locks, at least as new as ``newest_output`` (the newest planned output present);
+    else None and why (``""`` when there is no file). While a run goes on, the status is that
+    run's, as of its last finished job: a training job of several seeds writes each seed's
+    predictions before it finishes, so an output newer than the status is no sign of an earlier
+    run."""
     path = root / STATUS_FILE
     when = _mtime(path)
     if when is None:
@@ -172,7 +184,7 @@ def read_steps(root: Path, newest_output: float | None) -> tuple[dict | None, st
         return None, f"{STATUS_FILE} is not readable JSON ({exc}); counted from the files instead"
     if not isinstance(rec, dict) or not all(isinstance(rec.get(k), int) for k in ("done", "total")):
         return None, f"{STATUS_FILE} has no integer fields 'done' and 'total'; counted from the files instead"
-    if newest_output is not None and when < newest_output:
+    if newest_output is not None and when < newest_output and not snakemake_running(root):
         return None, f"{STATUS_FILE} is older than the newest output (an earlier run's); counted from the files instead"
     return rec, ""
 
