@@ -82,8 +82,8 @@ clean-results:
 	rm -rf results/data results/runs results/tables results/metrics.json figures/*.p* logs
 
 # Scale out on a Slurm cluster: one sbatch job per run (training + evaluation) and per dataset,
-# tables and figures on the login node (edit the marked lines of profiles/slurm/config.yaml first). A cluster without job accounting (no slurmdbd, e.g.
-# tools/slurm_local.sh) also needs SLURM_ARGS="--slurm-status-command squeue --slurm-no-account".
+# tables and figures on the login node (edit the marked lines of profiles/slurm/config.yaml first). A cluster without job accounting (no slurmdbd)
+# also needs SLURM_ARGS="--slurm-status-command squeue --slurm-no-account".
 PROFILE ?= profiles/slurm
 SLURM_ARGS ?=
 .PHONY: cluster
