@@ -672,7 +672,10 @@ def test_node_failure_requeues_the_job_and_it_resumes_from_its_checkpoint(mirror
     # resumed from the checkpoint: the epochs up to it keep their logged rows
     train_log = (slurm / "logs/train/yeast/clean/CD-GTMLL.log").read_text()
     resumed = re.search(r"resuming after epoch (\d+)/30 \(checkpoint\)", train_log)
-    assert resumed and 1 <= int(resumed.group(1)) <= len(rows_at_failure) + 1, (rows_at_failure, train_log[:2000])
+    # after epoch 1 and before the last: from a checkpoint, not from scratch (the job may train a few more
+    # epochs between the rows read above and slurmd's kill: the node goes down asynchronously; measured:
+    # 1 row read, resumed after epoch 3)
+    assert resumed and 1 <= int(resumed.group(1)) < 30, (rows_at_failure, train_log[:2000])
     done = int(resumed.group(1))
     rows = _log_rows(log_csv)
     assert len(rows) == 30 and rows[:min(done, len(rows_at_failure))] == rows_at_failure[:done]
