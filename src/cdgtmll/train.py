@@ -157,7 +157,8 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
     ctx = RunContext(seed=seed, workdir=outdir, device=spec.get("device", "auto"), progress=progress,
                      extra={"training": spec["training"], "image_backbone": spec.get("image_backbone"),
                             # the trainer's checkpoint cadence (epochs; results do not depend on it)
-                            "checkpoint_every": os.environ.get(CHECKPOINT_EVERY_ENV)})
+                            "checkpoint_every": os.environ.get(CHECKPOINT_EVERY_ENV),
+                            "base_run": base_seed_run(spec, seed)})
     method.fit(fit, ctx)
     fit_seconds = time.perf_counter() - t0
     if data.n_labels > TOPK_MIN_LABELS:
@@ -199,10 +200,41 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
                                    # the tables' footnote on how this run differs from its paper, in the
                                    # words of the code that trained it (tables need not import the method)
                                    "table_note": type(method).table_note(provenance.used_hparams(spec)) or "",
-                                   "outputs": provenance.file_hashes({"predictions": pred_path})})
+                                   **base_run_record(spec, method),
+                                   "outputs": provenance.file_hashes(run_outputs(pred_path, method))})
     write_json(prov_path, rec)
     progress.seed_done(seed, fit_seconds, scores)
     return pred_path
+
+
+def base_seed_run(spec: dict, seed: int) -> dict | None:
+    """The seed folder of the run spec's base run for ``seed`` (``base_run``:
+    :func:`cdgtmll.config.plan.base_run`), as the method reads it; None without one."""
+    b = spec.get("base_run") or {}
+    if not b.get("dir"):
+        return None
+    return {"method": b["method"], "dir": str(Path(b["dir"]) / f"seed{seed}"), "spec_sha256": b["spec_sha256"]}
+
+
+def base_run_record(spec: dict, method: base.Method) -> dict:
+    """Provenance of a method that builds on another's run (``Method.builds_on``): ``base_run``,
+    what was read (folder, seed, the sha256 of its provenance and checkpoint), or, when the run
+    fitted its first stage itself, ``{method, dir: null, reason}`` from the spec. Nothing for
+    other methods."""
+    if "base_run" not in spec:
+        return {}
+    read = getattr(method, "base_record", None)
+    return {"base_run": read if read else {**spec["base_run"], "dir": None}}
+
+
+def run_outputs(pred_path: Path, method: base.Method) -> dict[str, Path]:
+    """The files a seed's provenance hashes: the predictions, and a neural method's final
+    checkpoint (a run built on it checks its sha256: :func:`cdgtmll.nn.checkpoint.base_checkpoint`)."""
+    out = {"predictions": pred_path}
+    ckpt = pred_path.parent / "checkpoint.pt"
+    if method.neural and ckpt.is_file():
+        out["checkpoint"] = ckpt
+    return out
 
 
 def untrained_labels(Y_train, label_names: list[str]) -> dict:
