@@ -209,11 +209,17 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
 
 def base_seed_run(spec: dict, seed: int) -> dict | None:
     """The seed folder of the run spec's base run for ``seed`` (``base_run``:
-    :func:`cdgtmll.config.plan.base_run`), as the method reads it; None without one."""
+    :func:`cdgtmll.config.plan.base_run`) as the method reads it, with the code identity of that
+    run's training now (:func:`job_code` of its recorded spec); None without one."""
     b = spec.get("base_run") or {}
     if not b.get("dir"):
         return None
-    return {"method": b["method"], "dir": str(Path(b["dir"]) / f"seed{seed}"), "spec_sha256": b["spec_sha256"]}
+    seed_dir = Path(b["dir"]) / f"seed{seed}"
+    try:  # the code identity of the base run's training now (checked against its record)
+        code = job_code(read_json(seed_dir / "provenance.json")["config"])["sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        code = None  # no readable record: cdgtmll.nn.checkpoint.base_checkpoint names the file
+    return {"method": b["method"], "dir": str(seed_dir), "spec_sha256": b["spec_sha256"], "code_sha256": code}
 
 
 def base_run_record(spec: dict, method: base.Method) -> dict:

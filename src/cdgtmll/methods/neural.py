@@ -258,7 +258,7 @@ class NeuralMethod(Method, TrainTask):
                   held(Y_val, True) if has_val else None)
         fp = run_fingerprint(self.base_fingerprint(), asdict(cfg), ctx.seed, arrays)
         src = Path(base["dir"])
-        state, self.base_record = base_checkpoint(src, base["spec_sha256"], fp)
+        state, self.base_record = base_checkpoint(src, base["spec_sha256"], fp, base.get("code_sha256"))
         self.base_record = {"method": self.builds_on, **self.base_record}
         seed_everything(ctx.seed)
         model = self.build_model(arrays[0], arrays[1]).to(self.device)

@@ -175,7 +175,8 @@ class BaseRunError(ValueError):
     the message names the file and what was expected."""
 
 
-def base_checkpoint(seed_dir: Path, spec_sha256: str, expected_fp: dict[str, Any]) -> tuple[dict[str, Any], dict]:
+def base_checkpoint(seed_dir: Path, spec_sha256: str, expected_fp: dict[str, Any],
+                    code_sha256: str | None) -> tuple[dict[str, Any], dict]:
     """The checkpoint of a base run's seed folder ``seed_dir`` (``provenance.json`` and
     ``checkpoint.pt`` of, e.g., the BCE run a PE run builds on) and the record of what was read,
     after checking that it holds exactly the model this run's first stage would train:
@@ -186,12 +187,12 @@ def base_checkpoint(seed_dir: Path, spec_sha256: str, expected_fp: dict[str, Any
       equals ``expected_fp``, the one this run's own fit of the base method computes, in every
       field but ``code``, the package's source, which any edit changes. For the code, the base
       run's provenance ``code_sha256`` (the identity of the code its training ran,
-      :mod:`cdgtmll.lineage.code`) must be that of its training code now.
+      :mod:`cdgtmll.lineage.code`) must be ``code_sha256``, that of its training code now
+      (computed by the caller: :func:`cdgtmll.train.base_seed_run`).
 
     Any failure raises :class:`BaseRunError` naming the file. The record: ``{dir, seed,
     provenance_sha256, checkpoint_sha256, spec_sha256}``."""
     from cdgtmll.io import sha256_file
-    from cdgtmll.lineage.code import identity, train_roots
 
     seed_dir = Path(seed_dir)
     prov_path, ckpt_path = seed_dir / "provenance.json", seed_dir / CHECKPOINT
@@ -210,10 +211,9 @@ def base_checkpoint(seed_dir: Path, spec_sha256: str, expected_fp: dict[str, Any
     ckpt_sha = sha256_file(ckpt_path)
     if ckpt_sha != recorded:
         raise BaseRunError(f"base run {ckpt_path}: sha256 {ckpt_sha}, but {prov_path} records {recorded}")
-    current = identity(train_roots(prov.get("config") or {}))["sha256"]
-    if prov.get("code_sha256") != current:
+    if prov.get("code_sha256") != code_sha256:
         raise BaseRunError(f"base run {prov_path}: trained by code {prov.get('code_sha256')}, its training code is "
-                           f"{current} now: re-run the base run first")
+                           f"{code_sha256} now: re-run the base run first")
     state = torch.load(ckpt_path, map_location="cpu", weights_only=False)  # our own file, hash checked above
     got = {k: v for k, v in (state.get("fingerprint_obj") or {}).items() if k != "code"}
     want = {k: v for k, v in expected_fp.items() if k != "code"}

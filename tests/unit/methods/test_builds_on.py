@@ -152,6 +152,14 @@ def test_a_tampered_base_run_is_refused(yeast, bce_run, tmp_path):
     wrong = {**one, "base_run": {**base, "dir": str(bdir), "spec_sha256": "0" * 64}}
     with pytest.raises(BaseRunError, match="config_sha256 .* expected 0{64}"):
         run(yeast, wrong, tmp_path / "PE2")
+    # a base run trained by other code than its training code now
+    stale = shutil.copytree(bdir, tmp_path / "BCE-stale")
+    prov_path = stale / "seed0" / "provenance.json"
+    prov = json.loads(prov_path.read_text())
+    prov["code_sha256"] = "f" * 64
+    prov_path.write_text(json.dumps(prov))
+    with pytest.raises(BaseRunError, match=f"{prov_path}: trained by code f{{64}}, its training code is .* now"):
+        run(yeast, {**one, "base_run": {**base, "dir": str(stale)}}, tmp_path / "PE1")
     # a checkpoint of another training (other epochs) under a consistent provenance
     cfg2 = tiny_config(BCE={"epochs": 2})
     b2 = plan.run_spec(cfg2, "yeast", "clean", "BCE")
