@@ -11,6 +11,7 @@ from cdgtmll.config import loader, plan
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.labels import tail_labels
 from cdgtmll.lineage.audit import AuditReport, audit_provenance
+from cdgtmll.lineage.configs import spec_changes
 from tests.support.mirror import yeast_processed_npz
 from tests.support.paths import ROOT
 
@@ -29,6 +30,8 @@ def test_a_tampered_base_checkpoint_fails_the_audit(tmp_path):
     pdir = tmp_path / "PE" / "seed0"
     train.run_seed(data, tail, json.loads(json.dumps(spec)), 0, pdir, {})
 
+    # the config gives the same spec: base_run is planned from the whole job list, checked below
+    assert spec_changes(json.loads((pdir / "provenance.json").read_text())["config"], cfg) == []
     rep = AuditReport()
     audit_provenance(rep, pdir / "provenance.json", 0)
     text = "\n".join(rep.lines)
