@@ -112,6 +112,14 @@ def test_a_run_reads_bce_once_and_a_change_to_bce_re_runs_the_rows_on_it(tmp_pat
     assert audit.returncode == 0, audit.stdout[-3000:] + audit.stderr[-3000:]
     assert "first stage read from the BCE run results/runs/yeast/clean/BCE/seed0" in audit.stdout
 
+    # a BCE run re-made (for whatever reason) re-runs the rows on it: they are its DAG successors
+    res = run_snakemake(repo, env, "-n", "all", "--configfile", "config/tiny.yaml",
+                        "--forcerun", "results/runs/yeast/clean/BCE/seed0/provenance.json")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    planned = set(re.findall(r"rule train:\n(?: +\w+: .*\n)*? +wildcards: dataset=yeast, variant=clean, "
+                             r"method=([\w-]+)", res.stdout))
+    assert planned == {"BCE", "PE", "ETU", "LSFA"}, res.stdout[-3000:]
+
     (repo / "config/tiny.yaml").write_text(_tiny_config(lr_backbone=1.0e-3))
     res = run_snakemake(repo, env, "-n", "all", "--configfile", "config/tiny.yaml")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
