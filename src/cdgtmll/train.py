@@ -53,7 +53,7 @@ import numpy as np
 
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.images.datasets import is_image_rows
-from cdgtmll.io import atomic_path, config_hash, read_json, write_json
+from cdgtmll.io import atomic_path, config_hash, read_json, sha256_file, write_json
 from cdgtmll.labels import label_counts, tail_labels
 from cdgtmll.lineage import provenance
 from cdgtmll.lineage.code import identity, train_roots
@@ -125,7 +125,8 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
     if pred_path.exists() and prov_path.exists():
         try:
             prev = read_json(prov_path)
-            if prev.get("config_sha256") == spec_sha and prev.get("code_sha256") == job_code(spec)["sha256"]:
+            if (prev.get("config_sha256") == spec_sha and prev.get("code_sha256") == job_code(spec)["sha256"]
+                    and base_unchanged(prev, spec, seed)):
                 progress.seed_skipped(seed)
                 return pred_path
         except (OSError, ValueError):
@@ -220,6 +221,18 @@ def base_seed_run(spec: dict, seed: int) -> dict | None:
     except (OSError, ValueError, KeyError, TypeError):
         code = None  # no readable record: cdgtmll.nn.checkpoint.base_checkpoint names the file
     return {"method": b["method"], "dir": str(seed_dir), "spec_sha256": b["spec_sha256"], "code_sha256": code}
+
+
+def base_unchanged(prev: dict, spec: dict, seed: int) -> bool:
+    """Whether the base run a finished seed read (its provenance ``prev``'s ``base_run``) still
+    holds the checkpoint it read: a base run trained again since is read again (True without
+    a base run)."""
+    b = spec.get("base_run") or {}
+    if not b.get("dir"):
+        return True
+    ckpt = Path(b["dir"]) / f"seed{seed}" / "checkpoint.pt"
+    recorded = (prev.get("base_run") or {}).get("checkpoint_sha256")
+    return bool(recorded) and ckpt.is_file() and sha256_file(ckpt) == recorded
 
 
 def base_run_record(spec: dict, method: base.Method) -> dict:

@@ -167,3 +167,27 @@ def test_a_tampered_base_run_is_refused(yeast, bce_run, tmp_path):
     forged = {**one, "base_run": {**base, "dir": str(d2), "spec_sha256": config_hash({**b2, "seeds": [0]})}}
     with pytest.raises(BaseRunError, match=r"fingerprint differs in task, train_config\)"):
         run(yeast, forged, tmp_path / "PE3")
+
+
+def test_a_finished_row_reads_a_re_made_base_run_again(yeast, tmp_path):
+    """A seed whose outputs exist is skipped only while the base run still holds the checkpoint
+    it read: after BCE is trained again (new checkpoint bytes: its log's timings), PE reads it
+    again and records the new checkpoint."""
+    import shutil
+
+    from cdgtmll.io import sha256_file
+
+    cfg = tiny_config()
+    bspec = {**plan.run_spec(cfg, "yeast", "clean", "BCE"), "seeds": [0]}
+    bdir = run(yeast, bspec, tmp_path / "BCE")
+    spec = {**plan.run_spec(cfg, "yeast", "clean", "PE"), "seeds": [0]}
+    base = {**plan.base_run(cfg, spec, ("yeast", "clean", "BCE"), [0]), "dir": str(bdir),
+            "spec_sha256": config_hash(bspec)}  # the run of seed 0 only
+    pe = run(yeast, {**spec, "base_run": base}, tmp_path / "PE")
+    first = json.loads((pe / "seed0" / "provenance.json").read_text())["base_run"]["checkpoint_sha256"]
+    shutil.rmtree(bdir)
+    run(yeast, bspec, bdir)
+    now = sha256_file(bdir / "seed0" / "checkpoint.pt")
+    assert now != first  # the re-made checkpoint's log rows hold other epoch timings
+    run(yeast, {**spec, "base_run": base}, pe)
+    assert json.loads((pe / "seed0" / "provenance.json").read_text())["base_run"]["checkpoint_sha256"] == now
