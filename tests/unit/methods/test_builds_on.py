@@ -191,3 +191,40 @@ def test_a_finished_row_reads_a_re_made_base_run_again(yeast, tmp_path):
     assert now != first  # the re-made checkpoint's log rows hold other epoch timings
     run(yeast, {**spec, "base_run": base}, pe)
     assert json.loads((pe / "seed0" / "provenance.json").read_text())["base_run"]["checkpoint_sha256"] == now
+
+
+def test_etu_reads_bce_on_sparse_rows_as_xmc_trains(tmp_path):
+    """The XMC form: CSR features and labels, the TF-IDF linear backbone (``backbone:
+    tfidf-linear``). ETU reading BCE's run scores byte for byte as ETU training it (the fingerprint
+    is taken over the arrays as the trainer holds them: CSR float32)."""
+    import scipy.sparse as sp
+
+    from cdgtmll.io import sha256_file, write_json
+    from cdgtmll.lineage.code import identity, train_roots
+    from cdgtmll.methods.base import FitData, RunContext, build
+    from tests.support.mirror import yeast_arrays
+
+    X, Y = yeast_arrays(300)
+    Xs, Ys = sp.csr_matrix(X), sp.csr_matrix(Y)
+    data = FitData(Xs[:200], Ys[:200], Xs[200:], Ys[200:], [f"Class{k + 1}" for k in range(14)])
+    hp = {"epochs": 2, "hidden_dim": 16, "batch_size": 64}
+    extra = {"training": {"backbone": "tfidf-linear"}}
+
+    def fit(name, workdir, base=None):
+        m = build(name, hp)
+        m.fit(data, RunContext(seed=3, workdir=workdir, device="cpu", extra={**extra, "base_run": base}))
+        return m
+
+    bce = fit("BCE", tmp_path / "BCE" / "seed3")
+    assert bce._sparse_input
+    ckpt = tmp_path / "BCE" / "seed3" / "checkpoint.pt"
+    bspec = {"method": "BCE", "registered_method": "BCE", "resolved_hparams": {"loss": "bce"}}
+    code = identity(train_roots(bspec))["sha256"]
+    write_json(tmp_path / "BCE" / "seed3" / "provenance.json",
+               {"config_sha256": "b" * 64, "config": bspec, "code_sha256": code, "seed": 3,
+                "outputs": {"checkpoint": {"sha256": sha256_file(ckpt)}}})
+    own = fit("ETU", tmp_path / "own")
+    read = fit("ETU", tmp_path / "read", {"method": "BCE", "dir": str(tmp_path / "BCE" / "seed3"),
+                                          "spec_sha256": "b" * 64, "code_sha256": code})
+    assert read.base_record["checkpoint_sha256"] == sha256_file(ckpt)
+    assert own.predict_proba(Xs[200:]).tobytes() == read.predict_proba(Xs[200:]).tobytes()
