@@ -228,3 +228,24 @@ def test_etu_reads_bce_on_sparse_rows_as_xmc_trains(tmp_path):
                                           "spec_sha256": "b" * 64, "code_sha256": code})
     assert read.base_record["checkpoint_sha256"] == sha256_file(ckpt)
     assert own.predict_proba(Xs[200:]).tobytes() == read.predict_proba(Xs[200:]).tobytes()
+
+
+def test_best_val_rows_read_the_best_epochs_weights(yeast, tmp_path):
+    """With ``select_epoch: best_val`` the row reads the weights BCE's run kept (the checkpoint's
+    ``best``), the same bytes as selecting them in its own training."""
+    cfg = tiny_config()
+    cfg["training"]["default"].update(select_epoch="best_val", epochs=8, lr_backbone=5e-2, lr_head=5e-2, batch_size=32,
+                                      hidden_dim=128)
+    bspec = plan.run_spec(cfg, "yeast", "clean", "BCE")
+    bdir = run(yeast, bspec, tmp_path / "BCE")
+    spec = plan.run_spec(cfg, "yeast", "clean", "LSFA")
+    own = run(yeast, spec, tmp_path / "own")
+    base = {**plan.base_run(cfg, spec, ("yeast", "clean", "BCE"), [0, 1]), "dir": str(bdir)}
+    read = run(yeast, {**spec, "base_run": base}, tmp_path / "read")
+    kept = []
+    for seed in (0, 1):
+        same_outputs(own / f"seed{seed}", read / f"seed{seed}")
+        sel = json.loads((read / f"seed{seed}" / "provenance.json").read_text())["epoch_selection"]
+        assert sel == json.loads((bdir / f"seed{seed}" / "provenance.json").read_text())["epoch_selection"]
+        kept.append(sel["epoch"])
+    assert any(k < 8 for k in kept), kept  # the best epoch is not the last one: the test reads `best`
