@@ -11,10 +11,15 @@ about 3 s; see shared notes), and writes per seed, under ``DIR/seed<k>/``:
 * ``provenance.json`` – git state, run-spec hash, input hashes, seed, packages, device, and
   for a neural method ``epoch_selection``: the rule (``select_epoch``) and the epoch whose
   weights gave the predictions, with its validation mAP (:func:`cdgtmll.nn.trainer.epoch_selection`),
+  ``outputs``: the sha256 of the predictions and of a neural method's final ``checkpoint.pt``,
+  and for a method that builds on another run (``base_run`` in the spec: PE, ETU, LSFA on BCE)
+  the base seed folder it read its first stage from with the sha256 of its provenance and
+  checkpoint, or why it fitted that stage itself (:func:`base_run_record`),
 * anything the method writes into its work dir (``train_log.csv``, checkpoints, ...).
 
 Files are written atomically; a seed whose ``predictions.npz`` exists and whose
-recorded spec hash matches is skipped, so a killed job resumes where it stopped.
+recorded spec hash matches (and whose base run, if any, still holds the checkpoint it read:
+:func:`base_unchanged`) is skipped, so a killed job resumes where it stopped.
 
 Progress (:mod:`cdgtmll.nn.progress`): after each seed one line ``[run] <dataset>/<variant>/<method>
 seed <s> (<i> of <n>) done: <epochs>, fit <seconds>, val mAP <x>; job ETA <t>`` goes to
