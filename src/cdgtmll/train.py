@@ -11,10 +11,15 @@ about 3 s; see shared notes), and writes per seed, under ``DIR/seed<k>/``:
 * ``provenance.json`` – git state, run-spec hash, input hashes, seed, packages, device, and
   for a neural method ``epoch_selection``: the rule (``select_epoch``) and the epoch whose
   weights gave the predictions, with its validation mAP (:func:`cdgtmll.nn.trainer.epoch_selection`),
+  ``outputs``: the sha256 of the predictions and of a neural method's final ``checkpoint.pt``,
+  and for a method that builds on another run (``base_run`` in the spec: PE, ETU, LSFA on BCE)
+  the base seed folder it read its first stage from with the sha256 of its provenance and
+  checkpoint, or why it fitted that stage itself (:func:`base_run_record`),
 * anything the method writes into its work dir (``train_log.csv``, checkpoints, ...).
 
 Files are written atomically; a seed whose ``predictions.npz`` exists and whose
-recorded spec hash matches is skipped, so a killed job resumes where it stopped.
+recorded spec hash matches (and whose base run, if any, still holds the checkpoint it read:
+:func:`base_unchanged`) is skipped, so a killed job resumes where it stopped.
 
 Progress (:mod:`cdgtmll.nn.progress`): after each seed one line ``[run] <dataset>/<variant>/<method>
 seed <s> (<i> of <n>) done: <epochs>, fit <seconds>, val mAP <x>; job ETA <t>`` goes to
@@ -53,7 +58,7 @@ import numpy as np
 
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.images.datasets import is_image_rows
-from cdgtmll.io import atomic_path, config_hash, read_json, write_json
+from cdgtmll.io import atomic_path, config_hash, read_json, sha256_file, write_json
 from cdgtmll.labels import label_counts, tail_labels
 from cdgtmll.lineage import provenance
 from cdgtmll.lineage.code import identity, train_roots
@@ -125,7 +130,8 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
     if pred_path.exists() and prov_path.exists():
         try:
             prev = read_json(prov_path)
-            if prev.get("config_sha256") == spec_sha and prev.get("code_sha256") == job_code(spec)["sha256"]:
+            if (prev.get("config_sha256") == spec_sha and prev.get("code_sha256") == job_code(spec)["sha256"]
+                    and base_unchanged(prev, spec, seed)):
                 progress.seed_skipped(seed)
                 return pred_path
         except (OSError, ValueError):
@@ -157,7 +163,8 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
     ctx = RunContext(seed=seed, workdir=outdir, device=spec.get("device", "auto"), progress=progress,
                      extra={"training": spec["training"], "image_backbone": spec.get("image_backbone"),
                             # the trainer's checkpoint cadence (epochs; results do not depend on it)
-                            "checkpoint_every": os.environ.get(CHECKPOINT_EVERY_ENV)})
+                            "checkpoint_every": os.environ.get(CHECKPOINT_EVERY_ENV),
+                            "base_run": base_seed_run(spec, seed)})
     method.fit(fit, ctx)
     fit_seconds = time.perf_counter() - t0
     if data.n_labels > TOPK_MIN_LABELS:
@@ -199,10 +206,59 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
                                    # the tables' footnote on how this run differs from its paper, in the
                                    # words of the code that trained it (tables need not import the method)
                                    "table_note": type(method).table_note(provenance.used_hparams(spec)) or "",
-                                   "outputs": provenance.file_hashes({"predictions": pred_path})})
+                                   **base_run_record(spec, method),
+                                   "outputs": provenance.file_hashes(run_outputs(pred_path, method))})
     write_json(prov_path, rec)
     progress.seed_done(seed, fit_seconds, scores)
     return pred_path
+
+
+def base_seed_run(spec: dict, seed: int) -> dict | None:
+    """The seed folder of the run spec's base run for ``seed`` (``base_run``:
+    :func:`cdgtmll.config.plan.base_run`) as the method reads it, with the code identity of that
+    run's training now (:func:`job_code` of its recorded spec); None without one."""
+    b = spec.get("base_run") or {}
+    if not b.get("dir"):
+        return None
+    seed_dir = Path(b["dir"]) / f"seed{seed}"
+    try:  # the code identity of the base run's training now (checked against its record)
+        code = job_code(read_json(seed_dir / "provenance.json")["config"])["sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        code = None  # no readable record: cdgtmll.nn.checkpoint.base_checkpoint names the file
+    return {"method": b["method"], "dir": str(seed_dir), "spec_sha256": b["spec_sha256"], "code_sha256": code}
+
+
+def base_unchanged(prev: dict, spec: dict, seed: int) -> bool:
+    """Whether the base run a finished seed read (its provenance ``prev``'s ``base_run``) still
+    holds the checkpoint it read: a base run trained again since is read again (True without
+    a base run)."""
+    b = spec.get("base_run") or {}
+    if not b.get("dir"):
+        return True
+    ckpt = Path(b["dir"]) / f"seed{seed}" / "checkpoint.pt"
+    recorded = (prev.get("base_run") or {}).get("checkpoint_sha256")
+    return bool(recorded) and ckpt.is_file() and sha256_file(ckpt) == recorded
+
+
+def base_run_record(spec: dict, method: base.Method) -> dict:
+    """Provenance of a method that builds on another's run (``Method.builds_on``): ``base_run``,
+    what was read (folder, seed, the sha256 of its provenance and checkpoint), or, when the run
+    fitted its first stage itself, ``{method, dir: null, reason}`` from the spec. Nothing for
+    other methods."""
+    if "base_run" not in spec:
+        return {}
+    read = getattr(method, "base_record", None)
+    return {"base_run": read if read else {**spec["base_run"], "dir": None}}
+
+
+def run_outputs(pred_path: Path, method: base.Method) -> dict[str, Path]:
+    """The files a seed's provenance hashes: the predictions, and a neural method's final
+    checkpoint (a run built on it checks its sha256: :func:`cdgtmll.nn.checkpoint.base_checkpoint`)."""
+    out = {"predictions": pred_path}
+    ckpt = pred_path.parent / "checkpoint.pt"
+    if method.neural and ckpt.is_file():
+        out["checkpoint"] = ckpt
+    return out
 
 
 def untrained_labels(Y_train, label_names: list[str]) -> dict:

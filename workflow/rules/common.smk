@@ -8,6 +8,9 @@ from snakemake.exceptions import WorkflowError
 
 from cdgtmll.config.plan import (
     aliases,
+    base_job,
+    base_method,
+    base_run,
     extra_seeds,
     finetunes_images,
     gpus_wanted,
@@ -164,7 +167,35 @@ NOT_RUN = {
 
 @functools.cache
 def job_spec(dataset, variant, method):
-    return run_spec(config, dataset, variant, method)
+    return with_base_run(config, run_spec(config, dataset, variant, method), SEEDS)
+
+
+# Rows built on another row's run (Method.builds_on: PE, ETU and LSFA read BCE's model): the run
+# spec names the base run (cdgtmll.config.plan.base_run), whose per-seed provenance files are
+# inputs of the job (base_inputs), so a change to BCE's run re-runs them; a base run with other
+# settings, or none planned, leaves the row fitting its first stage itself, the spec says why.
+def with_base_run(cfg, spec, base_seeds):
+    """``spec`` with its base_run entry (only for a method that builds on another)."""
+    if base_method(cfg, spec["method"]) is None:
+        return spec
+    job = (spec["dataset"], spec["variant"], spec["method"])
+    planned = [j for j in ALL_JOBS if (j[0], j[2]) not in NOT_RUN]
+    base = base_job(cfg, planned, *job, own=MAIN_JOBS)
+    return {**spec, "base_run": base_run(cfg, spec, base, base_seeds(base) if callable(base_seeds) else base_seeds)}
+
+
+def base_inputs(spec):
+    """The base run's per-seed provenance files a job reads (none without a base run)."""
+    b = spec.get("base_run") or {}
+    return [f"{b['dir']}/seed{s}/provenance.json" for s in spec["seeds"]] if b.get("dir") else []
+
+
+def train_base(wc):
+    return base_inputs(job_spec(wc.dataset, wc.variant, wc.method))
+
+
+def more_train_base(wc):
+    return base_inputs(more_job_spec(wc.dataset, wc.variant, wc.method))
 
 
 # Each distinct run spec is trained once (cdgtmll.config.plan.shared_runs): a study setting
@@ -271,7 +302,9 @@ MORE_SEEDS = EXTRA_SEEDS or ["-unused"]
 
 @functools.cache
 def more_job_spec(dataset, variant, method):
-    return run_spec(MORE_CONFIG, dataset, variant, method)
+    # the base run's extra seeds exist when its run folder is powered too
+    powered = lambda base: EXTRA_SEEDS if base is not None and RUN_OF.get(base, base) in POWERED_RUNS else []
+    return with_base_run(MORE_CONFIG, run_spec(MORE_CONFIG, dataset, variant, method), powered)
 
 
 def more_spec_json(wc):

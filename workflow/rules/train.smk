@@ -13,6 +13,7 @@ rule train:
     input:
         data=variant_data,
         clean=lambda wc: base_data(wc.dataset),
+        base=train_base,
     output:
         expand("results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/predictions.npz", seed=SEEDS),
         expand("results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/provenance.json", seed=SEEDS),
@@ -50,6 +51,7 @@ rule train_more:
     input:
         data=variant_data,
         clean=lambda wc: base_data(wc.dataset),
+        base=more_train_base,
     output:
         expand("results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/predictions.npz", seed=MORE_SEEDS),
         expand("results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/provenance.json", seed=MORE_SEEDS),

@@ -465,3 +465,83 @@ def powered_runs(config: dict, run_of: dict, main_jobs, study_jobs: dict) -> set
     Settings not in ``run_of`` (not run here) are left out."""
     return {run_of[j] for j in powered_settings(config, main_jobs, study_jobs) if j in run_of}
 
+
+
+# --------------------------------------------------------------------------- runs built on another run
+
+#: run-spec fields a base run must share with the run built on it (besides the trainer's
+#: hyper-parameters): what its first stage trains on and how
+STAGE1_FIELDS = ("dataset", "variant", "training", "device", "data", "r_variants", "plugins", "image_backbone")
+
+
+def base_method(config: dict, method: str) -> str | None:
+    """The registered method whose trained model ``method``'s first stage is
+    (:attr:`cdgtmll.methods.base.Method.builds_on`: PE, ETU, LSFA -> BCE), or None."""
+    from cdgtmll.methods import catalog
+
+    return catalog.builds_on(resolve_method(config, method)[0])
+
+
+def base_job(config: dict, jobs, dataset: str, variant: str, method: str, own=()) -> tuple[str, str, str] | None:
+    """The (dataset, variant, method) job whose run folder holds the base method's run for
+    ``method`` on ``dataset``/``variant``: the job named as the base method when it is planned
+    (``jobs``: the jobs that run here), itself when it is in ``own`` (a table row keeps its own
+    folder), else the first job of the same registered method with the same result (the folder
+    :func:`shared_runs` gives it); None when ``method`` builds on nothing or its base is not planned."""
+    b = base_method(config, method)
+    if b is None or (dataset, variant, b) not in jobs:
+        return None
+    target = (dataset, variant, b)
+    if target in set(own):
+        return target
+    key = result_key(run_spec(config, *target))
+    for j in jobs:
+        if j[:2] == target[:2] and resolve_method(config, j[2])[0] == resolve_method(config, b)[0] \
+                and result_key(run_spec(config, *j)) == key:
+            return j
+    return target
+
+
+def _accepted(name: str) -> set[str]:
+    from cdgtmll.methods import base, catalog
+
+    entry = catalog.catalog()["methods"].get(name)
+    return set(entry["accepted"]) if entry is not None else set(base.hparam_names(base.get(name))[0])
+
+
+def base_run(config: dict, spec: dict, base: tuple[str, str, str] | None, base_seeds) -> dict:
+    """The ``base_run`` entry of the run spec ``spec`` of a method that builds on another
+    (:func:`base_method`): ``{method, dir, spec_sha256}`` of the base run when ``base`` (its job:
+    :func:`base_job`) trains the model ``spec``'s first stage would train, i.e. the same
+    :data:`STAGE1_FIELDS`, the base method's resolved hyper-parameters equal to those it gets
+    from ``spec``'s trainer hyper-parameters (the keys both methods accept), and ``base_seeds``
+    (the seeds its run folder trains) holding every seed of ``spec``. Otherwise
+    ``{method, dir: None, reason}``: the run fits its first stage itself, and says why."""
+    from cdgtmll.io import config_hash
+    from cdgtmll.methods import catalog
+
+    b = base_method(config, spec["method"])
+    where = f"{spec['dataset']}/{spec['variant']}"
+
+    def own(reason: str) -> dict:
+        return {"method": b, "dir": None, "reason": reason}
+
+    if base is None:
+        return own(f"{b} is not run on {where} in this configuration")
+    bspec = run_spec(config, *base)
+    differ = [k for k in STAGE1_FIELDS if canonical_json(spec.get(k)) != canonical_json(bspec.get(k))]
+    if differ:
+        return own(f"{b}'s run on {where} differs in {', '.join(differ)}")
+    registered = resolve_method(config, spec["method"])[0]
+    shared = _accepted(b) & _accepted(registered)
+    mine = {k: v for k, v in spec["resolved_hparams"].items() if k in shared}
+    want = json.loads(canonical_json(catalog.resolved_hparams(b, mine, training_protocol(config, spec["dataset"]))))
+    have = bspec["resolved_hparams"]
+    diff = sorted(k for k in set(want) | set(have) if canonical_json(want.get(k)) != canonical_json(have.get(k)))
+    if diff:
+        return own(f"{b}'s run on {where} has other hyper-parameters ("
+                   + ", ".join(f"{k}: {have.get(k)!r} there, {want.get(k)!r} here" for k in diff) + ")")
+    missing = [s for s in spec["seeds"] if s not in set(base_seeds)]
+    if missing:
+        return own(f"{b}'s run on {where} does not train seed(s) {', '.join(map(str, missing))}")
+    return {"method": b, "dir": "results/runs/{}/{}/{}".format(*base), "spec_sha256": config_hash(bspec)}

@@ -676,6 +676,7 @@ def audit_provenance(rep: AuditReport, prov_path: Path, indent: int) -> dict | N
     for role, rec in prov.get("inputs", {}).items():
         if rep.verify(rec["path"], rec["sha256"], f"input {role}", indent + 1) and role == "data":
             audit_images(rep, Path(rec["path"]), indent + 1)
+    audit_base_run(rep, prov, indent + 1)
     bb = prov.get("backbone")
     if bb:
         rep.say(f"backbone {bb.get('backbone')}: {'frozen' if bb.get('frozen') else 'fine-tuned end to end'}, "
@@ -688,6 +689,27 @@ def audit_provenance(rep: AuditReport, prov_path: Path, indent: int) -> dict | N
                 f"{str(src.get('sha256'))[:16]}… verified={src.get('verified')}", indent + 1)
         audit_raw(rep, src, spec.get("dataset"), indent + 2)
     return prov
+
+
+def audit_base_run(rep: AuditReport, prov: dict, indent: int) -> None:
+    """A run whose first stage was read from another run (``base_run``: PE, ETU and LSFA read
+    the BCE run's model, :meth:`cdgtmll.methods.neural.NeuralMethod.fit`): that run's
+    provenance and checkpoint must still be the files it read (their sha256 as recorded), else a
+    problem naming the file. A run that fitted its first stage itself says why."""
+    base = prov.get("base_run")
+    if not isinstance(base, dict):
+        return
+    if not base.get("dir"):
+        rep.say(f"base     first stage fitted here, not read from a {base.get('method')} run: {base.get('reason')}",
+                indent)
+        return
+    rep.say(f"base     first stage read from the {base.get('method')} run {base['dir']} (seed {base.get('seed')})",
+            indent)
+    where = Path(base["dir"])
+    rep.verify(where / "provenance.json", base.get("provenance_sha256"), f"{base.get('method')} run's provenance",
+               indent + 1)
+    rep.verify(where / "checkpoint.pt", base.get("checkpoint_sha256"), f"{base.get('method')} run's checkpoint",
+               indent + 1)
 
 
 def audit_raw(rep: AuditReport, src: dict, dataset: str | None, indent: int) -> None:

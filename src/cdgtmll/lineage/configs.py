@@ -139,12 +139,15 @@ def spec_changes(spec: dict, config: dict) -> list[str]:
     """How the run spec ``config`` gives the run of ``spec`` (its dataset, variant and method,
     :func:`cdgtmll.config.plan.run_spec`) differs from ``spec``; empty when it is the same.
     A powered run's extra seeds are trained with ``power.seeds`` as their seeds (rule
-    ``train_more``): that spec counts as the same too."""
+    ``train_more``): that spec counts as the same too. ``base_run`` is not compared (comment below)."""
     from cdgtmll.config.plan import extra_seeds, run_spec, with_seeds
 
     candidates = [config]
     if extra_seeds(config):
         candidates.append(with_seeds(config, extra_seeds(config)))
+    # base_run (a row built on another run: cdgtmll.config.plan.base_run) is planned from every
+    # job of a run, not from one spec; the audit checks the run it names (audit.audit_base_run)
+    spec = {k: v for k, v in spec.items() if k != "base_run"}
     found: list[str] | None = None
     for cfg in candidates:
         changes = _changes(spec, run_spec(cfg, spec["dataset"], spec["variant"], spec["method"]))

@@ -104,6 +104,12 @@ class Method(ABC):
     #: (:func:`cdgtmll.config.plan.train_gpus`); the others (linear models, external
     #: libraries) run on CPUs.
     neural: ClassVar[bool] = False
+    #: the registered method whose trained model this method's first stage is, bit for bit
+    #: (PE, ETU and LSFA: ``"BCE"``), or None. Planning then gives the run the base method's run
+    #: of the same dataset, variant, settings and seeds as an input (``base_run`` in the run
+    #: spec: :func:`cdgtmll.config.plan.base_run`) and the method reads that run's model instead
+    #: of training it again (:meth:`cdgtmll.methods.neural.NeuralMethod.fit`).
+    builds_on: ClassVar[str | None] = None
 
     @classmethod
     def open_hparam_space(cls) -> dict[str, dict]:

@@ -10,8 +10,9 @@ scikit-learn (about 3.5 s of CPU with compiled bytecode, 10 s without), on every
   (``open`` when it also takes free keywords, e.g. a loss's), their code defaults, their declared
   space, whether it trains on images end to end, what it needs to run (an isolated library
   environment, a pretrained encoder) and the constant entries its ``hparams()`` adds to the
-  resolved hyper-parameters (e.g. ``loss: asl`` and the loss's defaults), and whether it trains a
-  torch model on the run's device (``neural``: a cluster run asks a GPU for its training jobs);
+  resolved hyper-parameters (e.g. ``loss: asl`` and the loss's defaults), whether it trains a
+  torch model on the run's device (``neural``: a cluster run asks a GPU for its training jobs),
+  and the method whose trained model is its first stage (``builds_on``: PE, ETU, LSFA read BCE's run);
 * ``derived``: entries of ``hparams()`` whose value depends on a constructor argument (ML-Decoder's
   ``loss_hparams`` follows ``loss``). They are left out of the run spec here; the training job
   records them (``resolved_hparams`` in its provenance).
@@ -103,7 +104,7 @@ def describe_class(cls: type[base.Method]) -> dict[str, Any]:
         "module": cls.__module__, "class": cls.__qualname__, "description": getattr(cls, "description", ""),
         "accepted": sorted(accepted), "open": open_, "defaults": _jsonable(defaults), "space": _jsonable(space),
         "supports_images": bool(m.supports_images()), "neural": bool(cls.neural), "env": env,
-        "needs_encoder": bool(getattr(cls, "needs_encoder", False)),
+        "needs_encoder": bool(getattr(cls, "needs_encoder", False)), "builds_on": getattr(cls, "builds_on", None),
         "static_hparams": _jsonable(static), "derived": {k: sorted(set(v)) for k, v in derived.items()},
     }
 
@@ -169,6 +170,12 @@ def is_neural(name: str) -> bool:
     """Whether the method trains a torch model on the run's device (``Method.neural``)."""
     entry = _entry(name)
     return bool(entry["neural"]) if entry is not None else bool(base.get(name).neural)
+
+
+def builds_on(name: str) -> str | None:
+    """The method whose trained model is this method's first stage (``Method.builds_on``), or None."""
+    entry = _entry(name)
+    return entry.get("builds_on") if entry is not None else getattr(base.get(name), "builds_on", None)
 
 
 def check(name: str, hparams: dict[str, Any]) -> None:

@@ -203,10 +203,73 @@ class NeuralMethod(Method, TrainTask):
         self._sparse_input = use_sparse_backbone(X_train, self._backbone_kind)
         self.prepare(data, ctx)
         cfg = self.train_config(ctx)
-        self.model, self.train_log = train(self, X_train, data.Y_train, X_val, data.Y_val, cfg, ctx, self.fingerprint())
+        base = (ctx.extra or {}).get("base_run")
+        if base and base.get("dir") and self.builds_on is not None:
+            self.model, self.train_log = self._read_base_run(base, X_train, data.Y_train, X_val, data.Y_val, cfg, ctx)
+        else:
+            self.model, self.train_log = train(self, X_train, data.Y_train, X_val, data.Y_val, cfg, ctx,
+                                               self.fingerprint())
         self.epoch_selection = epoch_selection(self.train_log, cfg.select_epoch)
         self.grad_clip_summary = clip_summary(read_grad_norms(ctx.workdir), cfg.grad_clip, self.train_log)
         return self
+
+    #: set by fit when the first stage was read from a base run (:meth:`_read_base_run`): what was read
+    base_record: dict[str, Any] | None = None
+
+    def base_fingerprint(self) -> dict[str, Any]:
+        """The fingerprint the base method (``builds_on``) trained with this method's trainer
+        hyper-parameters computes: its name and ``hparams()``, and this fit's backbone entries."""
+        from cdgtmll.methods.base import build
+
+        trainer_keys, _ = hparam_names(NeuralMethod)
+        other = build(self.builds_on, {k: v for k, v in self.hparams().items() if k in trainer_keys})
+        return {**self.fingerprint(), "method": other.name or type(other).__name__, "hparams": other.hparams()}
+
+    def _read_base_run(self, base: dict[str, Any], X_train: Any, Y_train: Any, X_val: Any, Y_val: Any,
+                       cfg: TrainConfig, ctx: RunContext) -> tuple[nn.Module, list[dict[str, Any]]]:
+        """The first stage from the base run's seed folder ``base['dir']`` instead of training it:
+        the model the trainer returned there, with the random number generators as they were when
+        that training ended, so that everything after it (thresholds, ETU's rule, LSFA's stages
+        2-3) computes what it computes after training the model itself. The checkpoint must be the
+        model this fit would train (:func:`cdgtmll.nn.checkpoint.base_checkpoint`); its log rows
+        and gradient norms are copied into ``ctx.workdir`` as the trainer would have written them."""
+        import shutil
+        from dataclasses import asdict
+        from pathlib import Path
+
+        import scipy.sparse as sp
+
+        from cdgtmll.io import atomic_path
+        from cdgtmll.nn.checkpoint import TRAIN_LOG, base_checkpoint, restore_final_model, run_fingerprint, write_log
+        from cdgtmll.nn.sparse import as_csr32
+        from cdgtmll.nn.trainer import GRAD_NORMS, as_float32, seed_everything
+
+        keep_sparse = sp.issparse(X_train) and self.wants_sparse_input(X_train)
+
+        def held(X: Any, labels: bool = False) -> Any:  # an array as the trainer holds it (trainer._train)
+            if X is None or isinstance(X, ImageInput):
+                return X
+            if sp.issparse(X) and (labels or keep_sparse):
+                return as_csr32(X)
+            return as_float32(X)
+
+        has_val = X_val is not None and Y_val is not None and np.shape(Y_val)[0] > 0
+        arrays = (held(X_train), held(Y_train, True), held(X_val) if has_val else None,
+                  held(Y_val, True) if has_val else None)
+        fp = run_fingerprint(self.base_fingerprint(), asdict(cfg), ctx.seed, arrays)
+        src = Path(base["dir"])
+        state, self.base_record = base_checkpoint(src, base["spec_sha256"], fp, base.get("code_sha256"))
+        self.base_record = {"method": self.builds_on, **self.base_record}
+        seed_everything(ctx.seed)
+        model = self.build_model(arrays[0], arrays[1]).to(self.device)
+        rows = restore_final_model(state, model, self, cfg.select_epoch)
+        workdir = Path(ctx.workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        write_log(workdir / TRAIN_LOG, rows)
+        if (src / GRAD_NORMS).is_file():
+            with atomic_path(workdir / GRAD_NORMS, suffix=".npy") as tmp:
+                shutil.copyfile(src / GRAD_NORMS, tmp)
+        return model, rows
 
     def predict_proba(self, X: Any) -> np.ndarray:
         if self.model is None:

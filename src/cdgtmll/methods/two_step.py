@@ -282,6 +282,9 @@ class PEMethod(PlugInMethod):
     Micro-F1) and one per label (macro rule, for Macro-/Rare-F1); ``target`` picks the set
     :meth:`decision_thresholds` returns. See the module docstring."""
 
+    #: step 1 is the BCE row's model (same loss, backbone, trainer and seed): read from BCE's run
+    builds_on = "BCE"
+
     description = (
         "Plug-in estimator (Koyejo et al., NeurIPS 2015): BCE model (same backbone/trainer as BCE), "
         "then F1-optimal thresholds tuned on validation (one shared for Micro-F1, per label for Macro-/Rare-F1)"
@@ -309,6 +312,10 @@ class SRBMethod(PlugInMethod):
         "surrogate (squared (1-y'z)^2, link clip((1+z)/2); or exponential, link sigmoid(2z)) on the "
         "BCE backbone/trainer, then F1-optimal thresholds tuned on validation"
     )
+
+    #: step 1 trains a strongly proper surrogate other than the logistic loss: a model of its own,
+    #: not BCE's, so there is no run to build on
+    builds_on = None
 
     _LINK_NAMES = {"squared": "clip((1+z)/2, 0, 1)", "exponential": "1/(1+exp(-2z))"}
 

@@ -168,3 +168,74 @@ def load_checkpoint(path: Path, fp_hash: str) -> dict[str, Any] | None:
         )
         return None
     return state
+
+
+class BaseRunError(ValueError):
+    """A base run (``base_run`` of a run spec) that cannot stand in for this run's first stage:
+    the message names the file and what was expected."""
+
+
+def base_checkpoint(seed_dir: Path, spec_sha256: str, expected_fp: dict[str, Any],
+                    code_sha256: str | None) -> tuple[dict[str, Any], dict]:
+    """The checkpoint of a base run's seed folder ``seed_dir`` (``provenance.json`` and
+    ``checkpoint.pt`` of, e.g., the BCE run a PE run builds on) and the record of what was read,
+    after checking that it holds exactly the model this run's first stage would train:
+
+    * the base run's provenance has ``config_sha256 == spec_sha256`` (the run the spec names);
+    * ``checkpoint.pt``'s sha256 is the one that provenance records (``outputs.checkpoint``);
+    * the checkpoint's fingerprint (:func:`run_fingerprint`: task, trainer config, seed, data)
+      equals ``expected_fp``, the one this run's own fit of the base method computes, in every
+      field but ``code``, the package's source, which any edit changes. For the code, the base
+      run's provenance ``code_sha256`` (the identity of the code its training ran,
+      :mod:`cdgtmll.lineage.code`) must be ``code_sha256``, that of its training code now
+      (computed by the caller: :func:`cdgtmll.train.base_seed_run`).
+
+    Any failure raises :class:`BaseRunError` naming the file. The record: ``{dir, seed,
+    provenance_sha256, checkpoint_sha256, spec_sha256}``."""
+    from cdgtmll.io import sha256_file
+
+    seed_dir = Path(seed_dir)
+    prov_path, ckpt_path = seed_dir / "provenance.json", seed_dir / CHECKPOINT
+    try:
+        prov = json.loads(prov_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise BaseRunError(f"base run {prov_path}: unreadable provenance ({exc})") from exc
+    if prov.get("config_sha256") != spec_sha256:
+        raise BaseRunError(f"base run {prov_path}: config_sha256 {prov.get('config_sha256')}, expected {spec_sha256} "
+                           "(the run spec's base_run.spec_sha256): that folder holds another run")
+    recorded = ((prov.get("outputs") or {}).get("checkpoint") or {}).get("sha256")
+    if not recorded:
+        raise BaseRunError(f"base run {prov_path}: records no checkpoint sha256 (outputs.checkpoint)")
+    if not ckpt_path.is_file():
+        raise BaseRunError(f"base run {ckpt_path}: missing (its provenance records sha256 {recorded})")
+    ckpt_sha = sha256_file(ckpt_path)
+    if ckpt_sha != recorded:
+        raise BaseRunError(f"base run {ckpt_path}: sha256 {ckpt_sha}, but {prov_path} records {recorded}")
+    if prov.get("code_sha256") != code_sha256:
+        raise BaseRunError(f"base run {prov_path}: trained by code {prov.get('code_sha256')}, its training code is "
+                           f"{code_sha256} now: re-run the base run first")
+    state = torch.load(ckpt_path, map_location="cpu", weights_only=False)  # our own file, hash checked above
+    got = {k: v for k, v in (state.get("fingerprint_obj") or {}).items() if k != "code"}
+    want = {k: v for k, v in expected_fp.items() if k != "code"}
+    if fingerprint_hash(got) != fingerprint_hash(want):
+        fields = sorted(k for k in set(got) | set(want) if fingerprint_hash(got.get(k)) != fingerprint_hash(want.get(k)))
+        raise BaseRunError(f"base run {ckpt_path}: trained another model than this run's first stage would "
+                           f"(fingerprint differs in {', '.join(fields)})")
+    record = {"dir": str(seed_dir), "seed": prov.get("seed"), "spec_sha256": spec_sha256,
+              "provenance_sha256": sha256_file(prov_path), "checkpoint_sha256": ckpt_sha}
+    return state, record
+
+
+def restore_final_model(state: dict[str, Any], model: torch.nn.Module, task: Any, select_epoch: str) -> list[dict]:
+    """Load into ``model`` the weights a finished training of ``state``'s run returned (the
+    trainer's end of training: the ``best`` weights with ``select_epoch: best_val`` when the run
+    kept some, else the last epoch's), restore the task's extra state and the random number
+    generators as they were when that run's training ended; returns its log rows."""
+    model.load_state_dict(state["model"])
+    task.load_extra_state(state["task_state"])
+    set_rng_state(state["rng"], torch.Generator())
+    best = state.get("best")
+    if select_epoch == "best_val" and best is not None:
+        model.load_state_dict(best["model"])
+    model.eval()
+    return list(state["rows"])

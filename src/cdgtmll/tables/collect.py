@@ -28,6 +28,8 @@ What a row records beside the metrics, from each run's files:
 * which epoch's weights a neural run predicted with (``select_epoch``: the rule, and
   ``selected_epoch`` of ``epochs_trained``; :func:`epoch_selection_record`, from ``provenance.json``;
   empty for methods without training epochs);
+* the run a row's first stage was read from (``base_run``: PE, ETU and LSFA read the BCE run of
+  the same dataset, variant and seed), or why the row fitted it itself (:func:`base_run_record`);
 * the path and sha256 of the metrics file, hashed from the very bytes the row was read from
   (the ``.sources.json`` sidecars and ``cdgtmll audit`` follow them; the Snakefile compares
   them with the files on disk before every run: :mod:`cdgtmll.lineage.integrity`).
@@ -195,6 +197,19 @@ def epoch_selection_record(prov: dict) -> dict:
     return {"select_epoch": rule, "selected_epoch": sel.get("epoch"), "epochs_trained": sel.get("epochs_trained")}
 
 
+def base_run_record(prov: dict) -> str:
+    """Where a run's first stage came from (its provenance's ``base_run``, written by
+    :func:`cdgtmll.train.run_seed` for a method that builds on another: ``Method.builds_on``):
+    ``read <method> <run folder>`` when it was read from that run's model, ``own <method>: <reason>``
+    when the run fitted it itself, '' for other methods."""
+    b = prov.get("base_run")
+    if not isinstance(b, dict):
+        return ""
+    if b.get("dir"):
+        return f"read {b.get('method')} {Path(b['dir']).parent.as_posix()}"
+    return f"own {b.get('method')}: {b.get('reason')}"
+
+
 def run_code(prov: dict) -> dict:
     """The git commit, dirty flag and code identity (:mod:`cdgtmll.lineage.code`) a run was
     trained with, and the kind of machine it ran on (:func:`run_machine`), from its provenance
@@ -243,6 +258,7 @@ def collect(paths: list[Path], aliases: dict[str, str] | None = None, remove: bo
         deviation = run_deviation(prov, method)
         code = run_code(prov)
         selection = epoch_selection_record(prov)
+        base_run = base_run_record(prov)
         for mode in MODES:
             key, block = mode_block(m, mode)
             own = key == "method"
@@ -259,13 +275,14 @@ def collect(paths: list[Path], aliases: dict[str, str] | None = None, remove: bo
             untrained = m.get("labels_without_train_positives") or {}
             row["untrained_labels"] = ", ".join(untrained.get("names", []))
             row.update(selection)
+            row["base_run"] = base_run
             row.update(code)
             row["alias_of"] = alias_of
             rows.append(row)
     cols = ["dataset", "variant", "setting", "severity", "sampling_seed", "method", "seed", "mode", "own_thresholds", *METRICS,
             *RULE_COLUMNS, *EXCLUSION_COLUMNS, *ORACLE_COLUMNS, *READING_COLUMNS, *TAIL_DETAIL_COLUMNS,
             "equal_by_construction", "deviation", "untrained_labels",
-            "backbone", "select_epoch", "selected_epoch", "epochs_trained", "git_commit", "git_dirty", "code_sha256",
+            "backbone", "select_epoch", "selected_epoch", "epochs_trained", "base_run", "git_commit", "git_dirty", "code_sha256",
             "device", "alias_of", "metrics_path", "metrics_sha256"]
     return pd.DataFrame(rows, columns=cols)
 
@@ -330,6 +347,8 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
     if "select_epoch" in df:
         out["select_epoch"] = g["select_epoch"].agg(lambda s: "; ".join(sorted(set(map(_s, s)) - {""})))
         out["selected_epochs"] = g[["selected_epoch", "epochs_trained"]].apply(_epoch_range)
+    if "base_run" in df:
+        out["base_run"] = g["base_run"].agg(lambda s: " || ".join(sorted(set(map(_s, s)) - {""})))
     out["sources"] = g["metrics_path"].agg(list)
     return out.reset_index()
 

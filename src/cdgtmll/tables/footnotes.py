@@ -84,6 +84,7 @@ def footnotes(table: dict, summary: pd.DataFrame, mode: str, threshold: float,
     notes += _construction_notes(table, summary, mode)
     notes += _untrained_notes(table, summary, mode)
     notes += _epoch_notes(table, summary, mode)
+    notes += _base_run_notes(table, summary, mode)
     notes += _dataset_notes(table, summary)
     notes += _deviation_notes(table, summary, mode)
     return notes
@@ -285,6 +286,43 @@ def epoch_rule_notes(summary: pd.DataFrame, order: list[str] | None = None,
             f"{m} {_spans(by_rule[rule][m])}" for m in methods if by_rule[rule][m])
         notes.append(f"{', '.join(methods)}: each run's predictions {what}{kept}. Per run: provenance.json "
                      "epoch_selection, all_runs.csv selected_epoch.")
+    return notes
+
+
+def _base_run_notes(table: dict, summary: pd.DataFrame, mode: str) -> list[str]:
+    """Which rows' first stage is another row's run (each run's provenance ``base_run``:
+    PE, ETU and LSFA read the BCE run of the same dataset, variant and seeds instead of training
+    that model again), naming the shared runs, and the rows that had to fit it themselves, why."""
+    if summary.empty or "base_run" not in summary:
+        return []
+    rows = rows_with_cells(table)
+    shown = {(ds, setting) for ds, _, setting, *_ in table["columns"] if setting is not None}
+    hit = summary[(summary["mode"] == mode) & summary["method"].isin(rows) & (summary["base_run"] != "")]
+    hit = hit[[(ds, st) in shown for ds, st in zip(hit["dataset"], hit["setting"])]]
+    read: dict[str, dict[str, list[str]]] = {}
+    own: dict[tuple[str, str, str], None] = {}
+    for r in hit.itertuples():
+        for entry in str(r.base_run).split(" || "):
+            kind, _, rest = entry.partition(" ")
+            if kind == "read":
+                base, _, folder = rest.partition(" ")
+                read.setdefault(base, {}).setdefault(r.method, [])
+                parts = folder.split("/")
+                pattern = "/".join([*parts[:-3], "<dataset>", "<variant>", parts[-1]]) if len(parts) >= 3 else folder
+                if pattern not in read[base][r.method]:
+                    read[base][r.method].append(pattern)
+            elif kind == "own":
+                base, _, reason = rest.partition(": ")
+                own.setdefault((r.method, base, reason), None)
+    notes = []
+    for base, methods in read.items():
+        names = [m for m in rows if m in methods]
+        folders = sorted({f for m in names for f in methods[m]})
+        notes.append(f"{', '.join(names)}: stage 1 is the {base} run of the same dataset, variant and seeds "
+                     f"({', '.join(folders)}), read from its final checkpoint, not trained again (the same model "
+                     "byte for byte; per run: provenance.json base_run).")
+    for method, base, reason in own:
+        notes.append(f"{method}: stage 1 fitted in its own run, not read from a {base} run: {reason}.")
     return notes
 
 

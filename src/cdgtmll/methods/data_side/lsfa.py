@@ -272,6 +272,9 @@ class LSFAMethod(_BCEDataSide):
     validation P@k); the generator trains on CPU.
     """
 
+    #: stage 1 is the BCE row's model: read from BCE's run
+    builds_on = "BCE"
+
     description = (
         f"{_BACKBONE}; then LSFA (Xu et al., AAAI 2023): CVAE trained on head-label features generates 10 "
         "features per tail label from its prototype, linear head retrained on frozen features (real + synthetic)"

@@ -176,6 +176,9 @@ def etu_scores(eta: np.ndarray, weights: np.ndarray, k: int) -> np.ndarray:
 class ETUMethod(BCEMethod):
     """BCE marginals + the ETU top-k rule at prediction (module docstring)."""
 
+    #: the marginals are the BCE row's model: read from BCE's run
+    builds_on = "BCE"
+
     description = (
         "ETU inference rule (expected macro-recall@k: top-k of eta/prior) on the BCE model's "
         "marginals (MLP backbone + linear head + BCE)"
