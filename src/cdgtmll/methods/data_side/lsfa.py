@@ -235,7 +235,9 @@ class LSFAMethod(_BCEDataSide):
     defaults of ``main.py``); section/equation numbers of the paper are not cited because
     its text was not available to us.
 
-    1. Stage 1 is exactly the BCE row (same model, trainer, seed, ``ctx.workdir``).
+    1. Stage 1 is exactly the BCE row (same model, trainer and seed): read from the BCE run's
+       checkpoint when the run spec names one (``base_run``, :meth:`NeuralMethod._read_base_run`),
+       else trained here in ``ctx.workdir``.
     2. Backbone features ``h(x)`` of the training rows (eval mode); prototype of label k =
        mean ``h`` of its positives (official ``get_prototype``); head labels have
        ``n_k >= head_min_count`` (the notes; the official code uses ``> threshold``), tail
