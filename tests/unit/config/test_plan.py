@@ -83,7 +83,7 @@ def test_tabular_jobs_ask_for_a_gpu_from_gpu_min_cells_and_images_and_xmc_always
 
 def test_a_custom_dataset_of_unknown_size_asks_for_a_gpu(paper):
     """A custom dataset's size is what data.custom gives (n_train, n_labels); without both, its
-    neural jobs ask for a GPU, as every neural job did before the threshold."""
+    neural jobs ask for a GPU (a large job never lands on a CPU-only node)."""
     cfg = _with(paper, "auto", True)
     base = {"format": "mulan-arff", "train": "t-train.arff", "test": "t-test.arff"}
     cfg["data"]["custom"] = {"small": {**base, "n_labels": 5, "n_train": 100},
