@@ -24,12 +24,15 @@ END = "<!-- resources:end -->"
 #: what the expressions in the rules mean (workflow/rules/common.smk, data.smk)
 EXPLAIN = {
     "train_gpu": "1 for a neural method when `experiments.device` is `cuda`, or `auto` with `cluster: true` "
-                 "(profiles/slurm), else 0 (classical methods: always 0)",
+                 "(profiles/slurm), but with `auto` on a tabular dataset of known size only from "
+                 "`cluster_resources.gpu_min_cells` training rows x labels (below, the job trains on the CPU); "
+                 "else 0 (classical methods: always 0)",
     "FEATURE_GPUS": "1 when `experiments.device` is `cuda`, or `auto` with `cluster: true`, else 0",
     "train_time": "240 min; image fine-tuning: computed from its size, epochs and seeds (below)",
     "more_train_time": "as `train_time`, for the seeds a powered run trains besides `experiments.seeds` (config `power`)",
-    "train_cpus": "1 + `image_backbone.workers` for an image dataset fine-tuned end to end, else 1",
-    '1 + IMG["workers"]': "1 + `image_backbone.workers`",
+    "train_cpus": "for an image dataset fine-tuned end to end `FEATURE_CPUS`, else 1",
+    "FEATURE_CPUS": "1 + `image_backbone.workers`; with `workers: auto` (the default), "
+                    "`cluster_resources.image_job_cpus` (default 10), of which the job runs all but one as workers",
 }
 
 

@@ -1,6 +1,6 @@
 """How many jobs and sbatch jobs `profiles/slurm` plans, counted from Snakemake's own dry runs.
 
-    python tools/slurm_counts.py            # print the block (three dry runs, about 30 s)
+    python tools/slurm_counts.py            # print the block (four dry runs, about 40 s)
     python tools/slurm_counts.py --write    # rewrite the block in docs/cluster.md
     python tools/slurm_counts.py --json     # the numbers behind it
 
@@ -44,7 +44,11 @@ END = "<!-- slurm-counts:end -->"
 PROFILE = "profiles/slurm"
 #: (label, config file, XMC environments built)
 SCENARIOS = (("paper", "config/paper.yaml", False), ("paper+xmc", "config/paper.yaml", True),
-             ("quick", "config/quick.yaml", False))
+             ("default", "config/config.yaml", False), ("quick", "config/quick.yaml", False))
+#: the training rules: a run's seeds, and a powered run's extra seeds (config `power`)
+TRAIN_RULES = ("train", "train_more")
+#: the kinds of a neural method's training job, by its dataset (:func:`neural_kind`)
+NEURAL_KINDS = ("neural, image", "neural, XMC", "neural, tabular on a GPU", "neural, tabular on the CPU")
 #: left out of the copy at its top level: outputs, caches, environments
 TOP_SKIP = {".venv", ".snakemake", "results", "logs", "figures", ".cache", "report.html", ".git", ".dvc"}
 ANY_SKIP = {"__pycache__", ".pytest_cache", ".ruff_cache"}
@@ -138,6 +142,20 @@ def dry_run(repo: Path, config: str, env: dict) -> str:
     return out
 
 
+def neural_kind(config: dict, dataset: str, gpu: str) -> str:
+    """The kind of a neural method's training job on ``dataset`` (:data:`NEURAL_KINDS`): image
+    (fine-tuning, or frozen features), XMC (the registry's kind), or tabular, told apart by the
+    GPU the job asks for (``cluster_resources.gpu_min_cells``)."""
+    from cdgtmll.config import plan
+    from cdgtmll.data.registry import get_spec
+
+    if plan.is_image_dataset(config, dataset):
+        return NEURAL_KINDS[0]
+    if get_spec(dataset, config["data"].get("custom")).kind == "xmc":
+        return NEURAL_KINDS[1]
+    return NEURAL_KINDS[2] if gpu != "0" else NEURAL_KINDS[3]
+
+
 def count(out: str, config: dict, local: set[str]) -> dict:
     """The numbers of one dry run (``config``: the loaded config, to tell neural methods apart)."""
     from cdgtmll.config import plan
@@ -149,23 +167,28 @@ def count(out: str, config: dict, local: set[str]) -> dict:
         raise CountError(f"parsed {len(jobs)} jobs, Snakemake's job stats say {stats[:1] or 'nothing'}")
     alone = [j["rule"] for j in jobs if not j["grouped"] and j["rule"] != "all"]
     own_sbatch = sorted(r for r in alone if r not in local)
-    if len(groups) != len(set(groups)):
-        raise CountError("a group job name appears twice")
+    # a group name may come twice: a powered run's extra seeds (train_more, evaluate_more) are in
+    # the group of its train job, and Snakemake submits them as a group job of their own
     kinds: dict[str, dict[str, int]] = {}
+    kind_datasets: dict[str, set[str]] = {}
     for j in jobs:
         kind = j["rule"]
-        if kind == "train":
-            method = j["wildcards"]["method"]
-            kind = "train, neural" if catalog.is_neural(plan.resolve_method(config, method)[0]) else f"train, {method}"
+        gpu = j["resources"].get("gpu", "0")
+        if kind in TRAIN_RULES:
+            method, dataset = j["wildcards"]["method"], j["wildcards"]["dataset"]
+            neural = catalog.is_neural(plan.resolve_method(config, method)[0])
+            kind = f"{kind}, {neural_kind(config, dataset, gpu) if neural else method}"
+            kind_datasets.setdefault(kind, set()).add(dataset)
         elif kind in local:
             kind = "login node"
-        gpu = j["resources"].get("gpu", "0")
         kinds.setdefault(kind, {}).setdefault(gpu, 0)
         kinds[kind][gpu] += 1
-    train = [j for j in jobs if j["rule"] == "train"]
+    train = [j for j in jobs if j["rule"] in TRAIN_RULES]
     runtimes: dict[str, set[int]] = {}
+    cpus: dict[str, set[int]] = {}
     for j in train:
         runtimes.setdefault(j["wildcards"]["dataset"], set()).add(int(j["resources"]["runtime"]))
+        cpus.setdefault(j["wildcards"]["dataset"], set()).add(int(j["resources"].get("cpus_per_task", 1)))
     return {
         "jobs": len(jobs),
         "sbatch": len(groups) + len(own_sbatch),
@@ -178,7 +201,9 @@ def count(out: str, config: dict, local: set[str]) -> dict:
         "train": len(train),
         "train_gpu": sum(j["resources"].get("gpu", "0") != "0" for j in train),
         "kinds": {k: dict(sorted(v.items())) for k, v in sorted(kinds.items())},
+        "kind_datasets": {k: sorted(v) for k, v in sorted(kind_datasets.items())},
         "train_runtimes": {d: sorted(r) for d, r in sorted(runtimes.items())},  # minutes, per dataset
+        "train_cpus": {d: sorted(c) for d, c in sorted(cpus.items())},  # cpus_per_task, per dataset
     }
 
 
@@ -228,31 +253,45 @@ def render(m: dict[str, dict]) -> str:
              "",
              "| job kind (`config/paper.yaml`) | jobs | jobs, XMC environments built | GPUs each |",
              "|---|---|---|---|"]
-    order = ["train, neural", *sorted(k for k in set(paper["kinds"]) | set(xmc["kinds"])
-                                      if k.startswith("train, ") and k != "train, neural"),
+    neural = [f"{rule}, {k}" for rule in TRAIN_RULES for k in NEURAL_KINDS
+              if f"{rule}, {k}" in paper["kinds"] or f"{rule}, {k}" in xmc["kinds"]]
+    order = [*neural, *sorted(k for k in set(paper["kinds"]) | set(xmc["kinds"])
+                              if k.startswith(TRAIN_RULES) and k not in neural),
              "evaluate", "prepare_dataset", "r_variant", "noise_variant", "occlusion_variant", "login node"]
     order += sorted((set(paper["kinds"]) | set(xmc["kinds"])) - set(order) - {"all"})
-    names = {"train, neural": "`train`, neural methods (COCO, VOC: ResNet-50 fine-tuning; tabular; XMC)",
-             "login node": "on the login node: " + ", ".join(f"`{r}`" for r in paper["login"])}
+    what = {NEURAL_KINDS[0]: "images (ResNet-50 fine-tuning)", NEURAL_KINDS[1]: "XMC",
+            NEURAL_KINDS[2]: "tabular, from `cluster_resources.gpu_min_cells` rows x labels",
+            NEURAL_KINDS[3]: "tabular, below `cluster_resources.gpu_min_cells` (trains on the CPU)"}
+    names = {k: f"`{k.split(', ', 1)[0]}`, neural methods, {what[k.split(', ', 1)[1]]}: "
+                + ", ".join(sorted(set(paper["kind_datasets"].get(k, [])) | set(xmc["kind_datasets"].get(k, []))))
+             for k in neural}
+    names["login node"] = "on the login node: " + ", ".join(f"`{r}`" for r in paper["login"])
     for kind in order:
         a, b = paper["kinds"].get(kind, {}), xmc["kinds"].get(kind, {})
         if not a and not b:
             continue
-        name = names.get(kind) or (f"`train`, {kind.split(', ', 1)[1]}" if kind.startswith("train, ") else f"`{kind}`")
+        rule, _, what_ = kind.partition(", ")
+        name = names.get(kind) or (f"`{rule}`, {what_}" if rule in TRAIN_RULES else f"`{kind}`")
         gpus = _gpus({**a, **b})
         lines.append(f"| {name} | {_n(sum(a.values())) if a else '-'} | {_n(sum(b.values())) if b else '-'} | {gpus} |")
     lines += ["",
               "| config | jobs | sbatch jobs | training jobs (with a GPU) | on the login node |",
               "|---|---|---|---|---|"]
     for label, name in (("paper", "`config/paper.yaml`"), ("paper+xmc", "`config/paper.yaml`, XMC environments built"),
-                        ("quick", "`config/quick.yaml`")):
+                        ("default", "`config/config.yaml`"), ("quick", "`config/quick.yaml`")):
         s = m[label]
         lines.append(f"| {name} | {_n(s['jobs'])} | {_n(s['sbatch'])} ({_n(s['run_groups'])} runs, "
                      f"{_n(s['data_groups'])} dataset{'s' if s['data_groups'] != 1 else ''}) | {_n(s['train'])} ({_n(s['train_gpu'])}) | "
                      f"{s['login_jobs']} (+ `all`) |")
+    more = {label: sum(sum(v.values()) for k, v in m[label]["kinds"].items() if k.startswith("train_more, "))
+            for label in ("paper", "paper+xmc", "default", "quick")}
+    if any(more.values()):
+        lines += ["", "Training jobs and runs include the extra seeds of powered runs (config `power`; rule "
+                  "`train_more`, a group job of its own): " + ", ".join(
+                      f"{n} in `{m[label]['config']}`" for label, n in more.items() if n and label != "paper+xmc") + "."]
     lines += ["",
               "Without the groups and local rules, every job but `all` would be its own sbatch job ("
-              + ", ".join(_n(m[k]["jobs"] - 1) for k in ("paper", "paper+xmc", "quick")) + ").",
+              + ", ".join(_n(m[k]["jobs"] - 1) for k in ("paper", "paper+xmc", "default", "quick")) + ").",
               END]
     return "\n".join(lines)
 

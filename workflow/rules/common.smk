@@ -15,6 +15,7 @@ from cdgtmll.config.plan import (
     finetunes_images,
     gpus_wanted,
     is_image_dataset,
+    loader_cpus,
     not_runnable,
     pr_curve_enabled,
     powered_runs,
@@ -32,7 +33,7 @@ from cdgtmll.data.availability import plan_unavailable
 from cdgtmll.data.registry import data_config
 from cdgtmll.lineage.code import identity, train_roots
 from cdgtmll.variants.naming import CLEAN, variant_id
-from cdgtmll.workflow.env import export_mirror
+from cdgtmll.workflow.env import export_gpu_requests, export_mirror
 
 DATASETS = config["experiments"]["datasets"]
 METHODS = config["experiments"]["methods"]
@@ -48,10 +49,19 @@ ENV = "../../environment.yml"
 # Cluster requests of a train job (the Slurm executor maps gpu -> sbatch --gpus, runtime ->
 # --time and cpus_per_task -> --cpus-per-task; a local run ignores gpu and cpus_per_task).
 # GPUs: one for a neural method when experiments.device is cuda, or auto on a cluster
-# (config key cluster, set by profiles/slurm); else 0, declared all the same: with a gpu_model
-# in the profile, Slurm's plugin reads a missing gpu as 1 (cdgtmll.config.plan.train_gpus).
-# Feature extraction (a ResNet-50 forward pass) asks for one under the same condition.
+# (config key cluster, set by profiles/slurm), except, with auto, on a tabular dataset of fewer
+# training rows x labels than cluster_resources.gpu_min_cells; else 0, declared all the same:
+# with a gpu_model in the profile, Slurm's plugin reads a missing gpu as 1
+# (cdgtmll.config.plan.train_gpus). The shapes come from the dataset registry (or data.custom),
+# so the request is known when the job is planned, dry runs included. The rules put the job's gpu
+# in its environment; with GPUs by request, a job that asked for none trains on the CPU
+# (cdgtmll.workflow.env.job_device). Feature extraction (a ResNet-50 forward pass) asks for one
+# under the same condition as neural training.
 FEATURE_GPUS = 1 if gpus_wanted(config) else 0
+export_gpu_requests(gpus_wanted(config))
+# CPUs of a job that decodes images: 1 + image_backbone.workers, or with workers auto
+# cluster_resources.image_job_cpus (cdgtmll.config.plan.loader_cpus)
+FEATURE_CPUS = loader_cpus(config, None)
 
 
 def train_gpu(wildcards):
@@ -91,10 +101,10 @@ def dataset_spec(dataset):
 
 def train_cpus(wildcards, threads):
     """CPUs: the training process's threads plus, for an image dataset fine-tuned end to
-    end, its image_backbone.workers DataLoader processes (they reach the job through the
-    run spec), so the loader never runs on CPUs the job was not given."""
-    workers = int(config["image_backbone"].get("workers", 0)) if finetunes_images(config, wildcards.dataset) else 0
-    return threads + workers
+    end, its DataLoader processes (cdgtmll.config.plan.loader_cpus: image_backbone.workers, or
+    with auto cluster_resources.image_job_cpus in all, of which the job runs all but one as
+    workers), so the loader never runs on CPUs the job was not given."""
+    return loader_cpus(config, wildcards.dataset, threads)
 
 
 # The patterns the config check holds every dataset and method name to (cdgtmll.config.names):

@@ -82,7 +82,7 @@ rule extract_features:
         mem_mb=16000,
         runtime=600,
         gpu=FEATURE_GPUS,
-        cpus_per_task=1 + IMG["workers"],  # the DataLoader workers get their own cores on a cluster
+        cpus_per_task=FEATURE_CPUS,  # the DataLoader workers get their own cores on a cluster
     shell:
         "python -m cdgtmll.images.features --in {input} --out {output} {params.args} > {log} 2>&1"
 
@@ -112,7 +112,7 @@ rule extract_features_occluded:
         mem_mb=16000,
         runtime=600,
         gpu=FEATURE_GPUS,
-        cpus_per_task=1 + IMG["workers"],  # the DataLoader workers get their own cores on a cluster
+        cpus_per_task=FEATURE_CPUS,  # the DataLoader workers get their own cores on a cluster
     shell:
         "python -m cdgtmll.images.features --in {input} --out {output} {params.args} > {log} 2>&1"
 

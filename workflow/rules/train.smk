@@ -35,7 +35,7 @@ rule train:
         gpu=train_gpu,
         cpus_per_task=train_cpus,
     shell:
-        "CDGTMLL_THREADS={threads} python -m cdgtmll.train --data {input.data} --clean {input.clean} "
+        "CDGTMLL_JOB_GPUS={resources.gpu} CDGTMLL_THREADS={threads} python -m cdgtmll.train --data {input.data} --clean {input.clean} "
         "--spec {params.spec:q} --outdir {params.outdir} --progress 2> {log}"
 
 
@@ -73,5 +73,5 @@ rule train_more:
         gpu=train_gpu,
         cpus_per_task=train_cpus,
     shell:
-        "CDGTMLL_THREADS={threads} python -m cdgtmll.train --data {input.data} --clean {input.clean} "
+        "CDGTMLL_JOB_GPUS={resources.gpu} CDGTMLL_THREADS={threads} python -m cdgtmll.train --data {input.data} --clean {input.clean} "
         "--spec {params.spec:q} --outdir {params.outdir} --progress 2> {log}"

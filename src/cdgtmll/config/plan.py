@@ -120,16 +120,64 @@ def gpus_wanted(config: dict) -> bool:
     return device == "cuda" or (device == "auto" and bool(config.get("cluster", False)))
 
 
+#: ``cluster_resources`` defaults (the schema's; docs/cluster.md derives them)
+GPU_MIN_CELLS = 500_000
+IMAGE_JOB_CPUS = 10
+
+
+def train_cells(config: dict, dataset: str) -> int | None:
+    """Training rows x labels of ``dataset`` as the planner knows them before any data is
+    prepared: the dataset registry's published sizes (``n_train``: the official training
+    rows, the validation rows included), or ``data.custom.<name>.n_train`` and ``n_labels``.
+    None when either is unknown (a custom dataset that gives its labels as an XML file, or no
+    ``n_train``). The same for every variant of the dataset (an R variant trains on fewer rows)."""
+    from cdgtmll.data.registry import get_spec
+
+    spec = get_spec(dataset, config.get("data", {}).get("custom"))
+    if not spec.n_train or not spec.n_labels:
+        return None
+    return int(spec.n_train) * int(spec.n_labels)
+
+
 def train_gpus(config: dict, dataset: str, method: str) -> int:
-    """GPUs of the training job of ``method`` on ``dataset``: one for a method that trains a
-    torch model (:func:`cdgtmll.methods.catalog.is_neural`) when :func:`gpus_wanted`, else 0
-    (linear models and external libraries never use one)."""
+    """GPUs of the training job of ``method`` on ``dataset``: none unless :func:`gpus_wanted`,
+    and none for a method that trains no torch model (:func:`cdgtmll.methods.catalog.is_neural`:
+    linear models and external libraries). A neural method's job asks for one with
+    ``experiments.device: cuda``, on an image dataset, on an XMC dataset (registry kind
+    ``xmc``), on a dataset whose size :func:`train_cells` does not know, and on any other
+    dataset whose training rows x labels reach ``cluster_resources.gpu_min_cells``; below that,
+    with device ``auto`` on a cluster, it asks for none, and the job trains on the CPU
+    (:func:`cdgtmll.workflow.env.job_device`)."""
+    from cdgtmll.data.registry import get_spec
     from cdgtmll.methods import catalog
 
     if not gpus_wanted(config):
         return 0
     registered, _ = resolve_method(config, method)
-    return 1 if catalog.is_neural(registered) else 0
+    if not catalog.is_neural(registered):
+        return 0
+    if config["experiments"].get("device", "auto") == "cuda" or is_image_dataset(config, dataset):
+        return 1
+    if get_spec(dataset, config.get("data", {}).get("custom")).kind == "xmc":
+        return 1
+    cells = train_cells(config, dataset)
+    limit = int(config.get("cluster_resources", {}).get("gpu_min_cells", GPU_MIN_CELLS))
+    return 1 if cells is None or cells >= limit else 0
+
+
+def loader_cpus(config: dict, dataset: str | None, threads: int = 1) -> int:
+    """CPUs of a job with ``threads`` threads that decodes images in ``image_backbone.workers``
+    DataLoader processes (the job fine-tunes on ``dataset``'s images, or extracts features when
+    ``dataset`` is None): ``threads + workers`` for an integer; for ``auto``,
+    ``cluster_resources.image_job_cpus`` (at least ``threads``), of which the job runs all but
+    one as workers (:func:`cdgtmll.images.trainer_input.resolve_workers`). ``threads`` for a
+    job on a dataset it does not fine-tune on images."""
+    if dataset is not None and not finetunes_images(config, dataset):
+        return threads
+    workers = config.get("image_backbone", {}).get("workers", "auto")
+    if workers == "auto":
+        return max(threads, int(config.get("cluster_resources", {}).get("image_job_cpus", IMAGE_JOB_CPUS)))
+    return threads + int(workers)
 
 
 #: Image fine-tuning throughput the training runtime is sized from: ResNet-50 at 448 px, bf16,

@@ -2,7 +2,7 @@
 
     python -m cdgtmll.images.features --in PROCESSED.npz --out FEATURES.npz \\
         [--image-size 448] [--weights PATH | --no-pretrained] [--batch-size 32] \\
-        [--device auto] [--workers 0] [--image-root DIR] [--seed 0]
+        [--device auto] [--workers 0|auto] [--image-root DIR] [--seed 0]
 
 Reads an image dataset written by ``cdgtmll.data.prepare`` (``X`` = row-id column,
 ``meta['image_paths']``: :mod:`cdgtmll.images.datasets`), runs every row's image once
@@ -45,7 +45,7 @@ def extract_features(
     weights: str | os.PathLike | None = None,
     batch_size: int = 32,
     device: str = "auto",
-    workers: int = 0,
+    workers: int | str = 0,
     image_root: str | os.PathLike | None = None,
     seed: int = 0,
     source: str | os.PathLike | None = None,
@@ -54,7 +54,7 @@ def extract_features(
     import torch
 
     from cdgtmll.images.backbone import amp_dtype, autocast, build_image_backbone
-    from cdgtmll.images.trainer_input import ImageInput, Occlusion
+    from cdgtmll.images.trainer_input import ImageInput, Occlusion, resolve_workers
     from cdgtmll.nn.trainer import resolve_device
 
     if image_size < 32:
@@ -64,6 +64,13 @@ def extract_features(
     if missing is not None:
         raise ImageNotFoundError(f"{data.name}: image file missing: {missing}")
     dev = resolve_device(device)
+    # the number of decoding processes changes no feature (cdgtmll.images.trainer_input), so it is
+    # printed for the job's log and kept out of the features file, whose bytes stay the machine's
+    loader = resolve_workers(workers)
+    print(f"[features] {data.name}: {loader['workers']} DataLoader worker(s) (image_backbone.workers "
+          f"{loader['setting']}" + (f"; {loader['cpus']} CPUs from {loader['cpus_from']})" if loader["cpus"] else ")"),
+          file=sys.stderr, flush=True)
+    workers = loader["workers"]
     model, info = build_image_backbone(pretrained=pretrained, weights=weights, seed=seed)
     model = model.to(dev).eval()
     occ = Occlusion.from_meta(data.meta)
@@ -118,6 +125,14 @@ def extract_features(
     )
 
 
+def _workers_arg(text: str) -> int | str:
+    if text == "auto":
+        return text
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer or 'auto', got {text!r}")
+    return int(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cdgtmll.images.features", description=__doc__.split("\n\n")[0])
     ap.add_argument("--in", dest="inp", required=True, type=Path, help="processed image dataset (.npz)")
@@ -128,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--no-pretrained", action="store_true", help="randomly initialised backbone (tests, ablations)")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
+    ap.add_argument("--workers", type=_workers_arg, default=0,
+                    help="DataLoader worker processes, or 'auto': the job's CPUs minus one")
     ap.add_argument("--image-root", default=None, help="override meta image_root (images moved)")
     ap.add_argument("--seed", type=int, default=0, help="initialisation seed with --no-pretrained")
     args = ap.parse_args(argv)

@@ -61,6 +61,7 @@ for validation and prediction). Their affine parameters are in the ``backbone`` 
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,6 +151,38 @@ class _Plan(torch.utils.data.Sampler):
 
     def __len__(self) -> int:
         return len(self.batches)
+
+
+#: set by Slurm in a job step to the CPUs of each task (srun/sbatch ``--cpus-per-task``: what the
+#: job asked for, its ``cpus_per_task`` resource)
+SLURM_CPUS_ENV = "SLURM_CPUS_PER_TASK"
+
+
+def resolve_workers(setting: int | str, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The DataLoader processes of a job that decodes images (``image_backbone.workers``): an
+    integer as given; ``auto``: the CPUs the job was given minus one for the training process,
+    at least 0. The CPUs: ``SLURM_CPUS_PER_TASK`` in a Slurm job (``environ``, default this
+    process's environment), else the CPUs this process may run on (``os.sched_getaffinity``,
+    which a cgroup or ``taskset`` narrows; ``os.cpu_count()`` where the platform has no such
+    call). Returns ``{setting, workers, cpus, cpus_from}`` (``cpus`` and ``cpus_from`` None for an
+    integer), which the run's provenance records. Results do not depend on the number
+    (module docstring, Reproducibility)."""
+    env = os.environ if environ is None else environ
+    if setting != "auto":
+        if isinstance(setting, bool) or not isinstance(setting, int) or setting < 0:
+            raise ValueError(f"image_backbone.workers: expected a non-negative integer or 'auto', got {setting!r}")
+        return {"setting": setting, "workers": setting, "cpus": None, "cpus_from": None}
+    raw = env.get(SLURM_CPUS_ENV)
+    if raw:
+        if not raw.isdigit() or int(raw) < 1:
+            raise ValueError(f"{SLURM_CPUS_ENV}={raw!r} in the environment: expected a positive integer "
+                             "(the CPUs of the job's task), for image_backbone.workers: auto")
+        cpus, source = int(raw), SLURM_CPUS_ENV
+    elif hasattr(os, "sched_getaffinity"):
+        cpus, source = len(os.sched_getaffinity(0)), "sched_getaffinity"
+    else:
+        cpus, source = os.cpu_count() or 1, "cpu_count"
+    return {"setting": "auto", "workers": max(0, cpus - 1), "cpus": cpus, "cpus_from": source}
 
 
 class ImageInput:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cdgtmll.io import sha256_file
+from cdgtmll.workflow.env import GPUS_BY_REQUEST_ENV, JOB_GPUS_ENV
 
 PACKAGES = (
     "cdgtmll", "numpy", "scipy", "scikit-learn", "pandas", "torch", "torchvision",
@@ -114,6 +115,10 @@ def device_info(device: str | None = None) -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         # how idle OpenMP threads wait (the workflow's jobs: PASSIVE, cdgtmll/workflow/env.py)
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+        # the GPUs a training job asked its scheduler for and whether GPUs come by request (the
+        # rule's gpu resource; cdgtmll/workflow/env.py job_device): why an `auto` job trained on the CPU
+        "job_gpus": os.environ.get(JOB_GPUS_ENV),
+        "gpus_by_request": os.environ.get(GPUS_BY_REQUEST_ENV),
     }
     if "torch" in sys.modules:  # never import torch just to describe the device
         import torch

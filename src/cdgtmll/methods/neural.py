@@ -23,8 +23,10 @@ On an image dataset fine-tuned end to end (``FitData.images`` set; the protocol 
 ResNet-50 (:func:`cdgtmll.images.trainer_input.build_finetune_backbone`, d' = 2048, App. E.2)
 and the row-id columns become :class:`~cdgtmll.images.trainer_input.ImageInput` batches of
 augmented images; heads, losses and the trainer are unchanged. ``hidden_dim`` is then
-unused. The backbone's record (weights file and sha256, AMP dtype) is
-``self.backbone_info`` and goes into each run's provenance.
+unused. The backbone's record (weights file and sha256, AMP dtype, and the DataLoader
+processes that decoded the images, ``image_backbone.workers`` resolved by
+:func:`cdgtmll.images.trainer_input.resolve_workers`) is ``self.backbone_info`` and goes into
+each run's provenance.
 
 Adding a loss-based baseline is one line once its loss is in :mod:`cdgtmll.nn.losses`::
 
@@ -44,7 +46,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from cdgtmll.images.trainer_input import ImageInput, build_finetune_backbone
+from cdgtmll.images.trainer_input import ImageInput, build_finetune_backbone, resolve_workers
 from cdgtmll.methods.base import FitData, Method, RunContext, hparam_names, register, training_hparam_space
 from cdgtmll.nn.backbone import MLPBackbone
 from cdgtmll.nn.losses.registry import build_loss, loss_class, loss_hparam_space, loss_module
@@ -117,6 +119,7 @@ class NeuralMethod(Method, TrainTask):
         self._sparse_input = False
         self._images: Any = None  # ImageSource when fine-tuning on images (set in fit)
         self._image_cfg: dict[str, Any] = {}
+        self._loader_workers: dict[str, Any] | None = None  # resolve_workers' record (set in fit)
         self.backbone_info: dict[str, Any] | None = None
 
     # -- configuration ---------------------------------------------------------------
@@ -167,8 +170,10 @@ class NeuralMethod(Method, TrainTask):
 
     def _image_input(self, X: Any, train: bool, seed: int = 0) -> ImageInput:
         c = self._image_cfg
+        if self._loader_workers is None:  # once per fit: the job's CPUs do not change
+            self._loader_workers = resolve_workers(c.get("workers", 0))
         return self._images.input(X, train=train, image_size=int(c.get("image_size", 448)), seed=seed,
-                                  workers=int(c.get("workers", 0)), eval_batch_size=int(c.get("batch_size", 64)))
+                                  workers=self._loader_workers["workers"], eval_batch_size=int(c.get("batch_size", 64)))
 
     def prepare(self, data: FitData, ctx: RunContext) -> None:
         """Hook: derive data-dependent state (label statistics, partition) before training."""
@@ -176,7 +181,8 @@ class NeuralMethod(Method, TrainTask):
     def backbone(self, X_train: Any) -> nn.Module:
         if isinstance(X_train, ImageInput):
             bb = build_finetune_backbone(self._image_cfg, self.device)
-            self.backbone_info = bb.info
+            # the DataLoader processes this job ran (image_backbone.workers resolved): provenance
+            self.backbone_info = {**bb.info, "loader_workers": self._loader_workers}
             return bb
         if getattr(self, "_sparse_input", False):
             return SparseLinearBackbone(int(X_train.shape[1]), hidden_dim=self.hidden_dim)
@@ -190,6 +196,7 @@ class NeuralMethod(Method, TrainTask):
     def fit(self, data: FitData, ctx: RunContext) -> NeuralMethod:
         self._backbone_kind = ((ctx.extra or {}).get("training") or {}).get("backbone")
         self._images = getattr(data, "images", None)
+        self._loader_workers = None
         self.device = resolve_device(ctx.device)
         X_train, X_val = data.X_train, data.X_val
         if self._images is not None:

@@ -11,7 +11,7 @@ bytes. Measured by ``benchmarks/bench_openmp_wait.py`` (docs/benchmarks.md, "Ope
 from __future__ import annotations
 
 import os
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 
 #: the OpenMP wait policy the workflow's jobs get unless the user's environment names one
 OPENMP_WAIT_POLICY = "PASSIVE"
@@ -60,3 +60,34 @@ def export_mirror(mirror: str | None, environ: MutableMapping[str, str] | None =
         return False
     env["CDGTMLL_DATA_MIRROR"] = os.path.abspath(mirror)
     return True
+
+
+#: "1" in every job's environment when the jobs get a GPU by asking a scheduler for one
+#: (:func:`cdgtmll.config.plan.gpus_wanted`: ``cluster: true`` with ``experiments.device: auto``,
+#: or device ``cuda``), else "0"; set by the Snakefile (:func:`export_gpu_requests`)
+GPUS_BY_REQUEST_ENV = "CDGTMLL_GPUS_BY_REQUEST"
+#: the GPUs a training job asked the scheduler for: its ``gpu`` resource, which the rules
+#: ``train`` and ``train_more`` put in front of their command
+JOB_GPUS_ENV = "CDGTMLL_JOB_GPUS"
+
+
+def export_gpu_requests(wanted: bool, environ: MutableMapping[str, str] | None = None) -> None:
+    """Tell the jobs whether their GPUs come by request (:data:`GPUS_BY_REQUEST_ENV`). Through
+    the environment, not a param, as the mirror: where a job runs does not change its result,
+    and a param's change would re-run it. A cluster job's Snakemake (in the sbatch job) reads
+    the same config and sets the same value."""
+    env = os.environ if environ is None else environ
+    env[GPUS_BY_REQUEST_ENV] = "1" if wanted else "0"
+
+
+def job_device(device: str, environ: Mapping[str, str] | None = None) -> str:
+    """The device a training job trains on, from its spec's ``experiments.device``: ``auto``
+    becomes ``cpu`` in a job whose GPUs come by request (:data:`GPUS_BY_REQUEST_ENV` "1") and
+    which asked for none (:data:`JOB_GPUS_ENV` "0": a neural method on a dataset below
+    ``cluster_resources.gpu_min_cells``), so that it never takes a GPU of its node that the
+    scheduler did not give it (``auto`` picks CUDA wherever one is visible). Otherwise
+    ``device`` as given: a local run's ``auto`` uses a GPU the machine has."""
+    env = os.environ if environ is None else environ
+    if device == "auto" and env.get(GPUS_BY_REQUEST_ENV) == "1" and env.get(JOB_GPUS_ENV) == "0":
+        return "cpu"
+    return device

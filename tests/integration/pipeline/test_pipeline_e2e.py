@@ -74,6 +74,8 @@ def test_provenance_recorded(tiny_run):
     assert "commit" in prov["git"] and "dirty" in prov["git"] and len(prov["code_sha256"]) == 64
     assert prov["device"]["cpu_count"] >= 1 and prov["started"] <= prov["finished"]
     assert prov["device"]["omp_wait_policy"] == "PASSIVE"  # set by the Snakefile: the run's env had none
+    # the rule's gpu resource reaches the job (a local run: none, and GPUs do not come by request)
+    assert prov["device"]["job_gpus"] == "0" and prov["device"]["gpus_by_request"] == "0"
     vendor = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("vendor_id")), None)
     assert prov["device"]["cpu"]["vendor"] == vendor  # torch picks CPU kernels by vendor (dropout's draws)
     metrics = json.loads((repo / "results/runs/yeast/R0.50-s0/BR-LogReg/seed1/metrics.json").read_text())

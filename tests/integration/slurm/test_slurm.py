@@ -46,7 +46,11 @@ COUNTS = load_tool("slurm_counts")
 # carry typed nested values, Snakemake reads them as strings): one seed, 30 epochs, the clean
 # split only (3 training jobs of 9 sbatch jobs; with the R variants the DAG has 9 training jobs
 # of 24 and takes 3 times as long: each Slurm job costs two Snakemake start-ups, 15-25 s).
-SCALE = {"experiments": {"seeds": [0], "r_variants": False}, "training": {"default": {"epochs": 30}}}
+# gpu_min_cells 0: Yeast's neural jobs ask for a GPU as a large dataset's do, so that the cluster
+# schedules GPU and CPU-only jobs (by default Yeast is below the threshold and asks for none; the
+# dry-run counts below check that). Not part of any run spec: the local reference is the same.
+SCALE = {"experiments": {"seeds": [0], "r_variants": False}, "training": {"default": {"epochs": 30}},
+         "cluster_resources": {"gpu_min_cells": 0}}
 N_TRAIN = 3  # quick.yaml's three methods on Yeast's clean split
 CONFIGS = ["--configfile", "config/quick.yaml", "config/scale.yaml"]
 # the plugin's default status command (sacct), with quicker status checks: the plugin checks
@@ -190,24 +194,52 @@ def test_train_jobs_request_gpu_and_loader_cpus(tmp_path):
 @pytest.mark.slow
 def test_paper_profile_under_slurm_asks_gpus_for_neural_training_and_submits_few_jobs(tmp_path):
     """`snakemake --profile profiles/slurm -n all` of the shipped configs (config/paper.yaml without
-    and with the XMC environments, config/quick.yaml; experiments.device auto), counted by
-    tools/slurm_counts.py: every training job of a neural method asks for one GPU, every classical
-    one (BR-LogReg, ...) and every other job for none; each training job and its evaluation are one
-    sbatch job, a dataset's preparation and variants one more, the tables and figures none
-    (localrules); COCO's fine-tuning jobs get more than 4 h. docs/cluster.md holds these counts."""
+    and with the XMC environments, config/config.yaml, config/quick.yaml; experiments.device auto),
+    counted by tools/slurm_counts.py: every training job of a neural method on an image or XMC
+    dataset asks for one GPU, one on a tabular dataset only from cluster_resources.gpu_min_cells
+    training rows x labels (the registry's sizes: Yeast's 1,500 x 14 is below, Mediamill's
+    30,993 x 101 above), every classical one (BR-LogReg, ...) and every other job for none; an
+    image job asks for cluster_resources.image_job_cpus CPUs (workers: auto); each training job
+    and its evaluation are one sbatch job, a dataset's preparation and variants one more, the
+    tables and figures none (localrules); COCO's fine-tuning jobs get more than 4 h.
+    docs/cluster.md holds these counts."""
+    from cdgtmll.config import loader
+    from cdgtmll.data.registry import get_spec
+
     measured = COUNTS.measure(tmp_path)
     print("\n[slurm counts]", json.dumps({k: {f: v[f] for f in ("jobs", "sbatch", "train", "train_gpu", "login_jobs")}
                                           for k, v in measured.items()}))
+    gpu_kinds = {f"{r}, {k}" for r in COUNTS.TRAIN_RULES for k in COUNTS.NEURAL_KINDS[:3]}
     for label, m in measured.items():
-        kinds = m["kinds"]
-        assert set(kinds["train, neural"]) == {"1"}, (label, kinds)
-        assert all(set(v) == {"0"} for k, v in kinds.items() if k != "train, neural"), (label, kinds)
+        kinds, where = m["kinds"], m["kind_datasets"]
+        cfg = loader.load(ROOT / m["config"])
+        limit = cfg["cluster_resources"]["gpu_min_cells"]
+        assert all(set(v) == {"1"} for k, v in kinds.items() if k in gpu_kinds), (label, kinds)
+        assert all(set(v) == {"0"} for k, v in kinds.items() if k not in gpu_kinds), (label, kinds)
+        for rule in COUNTS.TRAIN_RULES:  # the tabular datasets on each side of the threshold
+            for kind, below in ((f"{rule}, neural, tabular on a GPU", False), (f"{rule}, neural, tabular on the CPU", True)):
+                for d in where.get(kind, []):
+                    spec = get_spec(d, cfg["data"]["custom"])
+                    assert spec.kind == "tabular" and (spec.n_train * spec.n_labels < limit) is below, (label, kind, d)
+        # GPUs: every neural job on images or XMC and on tabular data from the threshold, no other
+        assert m["train_gpu"] == sum(sum(v.values()) for k, v in kinds.items() if k in gpu_kinds), (label, m)
+        image = {d for d in cfg["experiments"]["datasets"] if get_spec(d).kind == "image"}
+        assert all(m["train_cpus"][d] == ([cfg["cluster_resources"]["image_job_cpus"]] if d in image else [1])
+                   for d in m["train_cpus"]), (label, m["train_cpus"])
         # sbatch jobs: the group jobs; every job outside a group runs on the login node
         assert not m["own_sbatch"] and not m["other_groups"], (label, m)
-        assert m["run_groups"] == m["train"] == sum(kinds["evaluate"].values()), (label, m)
+        assert m["run_groups"] == m["train"] == sum(sum(kinds.get(k, {}).values()) for k in ("evaluate", "evaluate_more")), \
+            (label, m)
         assert m["data_groups"] == sum(kinds["prepare_dataset"].values()), (label, m)
         assert m["sbatch"] == m["run_groups"] + m["data_groups"] < m["jobs"] - 1, (label, m)
     paper = measured["paper"]
+    assert paper["kind_datasets"]["train, neural, image"] == ["coco2014", "voc2007"]
+    assert paper["kind_datasets"]["train, neural, XMC"] == ["amazoncat-13k", "eurlex-4k", "wiki10-31k"]
+    assert paper["kind_datasets"]["train, neural, tabular on a GPU"] == ["mediamill"]
+    assert paper["kind_datasets"]["train, neural, tabular on the CPU"] == ["yeast"]
+    for label in ("default", "quick"):  # Yeast only: no training job asks for a GPU
+        assert measured[label]["train_gpu"] == 0 < measured[label]["train"], measured[label]
+    assert "train_more, neural, tabular on the CPU" in measured["default"]["kinds"]  # config power
     for kind in ("evaluate", "login node", "prepare_dataset", "r_variant", "train, BR-LogReg"):
         assert kind in paper["kinds"], kind
     assert {"claims_check", "tables", "metrics_summary", "figure_pr", "figure_ablation"} <= set(paper["login"])

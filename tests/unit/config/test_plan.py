@@ -1,5 +1,6 @@
-"""What a job asks a cluster for (cdgtmll.config.plan): GPUs per method and device, and the
-time limit of image fine-tuning from its size, epochs and seeds, on the shipped paper config."""
+"""What a job asks a cluster for (cdgtmll.config.plan): GPUs per method, device and dataset size,
+CPUs of a job that decodes images, and the time limit of image fine-tuning from its size, epochs
+and seeds, on the shipped paper config."""
 
 import copy
 
@@ -28,8 +29,8 @@ def _with(cfg, device, cluster=None):
     return cfg
 
 
-def _gpus(cfg):
-    return {m: plan.train_gpus(cfg, "yeast", m) for m in cfg["experiments"]["methods"]}
+def _gpus(cfg, dataset="mediamill"):
+    return {m: plan.train_gpus(cfg, dataset, m) for m in cfg["experiments"]["methods"]}
 
 
 def test_paper_methods_split_into_neural_and_classical(paper):
@@ -52,6 +53,64 @@ def test_train_gpus_one_for_neural_methods_only(paper, device, cluster, neural):
     assert {m: n for m, n in got.items() if m in CLASSICAL} == {m: 0 for m in got if m in CLASSICAL}
     assert {m: n for m, n in got.items() if m not in CLASSICAL} == {m: neural for m in got if m not in CLASSICAL}
     assert plan.gpus_wanted(_with(paper, device, cluster)) is bool(neural)
+
+
+def test_tabular_jobs_ask_for_a_gpu_from_gpu_min_cells_and_images_and_xmc_always(paper):
+    """Device auto on a cluster: a neural job on a tabular dataset asks for a GPU only from
+    cluster_resources.gpu_min_cells training rows x labels (the registry's published sizes);
+    image and XMC datasets always ask, and so does every neural job with device cuda."""
+    cluster = _with(paper, "auto", True)
+    assert plan.train_cells(paper, "yeast") == 1500 * 14 and plan.train_cells(paper, "mediamill") == 30993 * 101
+    limit = cluster["cluster_resources"]["gpu_min_cells"]
+    assert plan.train_cells(paper, "yeast") < limit <= plan.train_cells(paper, "mediamill")
+    got = {d: _gpus(cluster, d) for d in cluster["experiments"]["datasets"]}
+    neural = [m for m in cluster["experiments"]["methods"] if m not in CLASSICAL]
+    for d, per_method in got.items():
+        want = 0 if d == "yeast" else 1
+        assert {m: per_method[m] for m in neural} == {m: want for m in neural}, d
+        assert all(per_method[m] == 0 for m in per_method if m in CLASSICAL), d
+    # the threshold is the config's: at Yeast's own size Yeast asks, one cell above it does not
+    at = copy.deepcopy(cluster)
+    at["cluster_resources"]["gpu_min_cells"] = 21000
+    assert plan.train_gpus(at, "yeast", "BCE") == 1
+    at["cluster_resources"]["gpu_min_cells"] = 21001
+    assert plan.train_gpus(at, "yeast", "BCE") == 0
+    # XMC and images ask whatever their size; device cuda asks below the threshold
+    at["cluster_resources"]["gpu_min_cells"] = 10**12
+    assert plan.train_gpus(at, "eurlex-4k", "BCE") == 1 and plan.train_gpus(at, "voc2007", "BCE") == 1
+    assert plan.train_gpus(_with(paper, "cuda"), "yeast", "BCE") == 1
+
+
+def test_a_custom_dataset_of_unknown_size_asks_for_a_gpu(paper):
+    """A custom dataset's size is what data.custom gives (n_train, n_labels); without both, its
+    neural jobs ask for a GPU (a large job never lands on a CPU-only node)."""
+    cfg = _with(paper, "auto", True)
+    base = {"format": "mulan-arff", "train": "t-train.arff", "test": "t-test.arff"}
+    cfg["data"]["custom"] = {"small": {**base, "n_labels": 5, "n_train": 100},
+                             "no_rows": {**base, "n_labels": 5},
+                             "xml_labels": {**base, "xml": "t.xml", "n_train": 100}}
+    assert plan.train_cells(cfg, "small") == 500 and plan.train_gpus(cfg, "small", "BCE") == 0
+    for name in ("no_rows", "xml_labels"):
+        assert plan.train_cells(cfg, name) is None and plan.train_gpus(cfg, name, "BCE") == 1, name
+
+
+def test_image_jobs_ask_for_the_cpus_that_feed_the_gpu(paper):
+    """image_backbone.workers auto: a job that decodes images asks for
+    cluster_resources.image_job_cpus (the paper's 10); an integer asks 1 + workers; a tabular
+    job keeps its threads."""
+    assert paper["image_backbone"]["workers"] == "auto" and paper["cluster_resources"]["image_job_cpus"] == 10
+    assert plan.loader_cpus(paper, "voc2007") == plan.loader_cpus(paper, None) == 10
+    assert plan.loader_cpus(paper, "yeast") == 1 and plan.loader_cpus(paper, "yeast", 2) == 2
+    fixed = copy.deepcopy(paper)
+    fixed["image_backbone"]["workers"] = 3
+    assert plan.loader_cpus(fixed, "coco2014") == 4 and plan.loader_cpus(fixed, None, 2) == 5
+    frozen = copy.deepcopy(paper)
+    frozen["image_backbone"]["mode"] = "frozen"
+    assert plan.loader_cpus(frozen, "voc2007") == 1 and plan.loader_cpus(frozen, None) == 10
+    bad = copy.deepcopy(paper)
+    bad["image_backbone"]["workers"] = "many"
+    with pytest.raises(ConfigError, match="workers"):
+        loader.validate(bad, source="x.yaml")
 
 
 def test_cluster_key_is_validated_and_defaults_to_false(paper):

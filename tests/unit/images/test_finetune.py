@@ -10,6 +10,7 @@ CUDA device, with each AMP mode, are in tests/cuda/test_cuda_finetune.py."""
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from pathlib import Path
 
@@ -179,12 +180,34 @@ def test_other_image_capable_methods_train_on_images(data, tmp_path, method):
 
 def test_workers_do_not_change_a_run(data, tmp_path, monkeypatch):
     """MLC-NC draws its own class-aware batches (trainer hook ``epoch_batches``); with 2
-    persistent DataLoader workers the whole run is bit-identical to decoding in-process."""
-    p0, _, _ = _run(data, tmp_path / "w0", "MLC-NC", epochs=2)
-    monkeypatch.setitem(IMG_CFG, "workers", 2)
+    persistent DataLoader workers the whole run is bit-identical to decoding in-process. The 2
+    come from ``workers: auto`` in a Slurm job of 3 CPUs, and the provenance records them."""
+    p0, prov0, _ = _run(data, tmp_path / "w0", "MLC-NC", epochs=2)
+    assert prov0["backbone"]["loader_workers"] == {"setting": 0, "workers": 0, "cpus": None, "cpus_from": None}
+    monkeypatch.setitem(IMG_CFG, "workers", "auto")
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "3")
     p2, prov, _ = _run(data, tmp_path / "w2", "MLC-NC", epochs=2)
-    assert prov["config"]["image_backbone"]["workers"] == 2
+    assert prov["config"]["image_backbone"]["workers"] == "auto"
+    assert prov["backbone"]["loader_workers"] == {"setting": "auto", "workers": 2, "cpus": 3,
+                                                  "cpus_from": "SLURM_CPUS_PER_TASK"}
     assert np.array_equal(p0["test"], p2["test"]) and np.array_equal(p0["val"], p2["val"])
+
+
+def test_auto_workers_are_the_jobs_cpus_minus_one(monkeypatch):
+    """``auto``: SLURM_CPUS_PER_TASK (what a Slurm job asked for) minus one, else the CPUs this
+    process may run on minus one, never below 0; an integer as given; bad values name themselves."""
+    assert trainer_input.resolve_workers("auto", {"SLURM_CPUS_PER_TASK": "10"})["workers"] == 9
+    assert trainer_input.resolve_workers("auto", {"SLURM_CPUS_PER_TASK": "1"})["workers"] == 0
+    here = len(os.sched_getaffinity(0))
+    assert trainer_input.resolve_workers("auto", {}) == {"setting": "auto", "workers": max(0, here - 1), "cpus": here,
+                                                         "cpus_from": "sched_getaffinity"}
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert trainer_input.resolve_workers("auto", {})["workers"] == 0
+    assert trainer_input.resolve_workers(4, {"SLURM_CPUS_PER_TASK": "10"})["workers"] == 4
+    with pytest.raises(ValueError, match="SLURM_CPUS_PER_TASK='two'"):
+        trainer_input.resolve_workers("auto", {"SLURM_CPUS_PER_TASK": "two"})
+    with pytest.raises(ValueError, match="image_backbone.workers"):
+        trainer_input.resolve_workers(-1, {})
 
 
 # ------------------------------------------------------------------------ AMP

@@ -145,7 +145,7 @@ def test_voc_from_official_tars_and_unsafe_tars(voc_main, tmp_path):
         datasets.extract_members(make_voc_tar(tmp_path / "abs.tar", [], extra=[("/tmp/x.jpg", b"x")]), dest, set())
 
 
-def test_prepare_then_features_end_to_end(voc_main, tmp_path, capsys):
+def test_prepare_then_features_end_to_end(voc_main, tmp_path, capsys, monkeypatch):
     """prepare (30 images: real label lines, generated JPEGs) -> frozen ResNet-50
     features (random init, 64 px) -> a ProcessedData with 2048 columns."""
     mir = tmp_path / "mirror"
@@ -177,6 +177,16 @@ def test_prepare_then_features_end_to_end(voc_main, tmp_path, capsys):
     assert not datasets.is_image_rows(f)
     datasets.require_features(f)
     assert np.abs(f.X[0] - f.X[1]).max() > 0  # different images, different features
+    # --workers auto in a Slurm job of 3 CPUs: 2 DataLoader processes, the same features bit for bit
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "3")
+    rc = features_main(["--in", str(tmp_path / "voc.npz"), "--out", str(tmp_path / "auto.npz"), "--image-size", "64",
+                        "--no-pretrained", "--batch-size", "16", "--device", "cpu", "--workers", "auto"])
+    err = capsys.readouterr().err
+    assert rc == 0 and "2 DataLoader worker(s) (image_backbone.workers auto; 3 CPUs from SLURM_CPUS_PER_TASK)" in err, err
+    assert np.array_equal(ProcessedData.load(tmp_path / "auto.npz").X, f.X)
+    with pytest.raises(SystemExit):
+        features_main(["--in", "x", "--out", "y", "--workers", "some"])
+    assert "expected a non-negative integer or 'auto', got 'some'" in capsys.readouterr().err
     # pretrained without weights: a clear error naming the torchvision cache path
     rc = features_main(["--in", str(tmp_path / "voc.npz"), "--out", str(tmp_path / "f2.npz"), "--image-size", "64"])
     err = capsys.readouterr().err
