@@ -104,6 +104,13 @@ class Method(ABC):
     #: (:func:`cdgtmll.config.plan.train_gpus`); the others (linear models, external
     #: libraries) run on CPUs.
     neural: ClassVar[bool] = False
+    #: whether ``fit`` and the predictions provably do not depend on ``RunContext.seed`` (nor on
+    #: any generator :func:`cdgtmll.train.set_seed` seeds): every seed would write the same bytes.
+    #: Planning then trains such a method's run once, on the first seed of its list, and every
+    #: table, claim and figure reads it as one run (n = 1: :func:`cdgtmll.config.plan.fit_seeds`).
+    #: Declared per class only after reading its code; ``tests/unit/methods/test_deterministic.py``
+    #: trains each declared method with two seeds on real data and compares the bytes.
+    deterministic: ClassVar[bool] = False
 
     @classmethod
     def open_hparam_space(cls) -> dict[str, dict]:

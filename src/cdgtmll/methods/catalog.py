@@ -11,7 +11,8 @@ scikit-learn (about 3.5 s of CPU with compiled bytecode, 10 s without), on every
   space, whether it trains on images end to end, what it needs to run (an isolated library
   environment, a pretrained encoder) and the constant entries its ``hparams()`` adds to the
   resolved hyper-parameters (e.g. ``loss: asl`` and the loss's defaults), and whether it trains a
-  torch model on the run's device (``neural``: a cluster run asks a GPU for its training jobs);
+  torch model on the run's device (``neural``: a cluster run asks a GPU for its training jobs),
+  and whether its fit does not depend on the seed (``deterministic``: its run is trained once);
 * ``derived``: entries of ``hparams()`` whose value depends on a constructor argument (ML-Decoder's
   ``loss_hparams`` follows ``loss``). They are left out of the run spec here; the training job
   records them (``resolved_hparams`` in its provenance).
@@ -102,7 +103,8 @@ def describe_class(cls: type[base.Method]) -> dict[str, Any]:
     return {
         "module": cls.__module__, "class": cls.__qualname__, "description": getattr(cls, "description", ""),
         "accepted": sorted(accepted), "open": open_, "defaults": _jsonable(defaults), "space": _jsonable(space),
-        "supports_images": bool(m.supports_images()), "neural": bool(cls.neural), "env": env,
+        "supports_images": bool(m.supports_images()), "neural": bool(cls.neural),
+        "deterministic": bool(cls.deterministic), "env": env,
         "needs_encoder": bool(getattr(cls, "needs_encoder", False)),
         "static_hparams": _jsonable(static), "derived": {k: sorted(set(v)) for k, v in derived.items()},
     }
@@ -169,6 +171,13 @@ def is_neural(name: str) -> bool:
     """Whether the method trains a torch model on the run's device (``Method.neural``)."""
     entry = _entry(name)
     return bool(entry["neural"]) if entry is not None else bool(base.get(name).neural)
+
+
+def is_deterministic(name: str) -> bool:
+    """Whether the method's fit and predictions do not depend on the seed (``Method.deterministic``):
+    planning trains its run once (:func:`cdgtmll.config.plan.fit_seeds`)."""
+    entry = _entry(name)
+    return bool(entry.get("deterministic", False)) if entry is not None else bool(base.get(name).deterministic)
 
 
 def check(name: str, hparams: dict[str, Any]) -> None:

@@ -63,6 +63,7 @@ def test_every_builtin_method_is_in_the_catalog_with_its_class_facts():
         assert e["accepted"] == sorted(base.hparam_names(cls)[0])
         assert e["supports_images"] == cls().supports_images()
         assert catalog.is_neural(name) is e["neural"] is cls.neural
+        assert catalog.is_deterministic(name) is e["deterministic"] is cls.deterministic
 
 
 def test_entries_that_follow_an_argument_are_marked_derived():
