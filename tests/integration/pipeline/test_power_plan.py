@@ -87,3 +87,22 @@ def test_a_profile_without_power_plans_what_it_did_before(dry_runs):
         assert sorted(j["shell"] for j in power if j["rule"] == rule) == \
             sorted(j["shell"] for j in before if j["rule"] == rule)
     assert all('"seeds": [0, 1, 2]' in j["shell"] for j in before if j["rule"] == "train")
+
+
+def test_a_deterministic_method_is_trained_once_and_never_powered(dry_runs):
+    """BR-LogReg and kNN-15 (``Method.deterministic``) are trained and evaluated by rules
+    train_once and evaluate_once, one seed (the first of experiments.seeds) in their run folder
+    and in their spec; no other rule trains or evaluates them; every other method keeps train."""
+    _, jobs = dry_runs
+    once = [j for j in jobs["config"] if j["rule"] == "train_once"]
+    assert sorted(job_of(j["wildcards"]) for j in once) == sorted(
+        ("yeast", v, m) for v in ("clean", "R0.40-s0", "R0.50-s0") for m in ("BR-LogReg", "kNN-15"))
+    for j in once:
+        assert re.findall(r"/seed(\d+)/predictions\.npz", j["output"]) == ["0"]
+        assert '"seeds": [0]' in j["shell"] and '"deterministic": true' in j["shell"]
+    evaluated = [j for j in jobs["config"] if j["rule"] == "evaluate_once"]
+    assert sorted(job_of(j["wildcards"]) for j in evaluated) == sorted(job_of(j["wildcards"]) for j in once)
+    assert all(re.findall(r"/seed(\d+)/metrics\.json", j["output"]) == ["0"] for j in evaluated)
+    others = [job_of(j["wildcards"]) for j in jobs["config"]
+              if j["rule"] in ("train", "train_more", "evaluate", "evaluate_more")]
+    assert not any(m in ("BR-LogReg", "kNN-15") for _, _, m in others) and ("yeast", "clean", "RF-300") in others
