@@ -153,7 +153,9 @@ def count(out: str, config: dict, local: set[str]) -> dict:
         raise CountError("a group job name appears twice")
     kinds: dict[str, dict[str, int]] = {}
     for j in jobs:
-        kind = j["rule"]
+        # a deterministic method's one seed (rules train_once, evaluate_once) counts as the
+        # training or evaluation job it is
+        kind = {"train_once": "train", "evaluate_once": "evaluate"}.get(j["rule"], j["rule"])
         if kind == "train":
             method = j["wildcards"]["method"]
             kind = "train, neural" if catalog.is_neural(plan.resolve_method(config, method)[0]) else f"train, {method}"
@@ -162,7 +164,7 @@ def count(out: str, config: dict, local: set[str]) -> dict:
         gpu = j["resources"].get("gpu", "0")
         kinds.setdefault(kind, {}).setdefault(gpu, 0)
         kinds[kind][gpu] += 1
-    train = [j for j in jobs if j["rule"] == "train"]
+    train = [j for j in jobs if j["rule"] in ("train", "train_once")]
     runtimes: dict[str, set[int]] = {}
     for j in train:
         runtimes.setdefault(j["wildcards"]["dataset"], set()).add(int(j["resources"]["runtime"]))

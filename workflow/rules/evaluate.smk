@@ -109,9 +109,9 @@ rule evaluate_once:
     conda:
         ENV
     log:
-        "logs/evaluate/{dataset}/{variant}/{method}.log",
+        "logs/evaluate/{dataset}/{variant}/{method}.once.log",
     benchmark:
-        "logs/benchmarks/evaluate/{dataset}/{variant}/{method}.tsv"
+        "logs/benchmarks/evaluate/{dataset}/{variant}/{method}.once.tsv"
     priority: job_priority("evaluate")
     resources:
         mem_mb=4000,

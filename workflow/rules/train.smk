@@ -77,6 +77,7 @@ rule train_more:
 
 # A deterministic method's run (common.smk ONCE_METHODS): one seed, ONCE_SEEDS, into the same run
 # folder; its run spec says seeds: [s0] and deterministic: true (cdgtmll.config.plan.fit_seeds).
+# Its log and benchmark (.once) are its own, so that the job logs tell its time from a train job's.
 
 
 rule train_once:
@@ -97,9 +98,9 @@ rule train_once:
     conda:
         ENV
     log:
-        "logs/train/{dataset}/{variant}/{method}.log",
+        "logs/train/{dataset}/{variant}/{method}.once.log",
     benchmark:
-        "logs/benchmarks/train/{dataset}/{variant}/{method}.tsv"
+        "logs/benchmarks/train/{dataset}/{variant}/{method}.once.tsv"
     threads: 1
     priority: job_priority("train")
     resources:
