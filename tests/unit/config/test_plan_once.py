@@ -46,8 +46,8 @@ def test_the_default_profile_fits_knn_once_and_the_first_seed_is_the_one_listed_
 
 def test_power_adds_no_seed_to_a_deterministic_run():
     """The default profile powers BCE and CD-GTMLL; a profile that also lists BR-LogReg in
-    power.methods still plans one BR-LogReg seed (the run folders' seeds: common.smk run_seeds;
-    the spec: fit_seeds)."""
+    power.methods still gives its run spec one seed (the run folder's seeds follow it in
+    common.smk run_seeds, which gives a deterministic method's folder ONCE_SEEDS before power)."""
     cfg = loader.load(ROOT / "config/config.yaml")
     cfg["power"]["methods"] = [*cfg["power"]["methods"], "BR-LogReg"]
     assert plan.run_spec(cfg, "yeast", "clean", "BR-LogReg")["seeds"] == [0]
