@@ -16,7 +16,8 @@ Usage (from the repository root, with the project's venv on PATH)::
 Measurements
 ------------
 ``jobs``          ``snakemake -n --forceall all --configfile <profile>`` for every ``config/*.yaml``: the
-                  job count Snakemake prints ("total") and the number of training jobs (train and train_more).
+                  job count Snakemake prints ("total") and the number of training jobs (train, train_more and
+                  train_once).
 ``install_cold``  a ``git clone`` of HEAD into a temporary folder, then ``make venv`` with an
                   empty uv cache (every wheel fetched from the index): wall and CPU time, and
                   the size of the resulting ``.venv``.
@@ -114,8 +115,9 @@ def measure_jobs() -> dict:
                                "--configfile", str(prof.relative_to(ROOT))], ROOT)
         total = re.search(r"^total\s+(\d+)\s*$", text, re.M)
         # training jobs: rule train, plus train_more (a powered run's extra seeds: config `power`)
-        # (the first of Snakemake's job-stats tables, as for the total)
-        train = sum(int(m.group(1)) for rule in ("train", "train_more")
+        # and train_once (a deterministic method's one seed) (the first of Snakemake's job-stats
+        # tables, as for the total)
+        train = sum(int(m.group(1)) for rule in ("train", "train_more", "train_once")
                     if (m := re.search(rf"^{rule}\s+(\d+)\s*$", text, re.M)))
         if not total:
             raise SystemExit(f"readme_timings: no job total in `snakemake -n` output for {prof.name}")

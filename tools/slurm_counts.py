@@ -45,8 +45,9 @@ PROFILE = "profiles/slurm"
 #: (label, config file, XMC environments built)
 SCENARIOS = (("paper", "config/paper.yaml", False), ("paper+xmc", "config/paper.yaml", True),
              ("default", "config/config.yaml", False), ("quick", "config/quick.yaml", False))
-#: the training rules: a run's seeds, and a powered run's extra seeds (config `power`)
-TRAIN_RULES = ("train", "train_more")
+#: the training rules: a run's seeds, a powered run's extra seeds (config `power`), and a
+#: deterministic method's one seed
+TRAIN_RULES = ("train", "train_more", "train_once")
 #: the kinds of a neural method's training job, by its dataset (:func:`neural_kind`)
 NEURAL_KINDS = ("neural, image", "neural, XMC", "neural, tabular on a GPU", "neural, tabular on the CPU")
 #: left out of the copy at its top level: outputs, caches, environments
@@ -172,7 +173,9 @@ def count(out: str, config: dict, local: set[str]) -> dict:
     kinds: dict[str, dict[str, int]] = {}
     kind_datasets: dict[str, set[str]] = {}
     for j in jobs:
-        kind = j["rule"]
+        # a deterministic method's one seed (rules train_once, evaluate_once) counts as the
+        # training or evaluation job it is
+        kind = {"train_once": "train", "evaluate_once": "evaluate"}.get(j["rule"], j["rule"])
         gpu = j["resources"].get("gpu", "0")
         if kind in TRAIN_RULES:
             method, dataset = j["wildcards"]["method"], j["wildcards"]["dataset"]

@@ -1,6 +1,7 @@
 # Shared helpers: target lists and the per-job run spec.
 import functools
 import json
+import re
 import shlex
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from cdgtmll.config.plan import (
     variants,
     with_seeds,
 )
+from cdgtmll.config.plan import is_deterministic
 from cdgtmll.config.names import DATASET_WILDCARD, METHOD_WILDCARD
 from cdgtmll.data.availability import plan_unavailable
 from cdgtmll.data.registry import data_config
@@ -224,8 +226,23 @@ POWERED_RUNS = powered_runs(config, RUN_OF, MAIN_JOBS, STUDY_JOBS)
 
 
 def run_seeds(job):
-    """The training seeds of a setting's run folder (RUN_OF): SEEDS, then EXTRA_SEEDS when powered."""
-    return SEEDS + EXTRA_SEEDS if RUN_OF.get(job, job) in POWERED_RUNS else SEEDS
+    """The training seeds of a setting's run folder (RUN_OF): SEEDS, then EXTRA_SEEDS when
+    powered; ONCE_SEEDS for a deterministic method's (below)."""
+    run = RUN_OF.get(job, job)
+    if run[2] in ONCE_METHODS:
+        return ONCE_SEEDS
+    return SEEDS + EXTRA_SEEDS if run in POWERED_RUNS else SEEDS
+
+
+# Methods whose fit does not depend on the seed (Method.deterministic, read from the method
+# catalog; cdgtmll.config.plan.fit_seeds): their run folders hold one seed folder, the first of
+# SEEDS, trained by rule train_once and evaluated by rule evaluate_once (their method wildcard
+# matches only these names, and ruleorder puts them before train and evaluate, whose outputs name
+# every seed); power adds no seed to them. Every table, claim and figure reads them as n = 1.
+ONCE_SEEDS = SEEDS[:1]
+ONCE_METHODS = sorted({m for _, _, m in ALL_JOBS if is_deterministic(config, m)})
+# the method wildcard of rules train_once and evaluate_once: exactly these names ("(?!)" matches none)
+ONCE_WILDCARD = "|".join(re.escape(m) for m in ONCE_METHODS) or "(?!)"
 
 
 # Scheduling order (Snakemake `priority`: among the jobs ready to run, the highest first): the

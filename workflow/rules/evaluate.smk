@@ -82,6 +82,49 @@ rule evaluate_more:
         "--f1-no-positive-labels {params.f1_rule} > {log} 2>&1"
 
 
+# A deterministic method's one seed (train_once), evaluated alike.
+
+
+rule evaluate_once:
+    group:
+        "run_{dataset}_{variant}_{method}"
+    wildcard_constraints:
+        method=ONCE_WILDCARD,
+    input:
+        clean=lambda wc: base_data(wc.dataset),
+        predictions=expand(
+            "results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/predictions.npz", seed=ONCE_SEEDS
+        ),
+    output:
+        expand("results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/metrics.json", seed=ONCE_SEEDS),
+        expand("results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/metrics.provenance.json", seed=ONCE_SEEDS),
+    params:
+        code=code_of("cdgtmll.metrics.evaluate_run"),
+        rundir=lambda wc, output: str(Path(output[0]).parent.parent),
+        seeds=" ".join(str(s) for s in ONCE_SEEDS),
+        q=config["r_variants"]["tail_fraction"],
+        tie_seed=config["r_variants"]["tie_seed"],
+        threshold=config["thresholds"]["global"],
+        f1_rule=config["evaluation"]["f1_no_positive_labels"],
+    conda:
+        ENV
+    log:
+        "logs/evaluate/{dataset}/{variant}/{method}.once.log",
+    benchmark:
+        "logs/benchmarks/evaluate/{dataset}/{variant}/{method}.once.tsv"
+    priority: job_priority("evaluate")
+    resources:
+        mem_mb=4000,
+        runtime=10,
+    shell:
+        "python -m cdgtmll.metrics.evaluate_run --clean {input.clean} --rundir {params.rundir} --seeds {params.seeds} "
+        "--tail-fraction {params.q} --tie-seed {params.tie_seed} --threshold {params.threshold} "
+        "--f1-no-positive-labels {params.f1_rule} > {log} 2>&1"
+
+
+ruleorder: evaluate_once > evaluate
+
+
 rule runs_all:
     input:
         all_metrics(),

@@ -75,3 +75,44 @@ rule train_more:
     shell:
         "CDGTMLL_JOB_GPUS={resources.gpu} CDGTMLL_THREADS={threads} python -m cdgtmll.train --data {input.data} --clean {input.clean} "
         "--spec {params.spec:q} --outdir {params.outdir} --progress 2> {log}"
+
+
+# A deterministic method's run (common.smk ONCE_METHODS): one seed, ONCE_SEEDS, into the same run
+# folder; its run spec says seeds: [s0] and deterministic: true (cdgtmll.config.plan.fit_seeds).
+# Its log and benchmark (.once) are its own, so that the job logs tell its time from a train job's.
+
+
+rule train_once:
+    group:
+        "run_{dataset}_{variant}_{method}"
+    wildcard_constraints:
+        method=ONCE_WILDCARD,
+    input:
+        data=variant_data,
+        clean=lambda wc: base_data(wc.dataset),
+    output:
+        expand("results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/predictions.npz", seed=ONCE_SEEDS),
+        expand("results/runs/{{dataset}}/{{variant}}/{{method}}/seed{seed}/provenance.json", seed=ONCE_SEEDS),
+    params:
+        code=train_code,
+        spec=spec_json,
+        outdir=lambda wc, output: str(Path(output[0]).parent.parent),
+    conda:
+        ENV
+    log:
+        "logs/train/{dataset}/{variant}/{method}.once.log",
+    benchmark:
+        "logs/benchmarks/train/{dataset}/{variant}/{method}.once.tsv"
+    threads: 1
+    priority: job_priority("train")
+    resources:
+        mem_mb=8000,
+        runtime=train_time,
+        gpu=train_gpu,
+        cpus_per_task=train_cpus,
+    shell:
+        "CDGTMLL_JOB_GPUS={resources.gpu} CDGTMLL_THREADS={threads} python -m cdgtmll.train --data {input.data} --clean {input.clean} "
+        "--spec {params.spec:q} --outdir {params.outdir} --progress 2> {log}"
+
+
+ruleorder: train_once > train

@@ -20,6 +20,11 @@ over training seeds.
 * ``difference`` / ``range`` / ``beats``: runs of the two methods are paired on
   (training seed, sampling seed); the reproduced value is the mean paired difference
   (method - other) with its t-interval, and ``scipy.stats.ttest_rel`` (two-sided) gives t, p.
+  A deterministic method's row (fitted once: ``all_runs.csv`` column ``deterministic``) has one
+  run per setting and draw, the value every seed would give: it is paired with each run of the
+  other row (the test is then over that row's runs, and ``detail`` says so); two such rows, or a
+  ``value`` / ``bound`` claim on one, have one run and get no interval and no test
+  (``not checked: too few runs``, ``detail`` saying why).
   Figure claims read from ``--pr-csv`` only have per-method means/stds, so they use Welch's
   test from summary statistics instead (column ``test`` says which).
 

@@ -225,6 +225,27 @@ def _strongest(values: dict[str, pd.Series], hib: bool) -> str:
     return max(means, key=means.get) if hib else min(means, key=means.get)
 
 
+def _fitted_once(runs: pd.DataFrame, claim: dict, mode: str) -> set[str]:
+    """The methods whose runs at the claim's dataset and setting are a deterministic method's,
+    fitted once (``all_runs.csv`` column ``deterministic``: :func:`cdgtmll.tables.collect.run_deterministic`)."""
+    if "deterministic" not in runs:
+        return set()
+    sel = runs[(runs["dataset"] == claim["dataset"]) & (runs["mode"] == mode)
+               & runs["setting"].map(lambda s: setting_matches(claim["setting"], s))]
+    flag = sel["deterministic"].map(lambda v: str(v).strip().lower() == "true")
+    return {m for m, f in flag.groupby(sel["method"]) if bool(f.all())}
+
+
+def _every_seed(once: pd.Series, index: pd.MultiIndex) -> pd.Series:
+    """A deterministic method's values (one run per setting and draw: index setting, seed, skey)
+    at every (setting, seed, skey) of ``index`` whose setting and draw it has: the value every
+    seed would give, so that the other row's runs are each paired with it."""
+    by_draw = {(st, k): v for (st, _, k), v in once.items()}
+    keep = [i for i in index if (i[0], i[2]) in by_draw]
+    return pd.Series([by_draw[(i[0], i[2])] for i in keep],
+                     index=pd.MultiIndex.from_tuples(keep, names=index.names), dtype=float).sort_index()
+
+
 def _estimate_from_runs(runs: pd.DataFrame, claim: dict, mode: str) -> dict:
     metric, method = claim["metric"], canonical_method(claim["method"])
     _check_runs_available(runs, claim, mode, metric)
@@ -233,10 +254,14 @@ def _estimate_from_runs(runs: pd.DataFrame, claim: dict, mode: str) -> dict:
         raise NotChecked(NC_METHOD, f"{method} has no {mode}-mode run on {claim['dataset']} {claim['setting']}")
     a = _run_values(runs, claim["dataset"], claim["setting"], method, mode, metric)
     res = {"method_mean": float(a.mean()) if len(a) else math.nan, "method_n": int(len(a))}
+    once = _fitted_once(runs, claim, mode)
     if claim["kind"] in ("value", "bound"):
         units, how, _ = nested_units(a)
         est = describe(units)
         res.update({"n": est.n, "mean": est.mean, "std": est.std, "lo": est.lo, "hi": est.hi, "test": how})
+        if method in once:
+            res["detail"] = (f"{method} is deterministic (its fit does not use the seed): fitted once, one run per "
+                             "setting and draw" + ("; no interval and no test on a single run" if est.n < 2 else ""))
         return res
     run, not_run = _candidates(claim["other_method"], method, available)
     if not run:
@@ -244,11 +269,22 @@ def _estimate_from_runs(runs: pd.DataFrame, claim: dict, mode: str) -> dict:
     others = {m: _run_values(runs, claim["dataset"], claim["setting"], m, mode, metric) for m in run}
     other = _strongest(others, higher_is_better(metric)) if len(run) > 1 else run[0]
     b = others[other]
+    detail = []
+    if (method in once) != (other in once):  # one side fitted once: its one value is every seed's
+        det, rest = (method, other) if method in once else (other, method)
+        if det == method:
+            a = _every_seed(a, b.index)
+        else:
+            b = _every_seed(b, a.index)
+        detail.append(f"{det} is deterministic (its fit does not use the seed; fitted once): its one run's value "
+                      f"is what every seed of {rest} would be paired with, so the test is over {rest}'s runs")
+    elif method in once:
+        detail.append(f"{method} and {other} are both deterministic (fitted once): one run each per setting and draw"
+                      "; no test on a single run")
     both = a.index.intersection(b.index)
     ua, how, unit = nested_units(a.loc[both])
     ub, _, _ = nested_units(b.loc[both])
     pt = paired_test(ua, ub)
-    detail = []
     if len(run) > 1 or claim["other_method"].strip() == "*":
         detail.append(f"strongest of {len(run)} comparator(s) run: {other}")
     if not_run:

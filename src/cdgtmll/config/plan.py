@@ -208,10 +208,28 @@ def train_runtime(config: dict, dataset: str, method: str, n_train: int | None, 
     proto = training_protocol(config, dataset)
     epochs = int(method_hparams(config, dataset, method).get("epochs", proto.get("epochs", 1)))
     size = int(config.get("image_backbone", {}).get("image_size", 448))
-    seeds = len(config["experiments"]["seeds"])
+    seeds = len(fit_seeds(config, method))
     images = seeds * (epochs * n_train + (n_test or 0))
     seconds = RUNTIME_MARGIN * images * (size / 448) ** 2 / FINETUNE_IMAGES_PER_S
     return max(TRAIN_RUNTIME_MIN, TRAIN_STARTUP_MIN + math.ceil(seconds / 60))
+
+
+def is_deterministic(config: dict, method: str) -> bool:
+    """Whether ``method`` (a name, alias or ``@`` variant) declares that its fit and predictions do
+    not depend on the seed (``Method.deterministic``, read from the method catalog)."""
+    from cdgtmll.methods import catalog
+
+    return catalog.is_deterministic(resolve_method(config, method)[0])
+
+
+def fit_seeds(config: dict, method: str) -> list[int]:
+    """The seeds a job of ``method`` trains: ``experiments.seeds``, or only the first of them for a
+    :func:`is_deterministic` method, whose every seed would write the same bytes: it is fitted
+    once and every table, claim and figure reads it as one run (n = 1), not as copies with a std
+    of 0. Its run spec records ``seeds: [s0]`` and ``deterministic: true``; a powered run
+    (:func:`powered_seeds`) adds no seed to it either."""
+    seeds = list(config["experiments"]["seeds"])
+    return seeds[:1] if is_deterministic(config, method) else seeds
 
 
 def _resolved_hparams(config: dict, dataset: str, method: str) -> dict:
@@ -253,7 +271,7 @@ def run_spec(config: dict, dataset: str, variant: str, method: str) -> dict:
         "hparams": method_hparams(config, dataset, method),
         "resolved_hparams": _resolved_hparams(config, dataset, method),
         "training": method_protocol(config, dataset, method),
-        "seeds": list(config["experiments"]["seeds"]),
+        "seeds": fit_seeds(config, method),
         "device": config["experiments"].get("device", "auto"),
         "data": {k: config["data"][k] for k in ("val_fraction", "split_seed")},
         "r_variants": {k: config["r_variants"][k] for k in ("tail_fraction", "tie_seed")},
@@ -261,6 +279,8 @@ def run_spec(config: dict, dataset: str, variant: str, method: str) -> dict:
     }
     if is_image_dataset(config, dataset):
         spec["image_backbone"] = dict(config.get("image_backbone", {}))
+    if is_deterministic(config, method):  # only then: every other job's spec (and identity) is as it was
+        spec["deterministic"] = True
     return spec
 
 

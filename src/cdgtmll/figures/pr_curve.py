@@ -13,7 +13,8 @@ sampled on a fixed recall grid; the figure shows the mean over runs (training se
 sampling seeds) with a band, drawn beneath every curve: the 95% t-interval of the mean at
 each recall cut to [0, 1], where precision lies (cutting a confidence interval to where the
 mean can be keeps its coverage: :func:`cdgtmll.figures.intervals.seed_interval`; the CSV's
-``precision_ci_low``/``precision_ci_high``; no band from one run). Every line is named: a
+``precision_ci_low``/``precision_ci_high``; no band and no ``precision_std`` from one run, e.g.
+a deterministic method's, fitted once). Every line is named: a
 highlighted method in the legend; the grey context methods by one legend entry (the method's
 name when it is one) and, when several, by name in a note under the axes ("grey, mean only: ..."). A run whose tail scores give
 no ranking (all tied, or not finite: :func:`curve_problem`) has no curve and is left out of
@@ -179,7 +180,8 @@ def pr_figure(runs: dict[str, list[Path]], clean: ProcessedData, q: float, tie_s
             continue
         C = np.vstack(curves)
         mean = means[method] = np.nanmean(C, axis=0)
-        std = np.nanstd(C, axis=0, ddof=1) if len(C) > 1 else np.zeros_like(mean)
+        # one run (a deterministic method, fitted once): no std, as no band, rather than a std of 0
+        std = np.nanstd(C, axis=0, ddof=1) if len(C) > 1 else np.full_like(mean, np.nan)
         ns[method] = len(C)
         left_out = f"{len(problems)} of {len(runs[method])} runs left out: {'; '.join(sorted(set(problems)))}" \
             if problems else ""

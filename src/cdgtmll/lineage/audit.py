@@ -94,7 +94,7 @@ from cdgtmll.lineage.provenance import run_machine
 from cdgtmll.lineage.seal import SEAL_FIELD, seal_problem
 from cdgtmll.lineage.worktree import code_dirty, code_dirty_files
 from cdgtmll.metrics.evaluate_run import EVALUATION_RECORD, differences, reevaluate
-from cdgtmll.tables.collect import mode_block
+from cdgtmll.tables.collect import mode_block, run_deterministic
 from cdgtmll.tables.layout import header_metric, table_digits
 from cdgtmll.variants.naming import split_variant, variant_setting
 
@@ -944,6 +944,9 @@ def audit_cell_value(rep: AuditReport, key: str, runs: list[dict], stem: str,
     settings = sorted({_variant_names(v)[0] for _, v, _, _ in per_run})
     rep.say(f"value    {key} = {fmt(mean, std, n, digits)} (n={n}): {metric}, mean ± sample std over runs, "
             f"{mode} threshold mode, setting {', '.join(settings) or '?'}", indent)
+    if per_run and all(_fitted_once(seed_dir) for seed_dir, *_ in per_run):
+        rep.say(f"note     {row}: deterministic (its fit does not use the seed): fitted once, one training seed "
+                "by design (its run spec: deterministic), not a missing seed", indent + 1)
     for seed_dir, variant, block_key, v in per_run:
         sampling = _variant_names(variant)[1]
         rep.say(f"run      {seed_dir}  variant {variant} ({sampling}), training seed {seed_dir.name[4:]}: "
@@ -957,6 +960,15 @@ def audit_cell_value(rep: AuditReport, key: str, runs: list[dict], stem: str,
                             "them out")
     _compare_with_csv(rep, key, row, column, mean, std, n, stem, table_csv, indent + 1)
     return None if not per_run else mean
+
+
+def _fitted_once(seed_dir: Path) -> bool:
+    """Whether the run's provenance says it is a deterministic method's, fitted once
+    (:func:`cdgtmll.tables.collect.run_deterministic`); False where it cannot be read."""
+    try:
+        return run_deterministic(read_json(seed_dir / "provenance.json"))
+    except (OSError, ValueError):
+        return False
 
 
 def _compare_with_csv(rep: AuditReport, key: str, row: str, column: str, mean: float, std: float, n: int,

@@ -110,6 +110,13 @@ class Method(ABC):
     #: spec: :func:`cdgtmll.config.plan.base_run`) and the method reads that run's model instead
     #: of training it again (:meth:`cdgtmll.methods.neural.NeuralMethod.fit`).
     builds_on: ClassVar[str | None] = None
+    #: whether ``fit`` and the predictions provably do not depend on ``RunContext.seed`` (nor on
+    #: any generator :func:`cdgtmll.train.set_seed` seeds): every seed would write the same bytes.
+    #: Planning then trains such a method's run once, on the first seed of its list, and every
+    #: table, claim and figure reads it as one run (n = 1: :func:`cdgtmll.config.plan.fit_seeds`).
+    #: Declared per class only after reading its code; ``tests/unit/methods/test_deterministic.py``
+    #: trains each declared method with two seeds on real data and compares the bytes.
+    deterministic: ClassVar[bool] = False
 
     @classmethod
     def open_hparam_space(cls) -> dict[str, dict]:

@@ -12,7 +12,8 @@ scikit-learn (about 3.5 s of CPU with compiled bytecode, 10 s without), on every
   environment, a pretrained encoder) and the constant entries its ``hparams()`` adds to the
   resolved hyper-parameters (e.g. ``loss: asl`` and the loss's defaults), whether it trains a
   torch model on the run's device (``neural``: a cluster run asks a GPU for its training jobs),
-  and the method whose trained model is its first stage (``builds_on``: PE, ETU, LSFA read BCE's run);
+  the method whose trained model is its first stage (``builds_on``: PE, ETU, LSFA read BCE's run)
+  and whether its fit does not depend on the seed (``deterministic``: its run is trained once);
 * ``derived``: entries of ``hparams()`` whose value depends on a constructor argument (ML-Decoder's
   ``loss_hparams`` follows ``loss``). They are left out of the run spec here; the training job
   records them (``resolved_hparams`` in its provenance).
@@ -103,7 +104,8 @@ def describe_class(cls: type[base.Method]) -> dict[str, Any]:
     return {
         "module": cls.__module__, "class": cls.__qualname__, "description": getattr(cls, "description", ""),
         "accepted": sorted(accepted), "open": open_, "defaults": _jsonable(defaults), "space": _jsonable(space),
-        "supports_images": bool(m.supports_images()), "neural": bool(cls.neural), "env": env,
+        "supports_images": bool(m.supports_images()), "neural": bool(cls.neural),
+        "deterministic": bool(cls.deterministic), "env": env,
         "needs_encoder": bool(getattr(cls, "needs_encoder", False)), "builds_on": getattr(cls, "builds_on", None),
         "static_hparams": _jsonable(static), "derived": {k: sorted(set(v)) for k, v in derived.items()},
     }
@@ -176,6 +178,13 @@ def builds_on(name: str) -> str | None:
     """The method whose trained model is this method's first stage (``Method.builds_on``), or None."""
     entry = _entry(name)
     return entry.get("builds_on") if entry is not None else getattr(base.get(name), "builds_on", None)
+
+
+def is_deterministic(name: str) -> bool:
+    """Whether the method's fit and predictions do not depend on the seed (``Method.deterministic``):
+    planning trains its run once (:func:`cdgtmll.config.plan.fit_seeds`)."""
+    entry = _entry(name)
+    return bool(entry.get("deterministic", False)) if entry is not None else bool(base.get(name).deterministic)
 
 
 def check(name: str, hparams: dict[str, Any]) -> None:

@@ -19,11 +19,17 @@ class BinaryRelevanceLogReg(Method):
     One independent ``LogisticRegression(C)`` per label on standardised features.
     A label with a single class in the training rows (possible after R-variant
     down-sampling) gets the constant prior probability instead of a fit.
-    Not a method of the paper: a classic, fully deterministic reference row that
-    checks the data, split and metric plumbing independently of any neural code.
+    Not a method of the paper: a classic reference row that checks the data, split and metric
+    plumbing independently of any neural code.
+
+    Deterministic: lbfgs (scikit-learn's default solver) is a full-batch quasi-Newton method
+    that draws no random numbers (``random_state`` is read by the ``sag``, ``saga`` and
+    ``liblinear`` solvers only, which shuffle the data), and the scaler is exact, so the fit
+    does not take the seed at all and its run is trained once (``Method.deterministic``).
     """
 
     description = "per-label logistic regression (scikit-learn), standardised features"
+    deterministic = True
 
     hparam_space = {
         "C": {"type": "number", "exclusiveMinimum": 0},  # inverse L2 strength (scikit-learn: > 0)
@@ -46,7 +52,7 @@ class BinaryRelevanceLogReg(Method):
             if y.min() == y.max():
                 self._models.append(float(y.mean()))
                 continue
-            clf = LogisticRegression(C=self.C, max_iter=self.max_iter, random_state=ctx.seed)
+            clf = LogisticRegression(C=self.C, max_iter=self.max_iter, solver="lbfgs")
             self._models.append(clf.fit(Xs, y))
         return self
 
@@ -81,11 +87,15 @@ class KNearestNeighbours(Method):
 
     Not a method of the paper: a reference model of the panel over which the claims check
     takes its F1 ceilings (``above every model run here``; :mod:`cdgtmll.claims.compare`).
-    Deterministic (no random state). Reference: scikit-learn user guide, "Nearest Neighbors
-    classification" and "Multiclass and multioutput algorithms" (multioutput classification).
+    Deterministic: neither the scaler nor the exact neighbour search (kd-tree, ball tree or brute
+    force, as scikit-learn picks; ties broken by row order) draws a random number, so the fit does
+    not take the seed and its run is trained once (``Method.deterministic``). Reference:
+    scikit-learn user guide, "Nearest Neighbors classification" and "Multiclass and multioutput
+    algorithms" (multioutput classification).
     """
 
     description = "k-nearest neighbours, k=15 (scikit-learn), standardised features"
+    deterministic = True
 
     hparam_space = {
         "n_neighbors": {"type": "integer", "minimum": 1},

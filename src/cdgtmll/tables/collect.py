@@ -137,6 +137,14 @@ def run_deviation(prov: dict, method: str) -> str:
     return cls.table_note(hp) or ""
 
 
+def run_deterministic(prov: dict) -> bool:
+    """Whether the run was planned as a deterministic method's, fitted once (its run spec says
+    ``deterministic: true``; :func:`cdgtmll.config.plan.fit_seeds`): its cells are one run (n = 1)
+    by design, not a std of 0 over copies, and the claims check pairs its one value with every
+    run of the row it is compared with."""
+    return bool((prov.get("config") or {}).get("deterministic", False))
+
+
 def _f1_record(m: dict, block: dict) -> dict:
     rules = block.get("decision_rules") or {}
     rec = {f"{c}_rule": rules.get(c, "") for c in F1_COLUMNS}
@@ -256,6 +264,7 @@ def collect(paths: list[Path], aliases: dict[str, str] | None = None, remove: bo
         backbone = backbone_use(prov)
         construction = run_construction(prov, method)
         deviation = run_deviation(prov, method)
+        deterministic = run_deterministic(prov)
         code = run_code(prov)
         selection = epoch_selection_record(prov)
         base_run = base_run_record(prov)
@@ -272,6 +281,7 @@ def collect(paths: list[Path], aliases: dict[str, str] | None = None, remove: bo
             row.update(readings_record(m, key))
             row["equal_by_construction"] = construction
             row["deviation"] = deviation
+            row["deterministic"] = deterministic
             untrained = m.get("labels_without_train_positives") or {}
             row["untrained_labels"] = ", ".join(untrained.get("names", []))
             row.update(selection)
@@ -281,7 +291,7 @@ def collect(paths: list[Path], aliases: dict[str, str] | None = None, remove: bo
             rows.append(row)
     cols = ["dataset", "variant", "setting", "severity", "sampling_seed", "method", "seed", "mode", "own_thresholds", *METRICS,
             *RULE_COLUMNS, *EXCLUSION_COLUMNS, *ORACLE_COLUMNS, *READING_COLUMNS, *TAIL_DETAIL_COLUMNS,
-            "equal_by_construction", "deviation", "untrained_labels",
+            "equal_by_construction", "deviation", "deterministic", "untrained_labels",
             "backbone", "select_epoch", "selected_epoch", "epochs_trained", "base_run", "git_commit", "git_dirty", "code_sha256",
             "device", "alias_of", "metrics_path", "metrics_sha256"]
     return pd.DataFrame(rows, columns=cols)
@@ -340,6 +350,8 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
             lambda d: " || ".join(sorted({" | ".join(map(_s, r)) for r in d.itertuples(index=False)})))
     if "deviation" in df:
         out["deviation"] = g["deviation"].agg(lambda s: " ".join(sorted(set(map(_s, s)) - {""})))
+    if "deterministic" in df:
+        out["deterministic"] = g["deterministic"].agg(lambda s: bool(s.fillna(False).astype(bool).all()))
     if "untrained_labels" in df:
         out["untrained_labels"] = g["untrained_labels"].agg(lambda s: "; ".join(sorted(set(map(_s, s)) - {""})))
     if "equal_by_construction" in df:

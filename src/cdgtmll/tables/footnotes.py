@@ -12,6 +12,7 @@
 * the decision rule of rows scored by their own rule (global mode); labels left out of
   Macro-/Rare-F1 for having no test positive; labels without training positives;
   metrics equal to another row's by construction; each method's deviation from its paper;
+  rows of a deterministic method, fitted once (n = 1: :func:`deterministic_notes`);
 * which epoch's weights the neural rows predicted with (``select_epoch``, recorded by each run;
   :func:`_epoch_notes`);
 * what prepare warned about a dataset (labels constant in the training split, imputed
@@ -87,6 +88,7 @@ def footnotes(table: dict, summary: pd.DataFrame, mode: str, threshold: float,
     notes += _base_run_notes(table, summary, mode)
     notes += _dataset_notes(table, summary)
     notes += _deviation_notes(table, summary, mode)
+    notes += deterministic_notes(table, summary, mode)
     return notes
 
 
@@ -231,6 +233,24 @@ def _deviation_notes(table: dict, summary: pd.DataFrame, mode: str) -> list[str]
     rows = set(rows_with_cells(table))
     hit = summary[(summary["mode"] == mode) & summary["method"].isin(rows) & (summary["deviation"] != "")]
     return sorted(set(hit["deviation"]))
+
+
+def deterministic_notes(table: dict, summary: pd.DataFrame, mode: str) -> list[str]:
+    """The rows with cells in this table whose runs are a deterministic method's, fitted once
+    (each run's spec ``deterministic``: :func:`cdgtmll.tables.collect.run_deterministic`): their
+    cells are one run, printed without a std. Where the table also averages R-variant draws, a
+    cell of such a row is one run per draw."""
+    if summary.empty or "deterministic" not in summary:
+        return []
+    rows = rows_with_cells(table)
+    hit = summary[(summary["mode"] == mode) & summary["method"].isin(rows) & summary["deterministic"].astype(bool)]
+    notes = []
+    for method in [r for r in rows if r in set(hit["method"])]:
+        ns = {int(c["n"]) for (row, _), c in table["cells"].items() if row == method and "n" in c}
+        more = ("" if ns <= {1} else
+                "; on an R-variant one run per sampling seed (n = the sampling seeds), each fitted once")
+        notes.append(f"{method}: deterministic (its fit does not use the seed): fitted once, n = 1{more}.")
+    return notes
 
 
 EPOCH_RULES = {
@@ -567,6 +587,10 @@ def _full_notes(summary: pd.DataFrame) -> list[str]:
                 notes.append(f"{method}: {', '.join(METRIC_LABEL[m] for m in mets.split(','))} equal {ref}'s by "
                              f"construction ({_why(v)}).")
     notes += epoch_rule_notes(summary[summary["mode"] == "global"])
+    if "deterministic" in summary:
+        for method in dict.fromkeys(summary.loc[summary["deterministic"].astype(bool), "method"]):
+            notes.append(f"{method}: deterministic (its fit does not use the seed): fitted once, n = 1 per "
+                         "dataset and setting (R-variants: one run per sampling seed).")
     if "f1_rules" in summary:
         own = summary[summary["own_thresholds"] & (summary["mode"] == "global")] if "own_thresholds" in summary \
             else summary.iloc[:0]

@@ -41,7 +41,7 @@ def default_dry_run(tmp_path_factory, mirror):
 def test_default_profile_trains_each_run_spec_once(default_dry_run):
     repo, jobs = default_dry_run
     cfg = loader.load(repo / "config/config.yaml")
-    train = [job_of(j["wildcards"]) for j in jobs if j["rule"] == "train"]
+    train = [job_of(j["wildcards"]) for j in jobs if j["rule"] in ("train", "train_once")]
     keys = {plan.result_key(plan.run_spec(cfg, *j)): j for j in train}
     assert len(keys) == len(train)  # no two train jobs with the same resolved spec
     # and every configured setting's spec is trained under one name
@@ -51,7 +51,7 @@ def test_default_profile_trains_each_run_spec_once(default_dry_run):
             assert plan.result_key(plan.run_spec(cfg, *job)) in keys, job
     for setting in ("CD-GTMLL@alpha=0.4", "CD-GTMLL@n_players=3", "CD-GTMLL@alpha=0.0", "CD-GTMLL@n_players=1"):
         assert ("yeast", "clean", setting) not in train
-    assert sorted(job_of(j["wildcards"]) for j in jobs if j["rule"] == "evaluate") == sorted(train)
+    assert sorted(job_of(j["wildcards"]) for j in jobs if j["rule"] in ("evaluate", "evaluate_once")) == sorted(train)
 
 
 def test_tables_rows_train_first_and_evaluation_follows_training(default_dry_run):
@@ -61,8 +61,8 @@ def test_tables_rows_train_first_and_evaluation_follows_training(default_dry_run
             for m in cfg["experiments"]["methods"]}
     prio = {}
     for j in jobs:
-        if j["rule"] in ("train", "evaluate"):
-            prio.setdefault((j["rule"], job_of(j["wildcards"]) in rows), set()).add(int(j["priority"]))
+        if j["rule"] in ("train", "evaluate", "train_once", "evaluate_once"):  # _once: a deterministic method's
+            prio.setdefault((j["rule"].removesuffix("_once"), job_of(j["wildcards"]) in rows), set()).add(int(j["priority"]))
     assert set(prio) == {("train", True), ("train", False), ("evaluate", True), ("evaluate", False)}
     assert min(prio[("train", True)]) > max(prio[("train", False)])  # the tables' rows before the studies
     assert min(prio[("evaluate", False)]) > max(prio[("train", True)])  # an evaluation before any training
@@ -73,7 +73,7 @@ def test_tables_rows_train_first_and_evaluation_follows_training(default_dry_run
     # (config power), so that the first complete Table 1 comes as early as the DAG allows
     by_variant = {}
     for j in jobs:
-        if j["rule"] in ("train", "train_more") and job_of(j["wildcards"]) in rows:
+        if j["rule"] in ("train", "train_more", "train_once") and job_of(j["wildcards"]) in rows:
             by_variant.setdefault(job_of(j["wildcards"])[1] == "clean", set()).add(int(j["priority"]))
     assert set(by_variant) == {True, False}
     assert min(by_variant[True]) > max(by_variant[False])
@@ -92,14 +92,17 @@ def test_tables_wait_only_for_their_own_rows(default_dry_run, mirror):
                         "--configfile", "config/config.yaml")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     only = planned(res.stdout)
-    assert {job_of(j["wildcards"]) for j in only if j["rule"] == "train"} == rows
+    assert {job_of(j["wildcards"]) for j in only if j["rule"] in ("train", "train_once")} == rows
+    # a deterministic method's rows (BR-LogReg, kNN-15) by train_once, the others by train
+    assert {m for _, _, m in (job_of(j["wildcards"]) for j in only if j["rule"] == "train_once")} == {"BR-LogReg", "kNN-15"}
     # and the extra seeds of the powered rows (config power: BCE and CD-GTMLL), of those rows only
     more = {"train_more", "evaluate_more"} if plan.extra_seeds(cfg) else set()
-    assert {j["rule"] for j in only} == {"prepare_dataset", "r_variant", "train", "evaluate", "tables"} | more
+    assert {j["rule"] for j in only} == {"prepare_dataset", "r_variant", "train", "evaluate", "train_once",
+                                         "evaluate_once", "tables"} | more
     assert {job_of(j["wildcards"]) for j in only if j["rule"] == "train_more"} < rows
     whole = {j["rule"]: int(j["priority"]) for j in jobs if j["rule"] in ("tables", "metrics_summary")}
     assert set(whole) == {"tables", "metrics_summary"}
-    assert whole["tables"] > max(int(j["priority"]) for j in jobs if j["rule"] in ("train", "evaluate"))
+    assert whole["tables"] > max(int(j["priority"]) for j in jobs if j["rule"].startswith(("train", "evaluate")))
     trained = sum(j["rule"] == "train" for j in jobs)
     assert trained > len(rows)  # the default profile's studies train settings of their own
 
@@ -111,7 +114,7 @@ def test_tables_wait_only_for_their_own_rows(default_dry_run, mirror):
 
 #: the rules that print names for people (tables, figures, summaries): all a display-name change may re-run
 PRINTING_RULES = {"tables", "metrics_summary", "figure_pr", "claims_check", "all"}
-SCIENCE_RULES = {"prepare_dataset", "r_variant", "noise_variant", "train", "evaluate"}
+SCIENCE_RULES = {"prepare_dataset", "r_variant", "noise_variant", "train", "evaluate", "train_once", "evaluate_once"}
 YEAST_FILES = ("yeast-train.arff", "yeast-test.arff", "yeast.xml")
 
 
@@ -202,6 +205,6 @@ def test_a_neural_epoch_count_re_runs_only_the_neural_methods(tiny_run):
     repo, _, env = tiny_run
     (repo / "config/epochs.yaml").write_text(_tiny_config(epochs=3))
     jobs = _dry(repo, env, "config/epochs.yaml")
-    trained = sorted(job_of(j["wildcards"]) for j in jobs if j["rule"] in ("train", "evaluate"))
+    trained = sorted(job_of(j["wildcards"]) for j in jobs if j["rule"].startswith(("train", "evaluate")))
     assert trained == [("myyeast", "clean", "BCE")] * 2, jobs  # train and evaluate BCE; BR-LogReg never reads epochs
     assert "prepare_dataset" not in {j["rule"] for j in jobs}

@@ -42,10 +42,15 @@ def without_power(text: str) -> str:
 @pytest.fixture(scope="module")
 def dry_runs(tmp_path_factory, mirror):
     repo = copy_repo(tmp_path_factory.mktemp("power") / "repo")
-    (repo / "config/nopower.yaml").write_text(without_power((repo / "config/config.yaml").read_text()))
+    text = (repo / "config/config.yaml").read_text()
+    (repo / "config/nopower.yaml").write_text(without_power(text))
+    # power.methods naming a deterministic row too (BR-LogReg): it still trains one seed
+    assert "  methods: [BCE, CD-GTMLL]\n  studies:" in text
+    (repo / "config/powerlogreg.yaml").write_text(
+        text.replace("  methods: [BCE, CD-GTMLL]\n  studies:", "  methods: [BCE, CD-GTMLL, BR-LogReg]\n  studies:"))
     env = snakemake_env(mirror)
     out = {}
-    for name in ("config", "nopower"):
+    for name in ("config", "nopower", "powerlogreg"):
         res = run_snakemake(repo, env, "-n", "-p", "all", "--configfile", f"config/{name}.yaml")
         assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
         out[name] = dry_jobs(res.stdout)
@@ -87,3 +92,34 @@ def test_a_profile_without_power_plans_what_it_did_before(dry_runs):
         assert sorted(j["shell"] for j in power if j["rule"] == rule) == \
             sorted(j["shell"] for j in before if j["rule"] == rule)
     assert all('"seeds": [0, 1, 2]' in j["shell"] for j in before if j["rule"] == "train")
+
+
+def test_a_deterministic_method_is_trained_once_and_never_powered(dry_runs):
+    """BR-LogReg and kNN-15 (``Method.deterministic``) are trained and evaluated by rules
+    train_once and evaluate_once, one seed (the first of experiments.seeds) in their run folder
+    and in their spec; no other rule trains or evaluates them; every other method keeps train."""
+    _, jobs = dry_runs
+    once = [j for j in jobs["config"] if j["rule"] == "train_once"]
+    assert sorted(job_of(j["wildcards"]) for j in once) == sorted(
+        ("yeast", v, m) for v in ("clean", "R0.40-s0", "R0.50-s0") for m in ("BR-LogReg", "kNN-15"))
+    for j in once:
+        assert re.findall(r"/seed(\d+)/predictions\.npz", j["output"]) == ["0"]
+        assert '"seeds": [0]' in j["shell"] and '"deterministic": true' in j["shell"]
+    evaluated = [j for j in jobs["config"] if j["rule"] == "evaluate_once"]
+    assert sorted(job_of(j["wildcards"]) for j in evaluated) == sorted(job_of(j["wildcards"]) for j in once)
+    assert all(re.findall(r"/seed(\d+)/metrics\.json", j["output"]) == ["0"] for j in evaluated)
+    others = [job_of(j["wildcards"]) for j in jobs["config"]
+              if j["rule"] in ("train", "train_more", "evaluate", "evaluate_more")]
+    assert not any(m in ("BR-LogReg", "kNN-15") for _, _, m in others) and ("yeast", "clean", "RF-300") in others
+
+
+def test_power_adds_no_seed_to_a_deterministic_row(dry_runs):
+    """A profile whose power.methods lists BR-LogReg (deterministic) plans the same BR-LogReg jobs
+    as one that does not: train_once with seed 0, no train_more (common.smk run_seeds)."""
+    _, jobs = dry_runs
+
+    def logreg(name):
+        return sorted((j["rule"], j["output"]) for j in jobs[name] if "method=BR-LogReg" in j["wildcards"])
+
+    assert logreg("powerlogreg") == logreg("config") and {r for r, _ in logreg("config")} == {"train_once",
+                                                                                               "evaluate_once"}

@@ -34,7 +34,8 @@ QUICK_METHODS = ("BR-LogReg", "BCE", "CD-GTMLL")  # config/quick.yaml's rows
 def _quick_results(repo: Path) -> None:
     """results/ as config/quick.yaml's `tables` and `claims_check` rules leave them, from
     format-exact metrics.json files (Yeast clean and R@0.40/0.50, three seeds, the profile's
-    three rows; BR-LogReg scored by its own thresholds in global mode)."""
+    three rows; BR-LogReg scored by its own thresholds in global mode, and deterministic: one
+    seed, its provenance saying so, as rule train_once writes it)."""
     from cdgtmll.claims import check
     from cdgtmll.tables import build as tables
 
@@ -42,9 +43,12 @@ def _quick_results(repo: Path) -> None:
     paths = []
     for variant in ("clean", "R0.40-s0", "R0.50-s0"):
         for i, method in enumerate(QUICK_METHODS):
-            for seed in range(3):
+            for seed in range(1 if method == "BR-LogReg" else 3):
                 d = repo / "results/runs/yeast" / variant / method / f"seed{seed}"
                 d.mkdir(parents=True)
+                if method == "BR-LogReg":
+                    (d / "provenance.json").write_text(json.dumps({"config": {
+                        "method": method, "registered_method": method, "seeds": [0], "deterministic": True}}))
                 block = {m: round(0.40 + 0.05 * i + 0.02 * rng.random(), 6) for m in METRICS}
                 rec = {"global@0.5": block, "adaptive": {m: round(v * 0.95, 6) for m, v in block.items()}}
                 if method == "BR-LogReg":
@@ -111,8 +115,12 @@ def test_report_after_another_profiles_run_shows_tables_and_claims(quick_report,
         assert "Profile quick (config/quick.yaml)" in text
         for method in QUICK_METHODS:
             for col in ("Yeast Micro-F1", "Yeast Rare-F1"):
+                if method == "BR-LogReg":  # deterministic: one run, no std
+                    assert rows[method][f"{col} std"] == "" and _fmt(rows[method][f"{col} mean"]) in text
+                    continue
                 mean, std = _fmt(rows[method][f"{col} mean"]), _fmt(rows[method][f"{col} std"])
                 assert f"{mean} ± {std}" in text, (method, col)
+        assert "BR-LogReg: deterministic (its fit does not use the seed): fitted once, n = 1." in text
         marks = b.marked_cells()
         best = max(QUICK_METHODS, key=lambda m: float(rows[m]["Yeast Micro-F1 mean"]))
         assert any(c.startswith(_fmt(rows[best]["Yeast Micro-F1 mean"])) for c in marks["bold"])
@@ -155,14 +163,15 @@ def test_chromium_reads_a_table_page(tmp_path, report_browser):
 
 def _planned_quick_runs(repo: Path) -> int:
     """The runs config/quick.yaml plans: every dataset's clean split and R-variant severities
-    (one sampling seed each), every method, every training seed."""
-    import yaml
+    (one sampling seed each), every method, every training seed (the first only for a
+    deterministic method, BR-LogReg: cdgtmll.config.plan.fit_seeds)."""
+    from cdgtmll.config import loader, plan
 
-    cfg = yaml.safe_load((repo / "config/quick.yaml").read_text())
+    cfg = loader.load(repo / "config/quick.yaml")
     exp = cfg["experiments"]
     settings = sum(1 + len(cfg["r_variants"]["severities"].get(d, [])) * len(cfg["r_variants"]["sampling_seeds"])
                    for d in exp["datasets"])
-    return settings * len(exp["methods"]) * len(exp["seeds"])
+    return settings * sum(len(plan.fit_seeds(cfg, m)) for m in exp["methods"])
 
 
 BANNER = "partial: 3 of {n} runs done"

@@ -66,6 +66,7 @@ def test_every_builtin_method_is_in_the_catalog_with_its_class_facts():
         assert catalog.builds_on(name) == e["builds_on"] == cls.builds_on
         if cls.builds_on is not None:  # read through NeuralMethod.fit, from a neural base run
             assert cls.neural and base.get(cls.builds_on).neural
+        assert catalog.is_deterministic(name) is e["deterministic"] is cls.deterministic
 
 
 def test_entries_that_follow_an_argument_are_marked_derived():

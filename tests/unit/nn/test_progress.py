@@ -44,7 +44,10 @@ def yeast_npz(tmp_path_factory) -> Path:
 
 
 def spec(method: str) -> dict:
-    cfg = loader.load(ROOT / "config/config.yaml", {"training": {"default": {"epochs": EPOCHS}}, "experiments": {"seeds": SEEDS}})
+    # RF-300 (10 trees): a scikit-learn row that takes the seed, so its job trains every seed (BR-LogReg
+    # and kNN-15 are deterministic: one seed, tests/unit/config/test_plan_once.py)
+    cfg = loader.load(ROOT / "config/config.yaml", {"training": {"default": {"epochs": EPOCHS}}, "experiments": {"seeds": SEEDS},
+                                                    "methods": {"RF-300": {"n_estimators": 10}}})
     s = plan.run_spec(cfg, "yeast", "clean", method)
     s["device"] = "cpu"
     return s
@@ -61,12 +64,12 @@ def train_log(path: Path) -> list[dict]:
 
 
 def test_epoch_and_seed_lines_and_identical_metrics(yeast_npz, tmp_path, capsys):
-    for m in ("BCE", "BR-LogReg"):
+    for m in ("BCE", "RF-300"):
         assert run(yeast_npz, m, tmp_path / "on" / m, "--progress") == 0
     out, err = capsys.readouterr()
     epochs = [EPOCH_LINE.match(line) for line in err.splitlines() if line.startswith("[epoch]")]
     assert all(epochs), err
-    # one line per epoch of every seed of the neural method, in order; none for sklearn
+    # one line per epoch of every seed of the neural method, in order; none for scikit-learn
     assert [(e["m"], int(e["s"]), int(e["e"])) for e in epochs] == [("BCE", s, k) for s in SEEDS
                                                                        for k in range(1, EPOCHS + 1)]
     for s in SEEDS:  # the values are train_log.csv's, as written
@@ -78,7 +81,7 @@ def test_epoch_and_seed_lines_and_identical_metrics(yeast_npz, tmp_path, capsys)
     seeds = [SEED_LINE.match(line) for line in out.splitlines()]
     assert all(seeds) and len(seeds) == 4, out
     assert [(m["m"], int(m["s"]), m["ep"]) for m in seeds] == [("BCE", 0, "3"), ("BCE", 1, "3"),
-                                                               ("BR-LogReg", 0, None), ("BR-LogReg", 1, None)]
+                                                               ("RF-300", 0, None), ("RF-300", 1, None)]
     assert "job ETA" in out.splitlines()[0] and "job done in" in out.splitlines()[1]
     assert [line for line in err.splitlines() if line.startswith("[run]")] == out.splitlines()  # and the log too
     # val mAP of the seed line = Eq. (E.8) on the stored validation predictions
@@ -90,7 +93,7 @@ def test_epoch_and_seed_lines_and_identical_metrics(yeast_npz, tmp_path, capsys)
             assert m["map"] == f"{mean_average_precision(Yv, z['val']):.4f}"
 
     # progress changes no number: same predictions and training log without it
-    for m in ("BCE", "BR-LogReg"):
+    for m in ("BCE", "RF-300"):
         assert run(yeast_npz, m, tmp_path / "off" / m) == 0
         for s in SEEDS:
             on, off = (tmp_path / d / m / f"seed{s}" for d in ("on", "off"))
@@ -145,14 +148,14 @@ def test_train_rule_streams(yeast_npz, tmp_path, monkeypatch):
     with open(tmp_path / "terminal", "w") as term, open(tmp_path / "job.log", "w") as log:
         monkeypatch.setattr(sys, "stdout", term)
         monkeypatch.setattr(sys, "stderr", log)
-        assert run(yeast_npz, "BR-LogReg", tmp_path / "a", "--progress") == 0
+        assert run(yeast_npz, "RF-300", tmp_path / "a", "--progress") == 0
     out = (tmp_path / "terminal").read_text().splitlines()
     assert len(out) == 2 and all(SEED_LINE.match(line) for line in out), out
     assert [line for line in (tmp_path / "job.log").read_text().splitlines() if line.startswith("[run]")] == out
     with open(tmp_path / "both.log", "w") as both:
         monkeypatch.setattr(sys, "stdout", both)
         monkeypatch.setattr(sys, "stderr", both)
-        assert run(yeast_npz, "BR-LogReg", tmp_path / "b", "--progress") == 0
+        assert run(yeast_npz, "RF-300", tmp_path / "b", "--progress") == 0
     once = (tmp_path / "both.log").read_text().splitlines()
     assert len(once) == 2 and all(SEED_LINE.match(line) for line in once), once
 

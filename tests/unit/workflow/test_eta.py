@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -158,3 +159,19 @@ def test_the_first_short_jobs_do_not_set_the_speed_of_the_whole_run():
     for j in range(1, 9):  # then the long jobs run twice as slow as the reference: they decide
         run_job(eta, clock, j, "train", "m", 200.0)
     assert 190.0 < eta.speed() * eta.value(("train", "m", "d"))[0] < 210.0  # a train job left: ~200 s
+
+
+def test_a_deterministic_methods_jobs_read_the_shipped_reference_of_its_every_seed_jobs():
+    """train_once / evaluate_once (a deterministic method's one seed) have no reference of their
+    own in the shipped table (measured when BR-LogReg trained every seed): they read train's and
+    evaluate's for the same method and dataset, an upper bound, instead of counting as untimed."""
+    from cdgtmll.workflow.eta import ONCE_RULES, SHIPPED_REFERENCE, reference_jobs
+
+    ref = reference_jobs(Path("/nonexistent-checkout"), SHIPPED_REFERENCE)
+    every = ref[("train", "BR-LogReg", "yeast")]
+    assert ref[("train_once", "BR-LogReg", "yeast")] == every
+    assert ref[("evaluate_once", "BR-LogReg", "yeast")] == ref[("evaluate", "BR-LogReg", "yeast")]
+    assert ONCE_RULES == {"train": "train_once", "evaluate": "evaluate_once"}
+    eta = WorkflowETA(ref, clock=lambda: 0.0)
+    eta.planned({"train_once": 3})
+    assert not eta.estimate().untimed
