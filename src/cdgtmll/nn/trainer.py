@@ -146,6 +146,7 @@ from torch import nn
 from cdgtmll.images.trainer_input import ImageInput, iter_rows, needs_grad_scaler
 from cdgtmll.io import atomic_path, remove_stale_temps
 from cdgtmll.lineage.provenance import device_info, device_kind
+from cdgtmll.nn import device_sync
 from cdgtmll.nn import sparse as sparse_mod
 from cdgtmll.nn.checkpoint import (
     CHECKPOINT,
@@ -591,7 +592,7 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
     ckpt_epoch, ckpt_t = start_epoch - 1, time.perf_counter()
     machine = device_kind(device_info(str(device))) or ""
     lr_names = [g["name"] for g in opt.param_groups]
-    watch = FiniteWatch(device, immediate=device.type == "cpu" or scaler is not None)
+    watch = FiniteWatch(device, immediate=device_sync.host_reads_free(device) or scaler is not None)
     method_name = str(fingerprint.get("method") or type(task).__name__)
     report = epoch_reporter(getattr(ctx, "progress", False), method_name, ctx.seed)
     if report is not None:
@@ -768,18 +769,17 @@ def train_epoch(
     model.train()
     device = perm.device
     names: list[str] = []
-    acc = None
     plan = task.epoch_batches(perm, batch_size)
     if plan is None:
         plan = [perm[s : s + batch_size] for s in range(0, perm.numel(), batch_size)]
     elif len(plan) != -(-perm.numel() // batch_size):
         raise ValueError(f"epoch_batches returned {len(plan)} batches, expected {-(-perm.numel() // batch_size)}")
-    if isinstance(X_t, ImageInput):
-        batches = X_t.iter_batches(plan, batch_size, epoch, device)
+    if isinstance(X_t, ImageInput):  # the loader reads the positions on the host: one read, before the steps
+        batches = X_t.iter_batches(_host_plan(plan), batch_size, epoch, device)
     else:
         batches = ((idx, take_rows(X_t, idx)) for idx in plan)
     if watch is None:
-        watch = FiniteWatch(device, immediate=device.type == "cpu" or scaler is not None)
+        watch = FiniteWatch(device, immediate=device_sync.host_reads_free(device) or scaler is not None)
     watch.start(len(plan))
     norms = torch.full((len(plan),), float("nan"), dtype=torch.float32, device=device)  # pre-clip, per step
 
@@ -792,12 +792,64 @@ def train_epoch(
         return TrainingDiverged(epoch, b + 1, len(plan), g + 1, total_steps, values[0], gnorm,
                                 dict(zip(names[1:], values[1:])), lrs)
 
+    acc = run_steps(task, model, opt, sched, batches, Y_t, step0, total_steps, grad_clip, scaler, watch, norms,
+                    names, diverged)
+    sums = {k: float(v) for k, v in zip(names, acc.double().cpu())}  # the epoch's one read of the sums
+    found = watch.finish()
+    if found is not None:
+        raise diverged(found)
+    if step_norms is not None:
+        step_norms.append(norms.double().cpu().numpy())
+    return sums
+
+
+def _host_plan(plan: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The epoch's batches of positions on the host, read from the device at once (one copy)."""
+    if not plan or plan[0].device.type == "cpu":
+        return plan
+    return list(torch.cat(plan).cpu().split([p.numel() for p in plan]))
+
+
+def step_scalar(v: Any, device: torch.device) -> torch.Tensor:
+    """A logged term as a device tensor without a host-to-device copy: a tensor as it is
+    (detached), a Python number as the argument of a fill kernel (``torch.full``: the value
+    and dtype ``torch.as_tensor`` gives it, with no copy that waits for the device)."""
+    if isinstance(v, torch.Tensor):
+        return v.detach()
+    if isinstance(v, (bool, int, float)):
+        return torch.full((), v, device=device)
+    return torch.as_tensor(v, device=device)  # numpy scalars keep their dtype, as before
+
+
+def run_steps(
+    task: TrainTask,
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    sched: Any,
+    batches: Any,
+    Y_t: Any,
+    step0: int,
+    total_steps: int,
+    grad_clip: float | None,
+    scaler: torch.amp.GradScaler | None,
+    watch: FiniteWatch,
+    norms: torch.Tensor,
+    names: list[str],
+    diverged: Callable[[tuple[int, list[float], float | None]], TrainingDiverged],
+) -> torch.Tensor:
+    """The steps of one epoch (:func:`train_epoch`): per batch ``zero_grad -> backward -> clip
+    -> step -> scheduler -> after_optimizer_step -> watch``; returns the sample-weighted sums
+    ``[loss, *terms]`` as one device tensor (``names`` gets their names) and fills ``norms``
+    (pre-clip norm per step). Nothing here reads a device value on the host where that read
+    waits for the device (:mod:`cdgtmll.nn.device_sync`), except what the GradScaler and an
+    ``immediate`` watch do by design."""
+    acc = None
     for b, (idx, xb) in enumerate(batches):
         yb = take_rows(Y_t, idx)
         loss, terms = task.training_step(model, xb, yb, (step0 + b) / total_steps)
         if acc is None:
-            names = ["loss", *terms]
-        vec = torch.stack([loss.detach(), *(torch.as_tensor(v, device=device).detach() for v in terms.values())])
+            names[:] = ["loss", *terms]
+        vec = torch.stack([loss.detach(), *(step_scalar(v, loss.device) for v in terms.values())])
         opt.zero_grad(set_to_none=True)
         gnorm = clip_norm = None
         if scaler is None:
@@ -819,20 +871,14 @@ def train_epoch(
             scaler.update()
         clip_norm = gnorm if clip_norm is None else clip_norm
         if clip_norm is not None:
-            norms[b] = torch.as_tensor(clip_norm).detach()  # a device copy: no host sync
+            norms[b] = step_scalar(clip_norm, norms.device)  # a device copy: no host sync
         sched.step()
         task.after_optimizer_step(model)
         found = watch.observe(b, loss, vec, gnorm)
         if found is not None:
             raise diverged(found)
         acc = vec * idx.numel() if acc is None else acc + vec * idx.numel()
-    sums = {k: float(v) for k, v in zip(names, acc.double().cpu())}
-    found = watch.finish()
-    if found is not None:
-        raise diverged(found)
-    if step_norms is not None:
-        step_norms.append(norms.double().cpu().numpy())
-    return sums
+    return acc
 
 
 def clip_columns(norms: np.ndarray, grad_clip: float | None) -> dict[str, float | int]:

@@ -177,6 +177,7 @@ from cdgtmll.methods.base import FitData, RunContext, register
 from cdgtmll.methods.cdgtmll.partition import PARTITION_ORDERS, Partition, cumulative_tail, make_partition
 from cdgtmll.methods.cdgtmll.terms import DIVERGENCE_FNS, DIVERGENCES, _LogLikColumns, _OverlapCuriosity
 from cdgtmll.methods.neural import NeuralMethod
+from cdgtmll.nn import device_sync
 from cdgtmll.nn.backbone import MLPBackbone
 from cdgtmll.nn.sparse import DENSE_VAL_MAX_CELLS
 from cdgtmll.nn.val_metrics import average_precision_per_label
@@ -337,9 +338,7 @@ class CDGTMLLNet(nn.Module):
         if self.ema_peer is None:
             return q, zq
         if update:
-            t = int(self.ema_steps)
-            d = min(self.ema_decay, 1.0 - 1.0 / (t + 1))
-            self.ema_peer.lerp_(q.mean(0).to(self.ema_peer), 1.0 - d)
+            self.ema_peer.lerp_(q.mean(0).to(self.ema_peer), self._ema_rate(self.ema_peer))
             self.ema_steps += 1
         qs = self.ema_peer.to(q).clamp(self.eps, 1 - self.eps).expand_as(q)
         return qs, torch.log(qs) - torch.log1p(-qs)
@@ -348,11 +347,20 @@ class CDGTMLLNet(nn.Module):
     def update_ema(self) -> None:
         if self.ema_weight is None:
             return
-        t = int(self.ema_steps)
-        d = min(self.ema_decay, 1.0 - 1.0 / (t + 1))
-        self.ema_weight.lerp_(self.heads.weight[self.n_single :], 1.0 - d)
-        self.ema_bias.lerp_(self.heads.bias[self.n_single :], 1.0 - d)
+        rate = self._ema_rate(self.ema_weight)
+        self.ema_weight.lerp_(self.heads.weight[self.n_single :], rate)
+        self.ema_bias.lerp_(self.heads.bias[self.n_single :], rate)
         self.ema_steps += 1
+
+    def _ema_rate(self, like: torch.Tensor) -> float | torch.Tensor:
+        """``1 - d_t`` with ``d_t = min(ema_decay, 1 - 1/(t+1))``, ``t`` = ``ema_steps``: a Python
+        float from the buffer where reading it is free (the CPU), else the same arithmetic in
+        float64 on the device, cast to ``like``'s dtype (no host read; :mod:`cdgtmll.nn.device_sync`)."""
+        if device_sync.host_reads_free(self.ema_steps.device):
+            t = int(self.ema_steps)
+            return 1.0 - min(self.ema_decay, 1.0 - 1.0 / (t + 1))
+        t1 = self.ema_steps.double() + 1.0
+        return (1.0 - torch.clamp(1.0 - 1.0 / t1, max=self.ema_decay)).to(like.dtype)
 
     # -- forward -----------------------------------------------------------------------
     def features(self, x: torch.Tensor) -> torch.Tensor:
