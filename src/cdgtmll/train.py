@@ -11,6 +11,8 @@ about 3 s; see shared notes), and writes per seed, under ``DIR/seed<k>/``:
 * ``provenance.json`` – git state, run-spec hash, input hashes, seed, packages, device, and
   for a neural method ``epoch_selection``: the rule (``select_epoch``) and the epoch whose
   weights gave the predictions, with its validation mAP (:func:`cdgtmll.nn.trainer.epoch_selection`),
+  and ``numerics``: the AdamW implementation it took and why, TF32 and cuDNN autotuning
+  (:func:`cdgtmll.nn.trainer.run_numerics`),
 * anything the method writes into its work dir (``train_log.csv``, checkpoints, ...).
 
 Files are written atomically; a seed whose ``predictions.npz`` exists and whose
@@ -194,6 +196,8 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
                                    "epoch_selection": getattr(method, "epoch_selection", None),
                                    # steps, clipped steps, max and median pre-clip gradient norm (trainer.clip_summary)
                                    "grad_clip": getattr(method, "grad_clip_summary", None),
+                                   # AdamW path, TF32 and cuDNN autotuner of a neural run (trainer.run_numerics)
+                                   "numerics": getattr(method, "numerics", None),
                                    # which kinds of machine trained which epochs (more than one: resumed elsewhere)
                                    "training_machines": provenance.training_machines(getattr(method, "train_log", None)),
                                    # the tables' footnote on how this run differs from its paper, in the
