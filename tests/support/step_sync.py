@@ -82,14 +82,19 @@ def optimizer_host_steps(opt: torch.optim.Optimizer) -> list[torch.Tensor]:
 
 
 def guard_steps(monkeypatch: Any, guard: Callable[[torch.optim.Optimizer], contextlib.AbstractContextManager],
-                unguard_loader: bool = False) -> list[int]:
+                unguard_loader: bool = False, skip: int = 0) -> list[int]:
     """Run every :func:`trainer.run_steps` call under ``guard(opt)``; returns a list that gets
     one entry (the number of batches) per guarded epoch. ``unguard_loader``: the guard has an
-    ``unguarded(batches)`` and the loader runs outside it."""
+    ``unguarded(batches)`` and the loader runs outside it. ``skip``: the first ``skip`` calls
+    run unguarded (cuDNN's autotuner times each new input shape once, in the first epoch)."""
     orig = trainer.run_steps
     epochs: list[int] = []
+    calls = [0]
 
     def wrapped(task, model, opt, sched, batches, *rest):
+        calls[0] += 1
+        if calls[0] <= skip:
+            return orig(task, model, opt, sched, batches, *rest)
         with guard(opt) as g:
             counted = []
 
