@@ -25,7 +25,11 @@ everything else, identically for BCE, the other loss-based baselines and CD-GTML
 * per batch: ``zero_grad -> objective.backward() -> task.clip_gradients(max_norm=5)
   -> optimiser.step() -> scheduler.step() -> task.after_optimizer_step()``; the
   default clipping is the global norm over all parameters (App. E.1), a task may
-  clip per parameter block instead (CD-GTMLL does, see its docstring);
+  clip per parameter block instead (CD-GTMLL does, see its docstring); the steps
+  (:func:`run_steps`) read no tensor on the host where that waits for the device (CUDA), and
+  logged Python scalars reach it as fill kernels (:func:`step_scalar`), so a CUDA step never
+  waits for the host (:mod:`cdgtmll.nn.device_sync`; tests/unit/nn/test_step_sync.py checks it on
+  the CPU, tests/cuda/test_cuda_sync.py under ``torch.cuda.set_sync_debug_mode("error")``);
 * one row per epoch in ``ctx.workdir/train_log.csv``: ``epoch``, ``loss`` (mean
   objective over the epoch's samples), the task's terms (same weighting),
   ``lr_backbone`` / ``lr_head`` (rates of the epoch's first step), ``grad_norm_max`` and
