@@ -3,7 +3,8 @@ tests/cuda/test_cuda_sync.py): with :func:`cdgtmll.nn.device_sync.host_reads_fre
 False, the step loop takes the code a CUDA run takes, and :class:`tests.support.step_sync.HostReadGuard`
 fails on any ``item``/``float``/``bool``/``tolist``/``cpu``/``numpy`` of a step tensor and on
 any tensor built from host data for a device, for BCE, CD-GTMLL (default, with the fast
-curiosity forms, and with the EMA of predictions) and two architecture baselines, on real Yeast
+curiosity forms, with the EMA of predictions, with one backbone per player) and two architecture
+baselines, on real Yeast
 and on the toy JPEG images. That path computes the same numbers as the CPU's own: the train
 logs and predictions are compared bit for bit."""
 
@@ -33,6 +34,7 @@ CASES = {
     "CD-GTMLL": ("CD-GTMLL", {}),
     "CD-GTMLL-fast": ("CD-GTMLL", {}),  # FAST_MIN_ELEMENTS = 0: the fast curiosity forms on Yeast's small batches
     "CD-GTMLL-predictions": ("CD-GTMLL", {"peer_smoothing": "predictions"}),
+    "CD-GTMLL-separate": ("CD-GTMLL", {"player_backbones": "separate"}),
     "C-Tran": ("C-Tran", {}),
     "ML-GCN": ("ML-GCN", {}),
 }

@@ -262,6 +262,14 @@ class CDGTMLLNet(nn.Module):
                             if self.separate else [])
         self.register_buffer("rows_by_player", long(order))
         self.register_buffer("rows_inverse", long(np.argsort(order, kind="stable") if self.separate else []))
+        # the same for the overlap pairs alone (the EMA peers' rows, :meth:`linear_rows`): laid out once,
+        # so that no step looks them up (a lookup by value waits for the device); not checkpointed
+        ov_player = np.asarray(pair_player, dtype=np.int64)[len(single) :]
+        ov_order = np.argsort(ov_player, kind="stable") if self.separate else np.zeros(0)
+        self._ov_row_blocks = np.bincount(ov_player, minlength=partition.n_players).tolist() if self.separate else []
+        self.register_buffer("ov_rows_by_player", long(ov_order), persistent=False)
+        self.register_buffer("ov_rows_inverse", long(np.argsort(ov_order, kind="stable") if self.separate else []),
+                             persistent=False)
         self.register_buffer("single_labels", long(single))
         self.register_buffer("ov_labels", long(ov_labels))
         self.register_buffer("ov_group", long(ov_group))
@@ -376,6 +384,10 @@ class CDGTMLLNet(nn.Module):
         player over its rows, put back in pair order."""
         if not self.separate:
             return F.linear(h, weight, bias)
+        if first == self.n_single:  # the overlap pairs: their per-player layout is precomputed
+            rows = self.ov_rows_by_player
+            blocks = [F.linear(h[i], weight[r], bias[r]) for i, r in enumerate(rows.split(self._ov_row_blocks))]
+            return torch.cat(blocks, dim=1).index_select(1, self.ov_rows_inverse)
         players = self.pair_player[first:]
         out = h.new_empty(h.shape[1], players.numel())
         for i in range(self.n_players):
