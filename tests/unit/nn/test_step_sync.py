@@ -141,3 +141,21 @@ def test_loglik_columns_dense_form_matches():
     torch.testing.assert_close(out[False][2], expect, rtol=0, atol=0)
     torch.testing.assert_close(out[True][2], expect, rtol=1e-6, atol=1e-6)
     assert torch.equal(out[True][3], out[False][3])
+
+
+OTHER_NEURAL = ["ASL", "CB", "DBL", "Focal", "LDAM", "LogitAdj", "CC", "ML-Decoder", "BalanceMix", "LCIFS", "PE",
+                "SRB", "MLBOTE", "LSFA",
+                pytest.param("MLC-NC", marks=pytest.mark.xfail(
+                    strict=True, raises=HostRead,
+                    reason="its contrastive prototype loss gathers the batch's positive (row, class) entries, a "
+                           "data-dependent count (nonzero): one sync per step on CUDA; the dense form would cost "
+                           "K times the work"))]
+
+
+@pytest.mark.parametrize("name", OTHER_NEURAL)
+def test_every_other_neural_method_steps_without_host_reads(yeast, tmp_path, monkeypatch, name):
+    """The rest of the neural methods, one epoch each on Yeast under the same guard."""
+    device_path(monkeypatch)
+    epochs = guard_steps(monkeypatch, cpu_proxy)
+    build(name, {"epochs": 1, "batch_size": 256, "hidden_dim": 32}).fit(yeast, RunContext(seed=0, workdir=tmp_path))
+    assert epochs and all(n > 0 for n in epochs)

@@ -699,7 +699,8 @@ class CDGTMLL(NeuralMethod):
         if self.clip_scope == "global":
             return super().clip_gradients(model, max_norm)
         rest = [p for p in (*model.backbone.parameters(), model.fusion_logits) if p.grad is not None]
-        rest_norm = nn.utils.clip_grad_norm_(rest, max_norm) if rest else torch.zeros(())
+        rest_norm = (nn.utils.clip_grad_norm_(rest, max_norm) if rest
+                     else torch.zeros((), device=model.fusion_logits.device))
         gw, gb = model.heads.weight.grad, model.heads.bias.grad
         if gw is None:
             self._block_norm_max = rest_norm
