@@ -44,6 +44,21 @@ def test_dry_run_lists_each_part_with_a_budget_under_eight_minutes(tmp_path):
     assert re.findall(r"^\[(\w+)\]", sub.stdout, flags=re.M) == ["sync", "tabular"]  # the fixed order
 
 
+def test_without_a_gpu_it_writes_the_header_and_exits_3(tmp_path):
+    """A real run on a machine without CUDA: the output file gets the header (date, host, GPU,
+    torch, load) and says that nothing was checked; no part runs (their tests would only skip)."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU")
+    out_file = tmp_path / "check.txt"
+    out = run("--parts", "sync", "--out", str(out_file))
+    assert out.returncode == 3
+    text = out_file.read_text()
+    assert text.startswith("# gpu_check ") and f"torch {torch.__version__}" in text and "# load average: " in text
+    assert "no CUDA GPU visible to torch: nothing checked" in text and "## [sync]" not in text
+
+
 @pytest.mark.parametrize("args,message", [(("--parts", "bogus"), "unknown part 'bogus'"),
                                           (("--fast",), "unknown argument '--fast'"),
                                           (("--out",), "--out needs a file name")])
