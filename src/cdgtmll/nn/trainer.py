@@ -202,9 +202,6 @@ AUTO_OPTIMIZER_IMPL = {
                         "differently, which would change every CPU number (benchmarks/bench_optimizer_impl.py, "
                         "docs/benchmarks.md)"),
 }
-#: ``TrainConfig.cudnn_benchmark``: ``auto`` = on for image inputs (fixed-size batches, what cuDNN's
-#: autotuner is for), off otherwise (tabular and sparse models run no convolutions)
-CUDNN_BENCHMARK_CHOICES = ("auto", True, False)
 
 
 class TrainingInterrupted(RuntimeError):
@@ -228,6 +225,8 @@ class TrainConfig:
     select_epoch: str = "last"
     optimizer_impl: str = "auto"
     allow_tf32: bool = False
+    #: ``auto`` = on for image inputs (fixed-size batches, what cuDNN's autotuner is for), off
+    #: otherwise (tabular and sparse models run no convolutions); or True / False
     cudnn_benchmark: str | bool = "auto"
 
     @property
