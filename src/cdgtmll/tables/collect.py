@@ -202,16 +202,11 @@ NUMERICS_DEFAULTS = {"optimizer_impl_requested": "auto", "allow_tf32": False, "c
 
 def numerics_record(prov: dict) -> str:
     """A run's training numerics settings that are not the default, as ``key: value`` joined by
-    ``, `` (its provenance's ``numerics``; ``optimizer_impl`` and ``cudnn_benchmark`` as
-    configured, with the value taken in brackets), or '' (defaults, or not a neural run)."""
+    ``, `` (its provenance's ``numerics``, as configured: a setting away from ``auto`` is taken as
+    it is), or '' (defaults, or not a neural run)."""
     num = prov.get("numerics") or {}
-    out = []
-    for key, default in NUMERICS_DEFAULTS.items():
-        if key in num and num[key] != default:
-            name = key.removesuffix("_requested")
-            value = json_value(num[key])
-            out.append(f"{name}: {value}" if name == key else f"{name}: {value} ({json_value(num.get(name))})")
-    return ", ".join(out)
+    return ", ".join(f"{key.removesuffix('_requested')}: {json_value(num[key])}"
+                     for key, default in NUMERICS_DEFAULTS.items() if key in num and num[key] != default)
 
 
 def json_value(v: object) -> str:

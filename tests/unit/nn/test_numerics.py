@@ -107,5 +107,5 @@ def test_provenance_and_footnote_name_non_default_settings(tmp_path, mirror):
     table = build_table(summary, "global", configured_columns(1, [("yeast", "Yeast")], {}), (), ["BCE", "CD-GTMLL"],
                         number=1)
     notes = [n for n in footnotes(table, summary, "global", 0.5) if "provenance.json numerics" in n]
-    assert notes == ["BCE: trained with allow_tf32: true, cudnn_benchmark: false (false) (not the default; it "
+    assert notes == ["BCE: trained with allow_tf32: true, cudnn_benchmark: false (not the default; it "
                      "changes results in the last digits). Per run: provenance.json numerics."]
