@@ -9,10 +9,11 @@ Writes ``--images`` random-noise JPEGs (500 x 375, VOC's typical size) with rand
 ``image_backbone.amp = mode`` (random initialisation; nothing is downloaded) and prints
 training images per second (epochs after the first, so start-up and cuDNN autotuning
 are excluded when ``--epochs`` >= 2), the peak GPU memory, and each mode's throughput
-ratio to ``off`` (float32). Also prints the throughput of decoding + augmentation
+ratio to ``off`` (float32), with the date and the host's load. Also prints the throughput of decoding + augmentation
 alone (DataLoader, no model) and of the model step alone (ResNet-50 + linear head +
 AdamW on random tensors already on the device, per mode), so that an input-bound
-setting is visible and the autocast speed-up of the model itself is measured too.
+setting is visible and the autocast speed-up of the model itself is measured too, and each
+mode's training throughput as a share of its model step alone.
 ``--smooth`` writes smooth gradient images (decode cost closer to photographs) instead of
 noise.
 """
@@ -20,6 +21,8 @@ noise.
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -106,7 +109,8 @@ def main() -> int:
     ap.add_argument("--model-steps", type=int, default=20)
     args = ap.parse_args()
     dev = torch.device(args.device)
-    print(f"device {dev}" + (f" ({torch.cuda.get_device_name(dev)})" if dev.type == "cuda" else "")
+    print(f"{_dt.datetime.now(_dt.UTC).isoformat(timespec='seconds')}, load {os.getloadavg()[0]:.2f}, "
+          f"device {dev}" + (f" ({torch.cuda.get_device_name(dev)})" if dev.type == "cuda" else "")
           + f", torch {torch.__version__}, {args.images} images {args.size}px, batch {args.batch}, "
           f"{args.workers} workers, method {args.method}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -156,6 +160,9 @@ def main() -> int:
         if "off" in rates:
             for mode, r in rates.items():
                 print(f"ratio {mode}/off: {r / rates['off']:.2f}")
+        if args.model_steps:  # what the input pipeline and the trainer leave of the model's own speed
+            for mode, r in rates.items():
+                print(f"amp={mode:4s}: training / model step alone = {r / model_rates[mode]:.2f}")
     return 0
 
 

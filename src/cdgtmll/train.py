@@ -15,6 +15,8 @@ about 3 s; see shared notes), and writes per seed, under ``DIR/seed<k>/``:
   and for a method that builds on another run (``base_run`` in the spec: PE, ETU, LSFA on BCE)
   the base seed folder it read its first stage from with the sha256 of its provenance and
   checkpoint, or why it fitted that stage itself (:func:`base_run_record`),
+  and ``numerics``: the AdamW implementation it took and why, TF32 and cuDNN autotuning
+  (:func:`cdgtmll.nn.trainer.run_numerics`),
 * anything the method writes into its work dir (``train_log.csv``, checkpoints, ...).
 
 Files are written atomically; a seed whose ``predictions.npz`` exists and whose
@@ -203,6 +205,8 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
                                    "epoch_selection": getattr(method, "epoch_selection", None),
                                    # steps, clipped steps, max and median pre-clip gradient norm (trainer.clip_summary)
                                    "grad_clip": getattr(method, "grad_clip_summary", None),
+                                   # AdamW path, TF32 and cuDNN autotuner of a neural run (trainer.run_numerics)
+                                   "numerics": getattr(method, "numerics", None),
                                    # which kinds of machine trained which epochs (more than one: resumed elsewhere)
                                    "training_machines": provenance.training_machines(getattr(method, "train_log", None)),
                                    # the tables' footnote on how this run differs from its paper, in the

@@ -82,8 +82,9 @@ def to_normalized(x: Any) -> Any:
     and normalises on the training device)."""
     import torch
 
-    mean = torch.tensor(IMAGENET_MEAN, dtype=torch.float32, device=x.device).view(3, 1, 1)
-    std = torch.tensor(IMAGENET_STD, dtype=torch.float32, device=x.device).view(3, 1, 1)
+    # built on the host and copied without waiting (a blocking copy would sync every batch)
+    mean = torch.tensor(IMAGENET_MEAN, dtype=torch.float32).view(3, 1, 1).to(x.device, non_blocking=True)
+    std = torch.tensor(IMAGENET_STD, dtype=torch.float32).view(3, 1, 1).to(x.device, non_blocking=True)
     return x.float().div(255).sub_(mean).div_(std)
 
 

@@ -7,9 +7,12 @@ as defaults): ``epochs=100``, ``batch_size=256``, ``lr_backbone=2e-3`` (eta_0),
 ``weight_decay=1e-4`` (AdamW), ``grad_clip=5.0`` (global norm), ``hidden_dim=512``
 (d'), ``select_epoch=DEFAULT_SELECT_EPOCH`` (which epoch's weights predict: ``last``, the
 paper's protocol, or ``best_val``, the epoch with the best validation mAP, a reading of ours;
-:func:`cdgtmll.nn.trainer.epoch_selection`, docs/methods.md "Epoch selection"), ``optimizer_impl='for_loop'`` (AdamW's update:
-``for_loop``, torch's per-tensor CPU path, or ``fused``: faster, different rounding;
-:data:`cdgtmll.nn.trainer.OPTIMIZER_IMPLS`). ``RunContext.epochs`` / ``.batch_size`` override
+:func:`cdgtmll.nn.trainer.epoch_selection`, docs/methods.md "Epoch selection"), ``optimizer_impl='auto'`` (AdamW's update:
+``auto``, by device: torch's per-tensor path on CPU, its multi-tensor path on CUDA; or explicitly
+``for_loop``, ``foreach`` or ``fused``: faster, different rounding;
+:data:`cdgtmll.nn.trainer.OPTIMIZER_IMPLS`), ``allow_tf32=False`` and ``cudnn_benchmark='auto'``
+(CUDA only: :func:`cdgtmll.nn.trainer.run_numerics`; what a run used is ``self.numerics``, written
+into its provenance). ``RunContext.epochs`` / ``.batch_size`` override
 ``epochs`` / ``batch_size`` when set. After ``fit``, ``epoch_selection`` is the record of the
 kept epoch (rule, epoch, its validation mAP; written into each run's provenance).
 
@@ -59,6 +62,7 @@ from cdgtmll.nn.trainer import (
     predict_in_chunks,
     read_grad_norms,
     resolve_device,
+    run_numerics,
     train,
 )
 
@@ -84,7 +88,7 @@ class NeuralMethod(Method, TrainTask):
     #: (eta_head = eta_0; no clipping)
     hparam_space = training_hparam_space(
         ("epochs", "batch_size", "lr_backbone", "lr_head", "weight_decay", "grad_clip", "hidden_dim", "select_epoch",
-         "optimizer_impl"),
+         "optimizer_impl", "allow_tf32", "cudnn_benchmark"),
         nullable=("lr_head", "grad_clip"),
     )
 
@@ -98,7 +102,9 @@ class NeuralMethod(Method, TrainTask):
         grad_clip: float | None = 5.0,
         hidden_dim: int = 512,
         select_epoch: str = DEFAULT_SELECT_EPOCH,
-        optimizer_impl: str = "for_loop",
+        optimizer_impl: str = "auto",
+        allow_tf32: bool = False,
+        cudnn_benchmark: str | bool = "auto",
     ) -> None:
         self.epochs = int(epochs)
         self.batch_size = int(batch_size)
@@ -109,7 +115,11 @@ class NeuralMethod(Method, TrainTask):
         self.hidden_dim = int(hidden_dim)
         self.select_epoch = str(select_epoch)
         self.optimizer_impl = str(optimizer_impl)
-        TrainConfig(select_epoch=self.select_epoch, optimizer_impl=self.optimizer_impl)  # validates both
+        self.allow_tf32 = allow_tf32
+        self.cudnn_benchmark = cudnn_benchmark
+        TrainConfig(select_epoch=self.select_epoch, optimizer_impl=self.optimizer_impl, allow_tf32=allow_tf32,
+                    cudnn_benchmark=cudnn_benchmark)  # validates them
+        self.numerics: dict[str, Any] | None = None  # set by fit (trainer.run_numerics)
         self.epoch_selection: dict[str, Any] | None = None  # set by fit
         self.grad_clip_summary: dict[str, Any] | None = None  # set by fit: did the clip act (trainer.clip_summary)
         self.model: nn.Module | None = None
@@ -135,7 +145,9 @@ class NeuralMethod(Method, TrainTask):
             "hidden_dim": self.hidden_dim,
             "select_epoch": self.select_epoch,
             # only when not the default, so that every earlier run spec keeps its hash
-            **({"optimizer_impl": self.optimizer_impl} if self.optimizer_impl != "for_loop" else {}),
+            **({"optimizer_impl": self.optimizer_impl} if self.optimizer_impl != "auto" else {}),
+            **({"allow_tf32": self.allow_tf32} if self.allow_tf32 else {}),
+            **({"cudnn_benchmark": self.cudnn_benchmark} if self.cudnn_benchmark != "auto" else {}),
         }
 
     def train_config(self, ctx: RunContext) -> TrainConfig:
@@ -148,6 +160,8 @@ class NeuralMethod(Method, TrainTask):
             grad_clip=self.grad_clip,
             select_epoch=self.select_epoch,
             optimizer_impl=self.optimizer_impl,
+            allow_tf32=self.allow_tf32,
+            cudnn_benchmark=self.cudnn_benchmark,
         )
 
     def fingerprint(self) -> dict[str, Any]:
@@ -210,6 +224,7 @@ class NeuralMethod(Method, TrainTask):
         self._sparse_input = use_sparse_backbone(X_train, self._backbone_kind)
         self.prepare(data, ctx)
         cfg = self.train_config(ctx)
+        self.numerics = run_numerics(cfg, self.device, isinstance(X_train, ImageInput))  # what train applies
         base = (ctx.extra or {}).get("base_run")
         if base and base.get("dir") and self.builds_on is not None:
             self.model, self.train_log = self._read_base_run(base, X_train, data.Y_train, X_val, data.Y_val, cfg, ctx)

@@ -103,8 +103,8 @@ def nonfinite_summary(a: Any) -> str:
 def grad_norm(model: nn.Module) -> torch.Tensor:
     """Global 2-norm of the gradients (a device tensor; not read on the host)."""
     grads = [p.grad for p in model.parameters() if p.grad is not None]
-    if not grads:
-        return torch.zeros(())
+    if not grads:  # on the parameters' device, so that keeping it there copies nothing
+        return torch.zeros((), device=next((p.device for p in model.parameters()), None))
     get_total_norm = getattr(nn.utils, "get_total_norm", None)
     if get_total_norm is not None:
         return get_total_norm(grads)

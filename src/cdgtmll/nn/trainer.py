@@ -10,18 +10,26 @@ everything else, identically for BCE, the other loss-based baselines and CD-GTML
 * seeding (python / numpy / torch from ``ctx.seed``), a seeded ``torch.Generator`` for
   the per-epoch shuffle, deterministic algorithms on CPU (:func:`set_deterministic`, restored
   on exit), so the same seed gives bit-identical predictions on CPU;
+* torch's TF32 and cuDNN autotuner flags, set on every run from the config and restored on exit
+  (:func:`run_numerics`: TF32 off unless ``allow_tf32``; ``cudnn_benchmark`` on for image inputs
+  unless configured); they act on CUDA only;
 * no DataLoader: the (tabular) training arrays live on the device as tensors and a
   batch is an index gather from the epoch's seeded ``randperm``; a task may re-lay the
   target columns once (:meth:`TrainTask.train_targets`);
 * AdamW (decoupled weight decay 1e-4 on every parameter, biases and fusion logits
-  included: PyTorch's default, the paper names no exclusions) with param groups ``backbone`` (eta_0), ``head``
+  included: PyTorch's default, the paper names no exclusions; the implementation by device,
+  :func:`resolve_optimizer_impl`) with param groups ``backbone`` (eta_0), ``head``
   (eta_head) and ``fusion`` (eta_0, E.1), each with a per-step cosine decay from its
   base rate to 0 over all ``epochs * ceil(n / B)`` steps (no warm-up; the last partial
   batch of an epoch is kept);
 * per batch: ``zero_grad -> objective.backward() -> task.clip_gradients(max_norm=5)
   -> optimiser.step() -> scheduler.step() -> task.after_optimizer_step()``; the
   default clipping is the global norm over all parameters (App. E.1), a task may
-  clip per parameter block instead (CD-GTMLL does, see its docstring);
+  clip per parameter block instead (CD-GTMLL does, see its docstring); the steps
+  (:func:`run_steps`) read no tensor on the host where that waits for the device (CUDA), and
+  logged Python scalars reach it as fill kernels (:func:`step_scalar`), so a CUDA step never
+  waits for the host (:mod:`cdgtmll.nn.device_sync`; tests/unit/nn/test_step_sync.py checks it on
+  the CPU, tests/cuda/test_cuda_sync.py under ``torch.cuda.set_sync_debug_mode("error")``);
 * one row per epoch in ``ctx.workdir/train_log.csv``: ``epoch``, ``loss`` (mean
   objective over the epoch's samples), the task's terms (same weighting),
   ``lr_backbone`` / ``lr_head`` (rates of the epoch's first step), ``grad_norm_max`` and
@@ -146,6 +154,7 @@ from torch import nn
 from cdgtmll.images.trainer_input import ImageInput, iter_rows, needs_grad_scaler
 from cdgtmll.io import atomic_path, remove_stale_temps
 from cdgtmll.lineage.provenance import device_info, device_kind
+from cdgtmll.nn import device_sync
 from cdgtmll.nn import sparse as sparse_mod
 from cdgtmll.nn.checkpoint import (
     CHECKPOINT,
@@ -179,9 +188,20 @@ CHECKPOINT_EVERY = 25
 CHECKPOINT_SECONDS = 120.0
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 #: how AdamW's update is computed (``TrainConfig.optimizer_impl``): ``for_loop`` = torch's
-#: per-tensor path (its CPU default), ``fused`` = ``AdamW(fused=True)``, one kernel per tensor
-#: (different rounding: see docs/benchmarks.md "Floor" for its measured effect)
-OPTIMIZER_IMPLS = ("for_loop", "fused")
+#: per-tensor path (its CPU default), ``foreach`` = its multi-tensor path (its CUDA default: one
+#: kernel per operation over all parameters), ``fused`` = ``AdamW(fused=True)``, one kernel per
+#: tensor (different rounding: see docs/benchmarks.md "Floor" for its measured effect), ``auto``
+#: (the default) = by device (:func:`resolve_optimizer_impl`)
+OPTIMIZER_IMPLS = ("auto", "for_loop", "foreach", "fused")
+#: what ``optimizer_impl: auto`` takes per device type, and why (recorded in each run's provenance)
+AUTO_OPTIMIZER_IMPL = {
+    "cuda": ("foreach", "auto on CUDA: torch's multi-tensor AdamW (its CUDA default), a few kernel launches per "
+                        "step over all parameter tensors instead of several per tensor"),
+    "cpu": ("for_loop", "auto on CPU: torch's per-tensor AdamW (its CPU default); on the default profile's "
+                        "CPU models foreach is no faster (same bytes) and fused saves 5-10% of a fit but rounds "
+                        "differently, which would change every CPU number (benchmarks/bench_optimizer_impl.py, "
+                        "docs/benchmarks.md)"),
+}
 
 
 class TrainingInterrupted(RuntimeError):
@@ -203,7 +223,11 @@ class TrainConfig:
     weight_decay: float = 1e-4
     grad_clip: float | None = 5.0
     select_epoch: str = "last"
-    optimizer_impl: str = "for_loop"
+    optimizer_impl: str = "auto"
+    allow_tf32: bool = False
+    #: ``auto`` = on for image inputs (fixed-size batches, what cuDNN's autotuner is for), off
+    #: otherwise (tabular and sparse models run no convolutions); or True / False
+    cudnn_benchmark: str | bool = "auto"
 
     @property
     def head_lr(self) -> float:
@@ -216,6 +240,10 @@ class TrainConfig:
             raise ValueError(f"select_epoch must be one of {SELECT_EPOCH_RULES}, got {self.select_epoch!r}")
         if self.optimizer_impl not in OPTIMIZER_IMPLS:
             raise ValueError(f"optimizer_impl must be one of {OPTIMIZER_IMPLS}, got {self.optimizer_impl!r}")
+        if not isinstance(self.allow_tf32, bool):
+            raise ValueError(f"allow_tf32 must be true or false, got {self.allow_tf32!r}")
+        if self.cudnn_benchmark != "auto" and not isinstance(self.cudnn_benchmark, bool):
+            raise ValueError(f"cudnn_benchmark must be one of auto, true, false; got {self.cudnn_benchmark!r}")
 
 
 class TrainTask:
@@ -312,6 +340,44 @@ def resolve_device(device: str | None) -> torch.device:
         warnings.warn("CUDA requested but not available; training on CPU", stacklevel=3)
         return torch.device("cpu")
     return torch.device(device)
+
+
+def resolve_optimizer_impl(requested: str, device: torch.device | str) -> tuple[str, str]:
+    """``(implementation, reason)`` of AdamW for ``optimizer_impl`` ``requested`` on ``device``:
+    an explicit choice as configured, ``auto`` by device type (:data:`AUTO_OPTIMIZER_IMPL`;
+    other device types take torch's per-tensor path)."""
+    if requested not in OPTIMIZER_IMPLS:
+        raise ValueError(f"optimizer_impl must be one of {OPTIMIZER_IMPLS}, got {requested!r}")
+    if requested != "auto":
+        return requested, f"configured (optimizer_impl: {requested})"
+    return AUTO_OPTIMIZER_IMPL.get(torch.device(device).type, AUTO_OPTIMIZER_IMPL["cpu"])
+
+
+def run_numerics(cfg: TrainConfig, device: torch.device | str, images: bool) -> dict[str, Any]:
+    """The settings of a training run that change its numbers in the last bits without being
+    hyper-parameters of its method, as :func:`train` applies them (each run's provenance
+    ``numerics``; the tables name those that are not the default, :mod:`cdgtmll.tables.footnotes`):
+    ``optimizer_impl`` (the AdamW path taken) with ``optimizer_impl_requested`` and
+    ``optimizer_impl_reason``; ``allow_tf32`` (TF32 in cuBLAS matmuls and cuDNN convolutions,
+    CUDA on Ampere or newer; off by default: the paper's numbers are fp32/bf16);
+    ``cudnn_benchmark`` (cuDNN's autotuner, ``auto``: on for image inputs) with
+    ``cudnn_benchmark_requested``; ``device`` (its type: on the CPU neither flag acts)."""
+    impl, why = resolve_optimizer_impl(cfg.optimizer_impl, device)
+    bench = bool(images) if cfg.cudnn_benchmark == "auto" else bool(cfg.cudnn_benchmark)
+    return {"optimizer_impl": impl, "optimizer_impl_requested": cfg.optimizer_impl, "optimizer_impl_reason": why,
+            "allow_tf32": bool(cfg.allow_tf32), "cudnn_benchmark": bench,
+            "cudnn_benchmark_requested": cfg.cudnn_benchmark, "device": torch.device(device).type}
+
+
+def backend_flags() -> tuple[bool, bool, bool]:
+    """``(cuBLAS matmul TF32, cuDNN TF32, cuDNN benchmark)`` as torch has them now."""
+    return (bool(torch.backends.cuda.matmul.allow_tf32), bool(torch.backends.cudnn.allow_tf32),
+            bool(torch.backends.cudnn.benchmark))
+
+
+def set_backend_flags(flags: tuple[bool, bool, bool]) -> None:
+    """Set :func:`backend_flags` (process-wide torch settings; CUDA only acts on them)."""
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark = flags
 
 
 def set_deterministic(mode: bool, warn_only: bool = False) -> None:
@@ -520,12 +586,16 @@ def train(
     device = resolve_device(getattr(ctx, "device", "cpu"))
     prev_det = torch.are_deterministic_algorithms_enabled()
     prev_warn = torch.is_deterministic_algorithms_warn_only_enabled()
+    prev_flags = backend_flags()
+    num = run_numerics(cfg, device, isinstance(X_train, ImageInput))
+    set_backend_flags((num["allow_tf32"], num["allow_tf32"], num["cudnn_benchmark"]))  # every run, explicitly
     if device.type == "cpu":
         set_deterministic(True)
     try:
         return _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device)
     finally:
         set_deterministic(prev_det, warn_only=prev_warn)
+        set_backend_flags(prev_flags)
 
 
 def sparse_train_targets(task: TrainTask, model: nn.Module, Y: Any, device: torch.device | str,
@@ -591,7 +661,7 @@ def _train(task, X_train, Y_train, X_val, Y_val, cfg, ctx, fingerprint, device):
     ckpt_epoch, ckpt_t = start_epoch - 1, time.perf_counter()
     machine = device_kind(device_info(str(device))) or ""
     lr_names = [g["name"] for g in opt.param_groups]
-    watch = FiniteWatch(device, immediate=device.type == "cpu" or scaler is not None)
+    watch = FiniteWatch(device, immediate=device_sync.host_reads_free(device) or scaler is not None)
     method_name = str(fingerprint.get("method") or type(task).__name__)
     report = epoch_reporter(getattr(ctx, "progress", False), method_name, ctx.seed)
     if report is not None:
@@ -713,12 +783,14 @@ def make_optimizer(
     task: TrainTask, model: nn.Module, cfg: TrainConfig, total_steps: int
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
     """AdamW over the task's param groups (backbone/fusion at eta_0, heads at eta_head)
-    and a per-step cosine decay to 0 over ``total_steps``."""
+    and a per-step cosine decay to 0 over ``total_steps``; its implementation is
+    ``cfg.optimizer_impl`` resolved for the model's device (:func:`resolve_optimizer_impl`)."""
     groups = task.param_groups(model)
     _check_groups(model, groups)
     _eager_optimizer_methods()
     base_lr = {"backbone": cfg.lr_backbone, "head": cfg.head_lr, "fusion": cfg.lr_backbone}
-    impl = {"fused": True} if cfg.optimizer_impl == "fused" else {"foreach": False}
+    chosen = resolve_optimizer_impl(cfg.optimizer_impl, next((p.device for p in model.parameters()), "cpu"))[0]
+    impl = {"fused": True} if chosen == "fused" else {"foreach": chosen == "foreach"}
     opt = torch.optim.AdamW(
         [{"params": ps, "lr": base_lr[name], "name": name} for name, ps in groups.items() if ps],
         weight_decay=cfg.weight_decay, **impl,
@@ -768,18 +840,17 @@ def train_epoch(
     model.train()
     device = perm.device
     names: list[str] = []
-    acc = None
     plan = task.epoch_batches(perm, batch_size)
     if plan is None:
         plan = [perm[s : s + batch_size] for s in range(0, perm.numel(), batch_size)]
     elif len(plan) != -(-perm.numel() // batch_size):
         raise ValueError(f"epoch_batches returned {len(plan)} batches, expected {-(-perm.numel() // batch_size)}")
-    if isinstance(X_t, ImageInput):
-        batches = X_t.iter_batches(plan, batch_size, epoch, device)
+    if isinstance(X_t, ImageInput):  # the loader reads the positions on the host: one read, before the steps
+        batches = X_t.iter_batches(_host_plan(plan), batch_size, epoch, device)
     else:
         batches = ((idx, take_rows(X_t, idx)) for idx in plan)
     if watch is None:
-        watch = FiniteWatch(device, immediate=device.type == "cpu" or scaler is not None)
+        watch = FiniteWatch(device, immediate=device_sync.host_reads_free(device) or scaler is not None)
     watch.start(len(plan))
     norms = torch.full((len(plan),), float("nan"), dtype=torch.float32, device=device)  # pre-clip, per step
 
@@ -792,12 +863,64 @@ def train_epoch(
         return TrainingDiverged(epoch, b + 1, len(plan), g + 1, total_steps, values[0], gnorm,
                                 dict(zip(names[1:], values[1:])), lrs)
 
+    acc = run_steps(task, model, opt, sched, batches, Y_t, step0, total_steps, grad_clip, scaler, watch, norms,
+                    names, diverged)
+    sums = {k: float(v) for k, v in zip(names, acc.double().cpu())}  # the epoch's one read of the sums
+    found = watch.finish()
+    if found is not None:
+        raise diverged(found)
+    if step_norms is not None:
+        step_norms.append(norms.double().cpu().numpy())
+    return sums
+
+
+def _host_plan(plan: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The epoch's batches of positions on the host, read from the device at once (one copy)."""
+    if not plan or plan[0].device.type == "cpu":
+        return plan
+    return list(torch.cat(plan).cpu().split([p.numel() for p in plan]))
+
+
+def step_scalar(v: Any, device: torch.device) -> torch.Tensor:
+    """A logged term as a device tensor without a host-to-device copy: a tensor as it is
+    (detached), a Python number as the argument of a fill kernel (``torch.full``: the value
+    and dtype ``torch.as_tensor`` gives it, with no copy that waits for the device)."""
+    if isinstance(v, torch.Tensor):
+        return v.detach()
+    if isinstance(v, (bool, int, float)):
+        return torch.full((), v, device=device)
+    return torch.as_tensor(v, device=device)  # numpy scalars keep their dtype, as before
+
+
+def run_steps(
+    task: TrainTask,
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    sched: Any,
+    batches: Any,
+    Y_t: Any,
+    step0: int,
+    total_steps: int,
+    grad_clip: float | None,
+    scaler: torch.amp.GradScaler | None,
+    watch: FiniteWatch,
+    norms: torch.Tensor,
+    names: list[str],
+    diverged: Callable[[tuple[int, list[float], float | None]], TrainingDiverged],
+) -> torch.Tensor:
+    """The steps of one epoch (:func:`train_epoch`): per batch ``zero_grad -> backward -> clip
+    -> step -> scheduler -> after_optimizer_step -> watch``; returns the sample-weighted sums
+    ``[loss, *terms]`` as one device tensor (``names`` gets their names) and fills ``norms``
+    (pre-clip norm per step). Nothing here reads a device value on the host where that read
+    waits for the device (:mod:`cdgtmll.nn.device_sync`), except what the GradScaler and an
+    ``immediate`` watch do by design."""
+    acc = None
     for b, (idx, xb) in enumerate(batches):
         yb = take_rows(Y_t, idx)
         loss, terms = task.training_step(model, xb, yb, (step0 + b) / total_steps)
         if acc is None:
-            names = ["loss", *terms]
-        vec = torch.stack([loss.detach(), *(torch.as_tensor(v, device=device).detach() for v in terms.values())])
+            names[:] = ["loss", *terms]
+        vec = torch.stack([loss.detach(), *(step_scalar(v, loss.device) for v in terms.values())])
         opt.zero_grad(set_to_none=True)
         gnorm = clip_norm = None
         if scaler is None:
@@ -819,20 +942,14 @@ def train_epoch(
             scaler.update()
         clip_norm = gnorm if clip_norm is None else clip_norm
         if clip_norm is not None:
-            norms[b] = torch.as_tensor(clip_norm).detach()  # a device copy: no host sync
+            norms[b] = step_scalar(clip_norm, norms.device)  # a device copy: no host sync
         sched.step()
         task.after_optimizer_step(model)
         found = watch.observe(b, loss, vec, gnorm)
         if found is not None:
             raise diverged(found)
         acc = vec * idx.numel() if acc is None else acc + vec * idx.numel()
-    sums = {k: float(v) for k, v in zip(names, acc.double().cpu())}
-    found = watch.finish()
-    if found is not None:
-        raise diverged(found)
-    if step_norms is not None:
-        step_norms.append(norms.double().cpu().numpy())
-    return sums
+    return acc
 
 
 def clip_columns(norms: np.ndarray, grad_clip: float | None) -> dict[str, float | int]:

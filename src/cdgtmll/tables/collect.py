@@ -218,6 +218,25 @@ def base_run_record(prov: dict) -> str:
     return f"own {b.get('method')}: {b.get('reason')}"
 
 
+#: the training numerics settings' defaults (:func:`cdgtmll.nn.trainer.run_numerics`; config
+#: ``training.optimizer_impl`` / ``allow_tf32`` / ``cudnn_benchmark``)
+NUMERICS_DEFAULTS = {"optimizer_impl_requested": "auto", "allow_tf32": False, "cudnn_benchmark_requested": "auto"}
+
+
+def numerics_record(prov: dict) -> str:
+    """A run's training numerics settings that are not the default, as ``key: value`` joined by
+    ``, `` (its provenance's ``numerics``, as configured: a setting away from ``auto`` is taken as
+    it is), or '' (defaults, or not a neural run)."""
+    num = prov.get("numerics") or {}
+    return ", ".join(f"{key.removesuffix('_requested')}: {json_value(num[key])}"
+                     for key, default in NUMERICS_DEFAULTS.items() if key in num and num[key] != default)
+
+
+def json_value(v: object) -> str:
+    """``true``/``false``/``null`` for Python's booleans and None, the value's text otherwise."""
+    return json.dumps(v) if isinstance(v, bool) or v is None else str(v)
+
+
 def run_code(prov: dict) -> dict:
     """The git commit, dirty flag and code identity (:mod:`cdgtmll.lineage.code`) a run was
     trained with, and the kind of machine it ran on (:func:`run_machine`), from its provenance
@@ -268,6 +287,7 @@ def collect(paths: list[Path], aliases: dict[str, str] | None = None, remove: bo
         code = run_code(prov)
         selection = epoch_selection_record(prov)
         base_run = base_run_record(prov)
+        numerics = numerics_record(prov)
         for mode in MODES:
             key, block = mode_block(m, mode)
             own = key == "method"
@@ -286,13 +306,14 @@ def collect(paths: list[Path], aliases: dict[str, str] | None = None, remove: bo
             row["untrained_labels"] = ", ".join(untrained.get("names", []))
             row.update(selection)
             row["base_run"] = base_run
+            row["numerics"] = numerics
             row.update(code)
             row["alias_of"] = alias_of
             rows.append(row)
     cols = ["dataset", "variant", "setting", "severity", "sampling_seed", "method", "seed", "mode", "own_thresholds", *METRICS,
             *RULE_COLUMNS, *EXCLUSION_COLUMNS, *ORACLE_COLUMNS, *READING_COLUMNS, *TAIL_DETAIL_COLUMNS,
             "equal_by_construction", "deviation", "deterministic", "untrained_labels",
-            "backbone", "select_epoch", "selected_epoch", "epochs_trained", "base_run", "git_commit", "git_dirty", "code_sha256",
+            "backbone", "select_epoch", "selected_epoch", "epochs_trained", "base_run", "numerics", "git_commit", "git_dirty", "code_sha256",
             "device", "alias_of", "metrics_path", "metrics_sha256"]
     return pd.DataFrame(rows, columns=cols)
 
@@ -356,6 +377,8 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
         out["untrained_labels"] = g["untrained_labels"].agg(lambda s: "; ".join(sorted(set(map(_s, s)) - {""})))
     if "equal_by_construction" in df:
         out["equal_by_construction"] = g["equal_by_construction"].agg(lambda s: "; ".join(sorted(set(map(_s, s)) - {""})))
+    if "numerics" in df:
+        out["numerics"] = g["numerics"].agg(lambda s: "; ".join(sorted(set(map(_s, s)) - {""})))
     if "select_epoch" in df:
         out["select_epoch"] = g["select_epoch"].agg(lambda s: "; ".join(sorted(set(map(_s, s)) - {""})))
         out["selected_epochs"] = g[["selected_epoch", "epochs_trained"]].apply(_epoch_range)

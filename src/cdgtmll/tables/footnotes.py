@@ -14,7 +14,8 @@
   metrics equal to another row's by construction; each method's deviation from its paper;
   rows of a deterministic method, fitted once (n = 1: :func:`deterministic_notes`);
 * which epoch's weights the neural rows predicted with (``select_epoch``, recorded by each run;
-  :func:`_epoch_notes`);
+  :func:`_epoch_notes`); training numerics settings other than the default (AdamW
+  implementation, TF32, cuDNN autotuner: :func:`_numerics_notes`);
 * what prepare warned about a dataset (labels constant in the training split, imputed
   features): :func:`cdgtmll.data.processed.dataset_warnings` of the processed file the runs
   were evaluated on.
@@ -89,6 +90,7 @@ def footnotes(table: dict, summary: pd.DataFrame, mode: str, threshold: float,
     notes += _dataset_notes(table, summary)
     notes += _deviation_notes(table, summary, mode)
     notes += deterministic_notes(table, summary, mode)
+    notes += _numerics_notes(table, summary, mode)
     return notes
 
 
@@ -251,6 +253,24 @@ def deterministic_notes(table: dict, summary: pd.DataFrame, mode: str) -> list[s
                 "; on an R-variant one run per sampling seed (n = the sampling seeds), each fitted once")
         notes.append(f"{method}: deterministic (its fit does not use the seed): fitted once, n = 1{more}.")
     return notes
+
+
+def _numerics_notes(table: dict, summary: pd.DataFrame, mode: str) -> list[str]:
+    """Rows with cells in this table whose runs trained with numerics settings other than the
+    default (each run's provenance ``numerics``: AdamW implementation, TF32, cuDNN autotuner;
+    :func:`cdgtmll.tables.collect.numerics_record`), one note per set of settings."""
+    if summary.empty or "numerics" not in summary:
+        return []
+    rows = rows_with_cells(table)
+    hit = summary[(summary["mode"] == mode) & summary["method"].isin(rows) & (summary["numerics"] != "")]
+    by: dict[str, list[str]] = {}
+    for r in hit.itertuples():
+        for setting in str(r.numerics).split("; "):
+            if r.method not in by.setdefault(setting, []):
+                by[setting].append(r.method)
+    return [f"{', '.join(m for m in rows if m in methods)}: trained with {setting} (not the default; "
+            "it changes results in the last digits). Per run: provenance.json numerics."
+            for setting, methods in sorted(by.items())]
 
 
 EPOCH_RULES = {

@@ -177,6 +177,7 @@ from cdgtmll.methods.base import FitData, RunContext, register
 from cdgtmll.methods.cdgtmll.partition import PARTITION_ORDERS, Partition, cumulative_tail, make_partition
 from cdgtmll.methods.cdgtmll.terms import DIVERGENCE_FNS, DIVERGENCES, _LogLikColumns, _OverlapCuriosity
 from cdgtmll.methods.neural import NeuralMethod
+from cdgtmll.nn import device_sync
 from cdgtmll.nn.backbone import MLPBackbone
 from cdgtmll.nn.sparse import DENSE_VAL_MAX_CELLS
 from cdgtmll.nn.val_metrics import average_precision_per_label
@@ -261,6 +262,14 @@ class CDGTMLLNet(nn.Module):
                             if self.separate else [])
         self.register_buffer("rows_by_player", long(order))
         self.register_buffer("rows_inverse", long(np.argsort(order, kind="stable") if self.separate else []))
+        # the same for the overlap pairs alone (the EMA peers' rows, :meth:`linear_rows`): laid out once,
+        # so that no step looks them up (a lookup by value waits for the device); not checkpointed
+        ov_player = np.asarray(pair_player, dtype=np.int64)[len(single) :]
+        ov_order = np.argsort(ov_player, kind="stable") if self.separate else np.zeros(0)
+        self._ov_row_blocks = np.bincount(ov_player, minlength=partition.n_players).tolist() if self.separate else []
+        self.register_buffer("ov_rows_by_player", long(ov_order), persistent=False)
+        self.register_buffer("ov_rows_inverse", long(np.argsort(ov_order, kind="stable") if self.separate else []),
+                             persistent=False)
         self.register_buffer("single_labels", long(single))
         self.register_buffer("ov_labels", long(ov_labels))
         self.register_buffer("ov_group", long(ov_group))
@@ -337,9 +346,7 @@ class CDGTMLLNet(nn.Module):
         if self.ema_peer is None:
             return q, zq
         if update:
-            t = int(self.ema_steps)
-            d = min(self.ema_decay, 1.0 - 1.0 / (t + 1))
-            self.ema_peer.lerp_(q.mean(0).to(self.ema_peer), 1.0 - d)
+            self.ema_peer.lerp_(q.mean(0).to(self.ema_peer), self._ema_rate(self.ema_peer))
             self.ema_steps += 1
         qs = self.ema_peer.to(q).clamp(self.eps, 1 - self.eps).expand_as(q)
         return qs, torch.log(qs) - torch.log1p(-qs)
@@ -348,11 +355,20 @@ class CDGTMLLNet(nn.Module):
     def update_ema(self) -> None:
         if self.ema_weight is None:
             return
-        t = int(self.ema_steps)
-        d = min(self.ema_decay, 1.0 - 1.0 / (t + 1))
-        self.ema_weight.lerp_(self.heads.weight[self.n_single :], 1.0 - d)
-        self.ema_bias.lerp_(self.heads.bias[self.n_single :], 1.0 - d)
+        rate = self._ema_rate(self.ema_weight)
+        self.ema_weight.lerp_(self.heads.weight[self.n_single :], rate)
+        self.ema_bias.lerp_(self.heads.bias[self.n_single :], rate)
         self.ema_steps += 1
+
+    def _ema_rate(self, like: torch.Tensor) -> float | torch.Tensor:
+        """``1 - d_t`` with ``d_t = min(ema_decay, 1 - 1/(t+1))``, ``t`` = ``ema_steps``: a Python
+        float from the buffer where reading it is free (the CPU), else the same arithmetic in
+        float64 on the device, cast to ``like``'s dtype (no host read; :mod:`cdgtmll.nn.device_sync`)."""
+        if device_sync.host_reads_free(self.ema_steps.device):
+            t = int(self.ema_steps)
+            return 1.0 - min(self.ema_decay, 1.0 - 1.0 / (t + 1))
+        t1 = self.ema_steps.double() + 1.0
+        return (1.0 - torch.clamp(1.0 - 1.0 / t1, max=self.ema_decay)).to(like.dtype)
 
     # -- forward -----------------------------------------------------------------------
     def features(self, x: torch.Tensor) -> torch.Tensor:
@@ -368,6 +384,10 @@ class CDGTMLLNet(nn.Module):
         player over its rows, put back in pair order."""
         if not self.separate:
             return F.linear(h, weight, bias)
+        if first == self.n_single:  # the overlap pairs: their per-player layout is precomputed
+            rows = self.ov_rows_by_player
+            blocks = [F.linear(h[i], weight[r], bias[r]) for i, r in enumerate(rows.split(self._ov_row_blocks))]
+            return torch.cat(blocks, dim=1).index_select(1, self.ov_rows_inverse)
         players = self.pair_player[first:]
         out = h.new_empty(h.shape[1], players.numel())
         for i in range(self.n_players):
@@ -679,7 +699,8 @@ class CDGTMLL(NeuralMethod):
         if self.clip_scope == "global":
             return super().clip_gradients(model, max_norm)
         rest = [p for p in (*model.backbone.parameters(), model.fusion_logits) if p.grad is not None]
-        rest_norm = nn.utils.clip_grad_norm_(rest, max_norm) if rest else torch.zeros(())
+        rest_norm = (nn.utils.clip_grad_norm_(rest, max_norm) if rest
+                     else torch.zeros((), device=model.fusion_logits.device))
         gw, gb = model.heads.weight.grad, model.heads.bias.grad
         if gw is None:
             self._block_norm_max = rest_norm

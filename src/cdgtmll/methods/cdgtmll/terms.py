@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from cdgtmll.nn import device_sync
+
 DIVERGENCES = ("jsd", "kl")
 #: below this many elements the curiosity terms use torch's ``softplus``/``log1p`` kernels (the
 #: arithmetic before issue 25): there the fast forms' extra passes cost more in per-op overhead
@@ -33,7 +35,10 @@ def neg_softplus_value(z: torch.Tensor, sn: torch.Tensor, z_max: torch.Tensor | 
     this project's CPUs (torch 2.14, AVX-512: about 10 ns per element against under 1 ns for
     ``exp``/``log``/``sigmoid``)."""
     out = torch.log(sn)
-    if bool((z.max() if z_max is None else z_max.max()) > _LOG_SIGMOID_SAFE):
+    # on the CPU the test skips the pass when no entry is that large; elsewhere reading it would
+    # wait for the device, and the pass gives the same values (entries <= 80 keep ``out``)
+    if not device_sync.host_reads_free(z.device) or bool(
+            (z.max() if z_max is None else z_max.max()) > _LOG_SIGMOID_SAFE):
         big = z > _LOG_SIGMOID_SAFE
         out = torch.where(big, -F.softplus(z.masked_fill(~big, 0.0)), out)
     return out
@@ -122,7 +127,9 @@ class _LogLikColumns(torch.autograd.Function):
     ``ll[k] = sum_b y log s + (1-y) log(1-s) = sum_b y z - softplus(z)``, and ``llc``,
     the same sums with ``s`` clipped to ``[sigmoid(-hi), sigmoid(hi)]`` (= ``z`` clamped
     to ``[-hi, hi]``), whose gradient is 0 on the clipped entries. Clipped entries are
-    rare and handled sparsely (columns found by a column-wise min/max). Gradient:
+    rare and handled sparsely (columns found by a column-wise min/max) on the CPU; on a device
+    where finding them would wait for it (``nonzero``; :mod:`cdgtmll.nn.device_sync`) the
+    correction is one dense masked pass instead (same sums up to their rounding). Gradient:
     ``(y - s) * (g_ll + g_llc * unclipped)``, what autograd gives for BCE-with-logits on
     ``z`` and on ``clamp(z)``, in two element-wise passes.
     """
@@ -135,6 +142,13 @@ class _LogLikColumns(torch.autograd.Function):
             ll = torch.addcmul(neg_softplus_value(z, torch.sigmoid(-z), z_max), y, z).sum(0)
         else:
             ll = (y * z).sum(0) - F.softplus(z).sum(0)
+        if not device_sync.host_reads_free(z.device):  # no data-dependent shapes (nonzero waits for the device)
+            clipped = z.abs() > hi
+            zc = z.clamp(-hi, hi)
+            delta = (y * zc - F.softplus(zc)) - (y * z - F.softplus(z))
+            ctx.save_for_backward(y - s, clipped)
+            ctx.idx = None
+            return ll, ll + torch.where(clipped, delta, 0.0).sum(0)
         llc = ll.clone()
         cols = torch.logical_or(z_min < -hi, z_max > hi).nonzero().flatten()
         idx = None
@@ -151,7 +165,9 @@ class _LogLikColumns(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g_ll, g_llc):  # noqa: D102
-        (r,) = ctx.saved_tensors
+        r, *clipped = ctx.saved_tensors
+        if clipped:  # the forward's dense form: g_llc only where z was not clipped
+            return r * (g_ll + g_llc * clipped[0].logical_not()), None, None
         grad = r * (g_ll + g_llc)
         if ctx.idx is not None:
             idx = ctx.idx

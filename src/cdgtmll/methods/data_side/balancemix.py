@@ -265,7 +265,8 @@ class BalanceMixMethod(_BCEDataSide):
         idx = yb[:, -1].long()
         y_obs = yb[:, :-1]
         m_idx, lam = self.draw_minority(xb.shape[0])
-        m_idx, lam = m_idx.to(xb.device), lam.to(xb.device)
+        # drawn on the host (seeded CPU generator); copied without waiting for the device
+        m_idx, lam = m_idx.to(xb.device, non_blocking=True), lam.to(xb.device, non_blocking=True)
         if self._managed:
             y_r, y_m, w = self._Y_ref[idx], self._Y_ref[m_idx], self._W[idx]
         else:

@@ -399,7 +399,8 @@ class LSFAMethod(_BCEDataSide):
         cfg = TrainConfig(
             epochs=hp["calib_epochs"] or base.epochs, batch_size=base.batch_size, lr_backbone=base.lr_backbone,
             lr_head=base.lr_head, weight_decay=base.weight_decay, grad_clip=base.grad_clip,
-            select_epoch=base.select_epoch,
+            select_epoch=base.select_epoch, optimizer_impl=base.optimizer_impl, allow_tf32=base.allow_tf32,
+            cudnn_benchmark=base.cudnn_benchmark,
         )
         ctx3 = dataclasses.replace(ctx, workdir=Path(ctx.workdir) / "lsfa_stage3")
         fp = {"method": f"{self.name or 'LSFA'}/stage3", "hparams": self.hparams()}
