@@ -313,7 +313,8 @@ def collect(paths: list[Path], aliases: dict[str, str] | None = None, remove: bo
     cols = ["dataset", "variant", "setting", "severity", "sampling_seed", "method", "seed", "mode", "own_thresholds", *METRICS,
             *RULE_COLUMNS, *EXCLUSION_COLUMNS, *ORACLE_COLUMNS, *READING_COLUMNS, *TAIL_DETAIL_COLUMNS,
             "equal_by_construction", "deviation", "deterministic", "untrained_labels",
-            "backbone", "select_epoch", "selected_epoch", "epochs_trained", "base_run", "numerics", "git_commit", "git_dirty", "code_sha256",
+            "backbone", "select_epoch", "selected_epoch", "epochs_trained", "base_run", "numerics",
+            "git_commit", "git_dirty", "code_sha256",
             "device", "alias_of", "metrics_path", "metrics_sha256"]
     return pd.DataFrame(rows, columns=cols)
 
