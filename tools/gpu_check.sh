@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The prepared GPU check (issue 43 item 8): one run on one CUDA GPU, under 8 minutes, whose
+# The prepared GPU check: one run on one CUDA GPU, under 8 minutes, whose
 # output file goes into docs/benchmarks.md as it is. Parts, each under its own time budget
 # (`timeout`; a part that runs past it is stopped and reported, the others still run):
 #
