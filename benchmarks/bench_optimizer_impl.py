@@ -1,4 +1,4 @@
-"""AdamW's implementations on the CPU (issue 43 item 1): ``for_loop`` (torch's per-tensor path,
+"""AdamW's implementations on the CPU: ``for_loop`` (torch's per-tensor path,
 its CPU default), ``foreach`` (multi-tensor, its CUDA default) and ``fused``, on the default
 profile's CPU models: BCE's MLP and CD-GTMLL on Yeast (hidden 512, batch 256, lr 2e-3, the
 trainer's defaults). What ``optimizer_impl: auto`` takes on the CPU rests on these numbers

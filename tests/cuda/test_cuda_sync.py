@@ -1,4 +1,4 @@
-"""No host sync per training step on CUDA (issue 43 item 2): every step of BCE, CD-GTMLL and an
+"""No host sync per training step on CUDA: every step of BCE, CD-GTMLL and an
 architecture baseline (C-Tran) runs under ``torch.cuda.set_sync_debug_mode("error")``, on real
 Yeast and on the toy JPEG images (ResNet-50 fine-tuning, bf16; after the first epoch, in which
 cuDNN's autotuner times each input shape once), the loader included; a run also

@@ -1,4 +1,4 @@
-"""tools/gpu_check.sh, the prepared GPU check (issue 43 item 8), in its CPU-side parts: ``--help``,
+"""tools/gpu_check.sh, the prepared GPU check, in its CPU-side parts: ``--help``,
 ``--dry-run`` (each part's command and time budget, adding up to under 8 minutes), argument
 errors, the ``--help`` of every script it runs, and the collection of the CUDA tests it runs
 (they skip without CUDA)."""

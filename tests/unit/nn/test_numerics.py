@@ -1,4 +1,4 @@
-"""The training numerics settings (issue 43 items 1 and 3): AdamW's implementation by device
+"""The training numerics settings: AdamW's implementation by device
 (``optimizer_impl: auto``), TF32 and cuDNN's autotuner, each set on every run, restored after
 it, recorded in its provenance (``numerics``) and named in the tables' footnotes when not the
 default; on real Yeast through :func:`cdgtmll.train.run_seed` and the tables' own collection."""
