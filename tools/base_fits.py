@@ -121,6 +121,8 @@ def summary(label: str, numbers: dict) -> str:
         lines.append(f"{label}: {b} {row['jobs']} jobs / {row['fits']} seed fits; {b} fits inside other rows: "
                      f"{inside} ({', '.join(f'{m} {k}' for m, k in sorted(row['inside'].items())) or 'none'}); "
                      f"read from {b}'s runs: {', '.join(f'{m} {k}' for m, k in sorted(row['read'].items())) or 'none'}")
+    if not lines:
+        lines.append(f"{label}: no planned row builds on another row's run")
     lines += [f"{label}: PROBLEM {p}" for p in numbers["problems"]]
     return "\n".join(lines)
 
