@@ -1,0 +1,299 @@
+"""The docs name what exists: every ``cdgtmll.<module>[.<name>]`` and every repository path in
+inline code of README.md, config/README.md and docs/*.md resolves, and every key of the config
+schema is described in config/README.md.
+
+Names are resolved without importing anything: a module is a file under ``src/`` and a name is a
+top-level definition (``def``, ``class``, assignment) of that module's source, or a member of
+such a class, found by parsing it. The checker runs on temporary pages too, to show it rejects a
+stale name, path and key.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support.paths import ROOT
+
+PAGES = sorted([ROOT / "README.md", ROOT / "config" / "README.md", *(ROOT / "docs").glob("*.md")])
+SRC = ROOT / "src"
+SCHEMA = SRC / "cdgtmll" / "config" / "schema.yaml"
+#: top-level folders whose paths the docs name; a path starting with one of them must exist
+TOPS = ("src/", "tools/", "tests/", "config/", "workflow/", "benchmarks/", "profiles/", "docs/",
+        "mk/", ".ci/")
+#: files the docs name as examples of what a user writes; they are not in the repository
+EXAMPLES = {"config/my.yaml", "config/local.yaml", "tests/test_my_method.py"}
+FENCE = re.compile(r"^\s*(```|~~~)")
+CODE = re.compile(r"(`+)(.+?)\1")
+DOTTED = re.compile(r"(?<![\w./-])cdgtmll(?:\.[A-Za-z_]\w*)+")
+PATH = re.compile(r"(?<![\w./<{-])((?:\.ci|[A-Za-z_][\w.-]*)/[\w./<>{}*?\[\],-]*)")
+#: a Python file named without its top folder: relative to the package when its first folder
+#: is one of the package's (``nn/trainer.py``, ``cdgtmll/io.py``), to tests/ when it is one of
+#: tests/ (``unit/nn/test_trainer.py``); other such paths (an upstream repository's) are not ours
+RELATIVE = re.compile(r"^[a-z_]\w*(?:/[a-z_]\w*)+\.py$")
+TEST_FOLDERS = ("unit", "integration", "cuda", "support", "fixtures")
+#: dotted names ending so are file names (``cdgtmll.sif``), not Python names
+FILE_SUFFIXES = {"sif", "yaml", "yml", "json", "toml", "tar", "gz", "whl", "log", "txt", "md"}
+
+
+def code_spans(text: str) -> list[tuple[int, str]]:
+    """(line number, inline code) outside fenced blocks."""
+    out, fenced = [], False
+    for no, line in enumerate(text.splitlines(), 1):
+        if FENCE.match(line):
+            fenced = not fenced
+        elif not fenced:
+            out.extend((no, m.group(2).strip()) for m in CODE.finditer(line))
+    return out
+
+
+def module_file(module: str) -> Path | None:
+    """The source file of a dotted module name under src/, or None."""
+    base = SRC.joinpath(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _bound(body: list[ast.stmt]) -> dict[str, ast.AST]:
+    """Names a block defines (definitions and assignment targets), looking into if/try blocks."""
+    out: dict[str, ast.AST] = {}
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out[node.name] = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        out[name.id] = node
+        elif isinstance(node, (ast.If, ast.Try, ast.With)):
+            blocks = [node.body, getattr(node, "orelse", []), getattr(node, "finalbody", [])]
+            blocks += [h.body for h in getattr(node, "handlers", [])]
+            for block in blocks:
+                out.update(_bound(block))
+    return out
+
+
+@functools.cache
+def _definitions(path: Path) -> dict[str, ast.AST]:
+    return _bound(ast.parse(path.read_bytes(), filename=str(path)).body)
+
+
+def resolve_dotted(name: str) -> str | None:
+    """Why a dotted name does not resolve, or None when it does."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        path = module_file(".".join(parts[:cut]))
+        if path is not None:
+            break
+    else:
+        return "no such module"
+    rest = parts[cut:]
+    if not rest:
+        return None
+    defs = _definitions(path)
+    node = defs.get(rest[0])
+    if node is None:
+        return f"{path.relative_to(ROOT)} defines no {rest[0]!r}"
+    if len(rest) == 1:
+        return None
+    if isinstance(node, ast.ClassDef) and len(rest) == 2 and rest[1] in _bound(node.body):
+        return None
+    return f"{'.'.join(rest[1:])!r} is not a member of {rest[0]!r} in {path.relative_to(ROOT)}"
+
+
+def _bases(path: str) -> list[Path]:
+    """The folders a path named on a page is read from; none when it is not the repository's."""
+    if path.startswith(TOPS):
+        return [ROOT]
+    if RELATIVE.match(path):
+        first = path.split("/", 1)[0]
+        if first in TEST_FOLDERS:
+            return [ROOT / "tests"]
+        if first == "cdgtmll":
+            return [SRC]
+        if (SRC / "cdgtmll" / first).is_dir():
+            return [SRC / "cdgtmll"]
+    return []
+
+
+def _expand(pattern: str) -> list[str]:
+    """Shell brace alternatives: ``tests/{unit,cuda}/`` is two paths."""
+    m = re.search(r"\{([^{}]*,[^{}]*)\}", pattern)
+    if m is None:
+        return [pattern]
+    return [alt for part in m.group(1).split(",")
+            for alt in _expand(pattern[:m.start()] + part + pattern[m.end():])]
+
+
+def resolve_path(path: str) -> str | None:
+    """Why a path named on a page does not exist, or None when it does (or is not ours)."""
+    path = re.sub(r"(::.*|:\d+)$", "", path).rstrip(".,;:")
+    if path in EXAMPLES or not (bases := _bases(path)):
+        return None
+    for alternative in _expand(path):
+        pattern = re.sub(r"<[^>]*>|\{[^}]*\}", "*", alternative).rstrip("/")
+        globbed = any(ch in pattern for ch in "*?[")
+        if not any(next(base.glob(pattern), None) is not None if globbed else (base / pattern).exists()
+                   for base in bases):
+            return "does not exist"
+    return None
+
+
+def stale_names(page: Path) -> list[str]:
+    """Every name and path of a page's inline code that does not resolve, as 'page:line: ...'."""
+    where = page.relative_to(ROOT) if page.is_relative_to(ROOT) else page.name
+    bad = []
+    for no, span in code_spans(page.read_text()):
+        for name in DOTTED.findall(span):
+            if name.rsplit(".", 1)[-1] in FILE_SUFFIXES:
+                continue
+            if (why := resolve_dotted(name)) is not None:
+                bad.append(f"{where}:{no}: {name}: {why}")
+        for path in (m.group(1) for m in PATH.finditer(span)):
+            if (why := resolve_path(path)) is not None:
+                bad.append(f"{where}:{no}: {path}: {why}")
+    return bad
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_names_and_paths_resolve(page: Path):
+    bad = stale_names(page)
+    assert not bad, "stale names in the docs:\n" + "\n".join(bad)
+
+
+# ---- config keys --------------------------------------------------------------------------------
+
+def schema_keys(schema: dict) -> list[str]:
+    """Every key of the schema as a dotted path; a map's free key (patternProperties,
+    additionalProperties with a schema) is ``<name>``. Maps whose values are plain values (a
+    dataset's severities, a feature's action) end at ``<name>``; array items are values."""
+    defs = schema.get("$defs", {})
+    out: list[str] = []
+
+    def walk(node, path: list[str], seen: tuple[str, ...]) -> None:
+        if not isinstance(node, dict):
+            return
+        if "$ref" in node:
+            ref = node["$ref"].rsplit("/", 1)[-1]
+            if ref not in seen:
+                walk(defs[ref], path, (*seen, ref))
+        for key in ("allOf", "anyOf", "oneOf"):
+            for sub in node.get(key, []):
+                walk(sub, path, seen)
+        for key, sub in node.get("properties", {}).items():
+            out.append(".".join([*path, key]))
+            walk(sub, [*path, key], seen)
+        free = list(node.get("patternProperties", {}).values())
+        if isinstance(node.get("additionalProperties"), dict) and node["additionalProperties"]:
+            free.append(node["additionalProperties"])
+        for sub in free:
+            out.append(".".join([*path, "<name>"]))
+            walk(sub, [*path, "<name>"], seen)
+
+    walk(schema, [], ())
+    return list(dict.fromkeys(out))
+
+
+def _normal(key: str) -> str:
+    return re.sub(r"<[^>]*>", "<name>", key)
+
+
+def undocumented_keys(keys: list[str], readme: str) -> list[str]:
+    """Keys config/README.md does not describe. A key is described by an inline code span with
+    its full dotted path (``data.custom.<name>.impute``, any ``<placeholder>``), where ``.severity``
+    after ``figures.pr_curve.dataset`` continues that parent; or by a table row, paragraph or
+    list item that names its parent's full path and the key itself (``training.<dataset>``:
+    ``epochs``, ``batch_size``, ...; ``format: mulan-arff`` names ``format``). A key is described,
+    too, when a key under it is (``data.loader_options`` by ``data.loader_options.<dataset>``),
+    and a map's free key (``<name>``) when the map is."""
+    described: set[str] = set()
+    fenced = False
+    block: list[str] = []
+
+    def close() -> None:
+        spans = [_normal(s) for s in block]
+        parents = []
+        for span in spans:
+            if span.startswith(".") and parents:
+                span = parents[-1].rsplit(".", 1)[0] + span
+            if re.fullmatch(r"[\w<>]+(\.[\w<>]+)+", span):
+                parents.append(span)
+        described.update(parents)
+        described.update(spans)
+        leaves = {m.group(0) for s in spans if (m := re.match(r"^\w+(?=$|:)", s))}
+        described.update(f"{p}.{leaf}" for p in parents for leaf in leaves)
+        block.clear()
+
+    for line in readme.splitlines() + [""]:
+        if FENCE.match(line):
+            fenced = not fenced
+            continue
+        if fenced:
+            continue
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("#", "- ", "|")):
+            close()
+        block.extend(m.group(2).strip() for m in CODE.finditer(line))
+        if stripped.startswith(("#", "|")):
+            close()
+    return [k for k in keys if k not in described
+            and not any(d.startswith(k + ".") for d in described)
+            and not (k.endswith(".<name>") and k.rsplit(".", 1)[0] in described)]
+
+
+def test_every_schema_key_is_in_the_config_readme():
+    keys = schema_keys(yaml.safe_load(SCHEMA.read_text()))
+    assert "data.custom.<name>.impute" in keys and "training.<name>.optimizer_impl" in keys
+    missing = undocumented_keys(keys, (ROOT / "config" / "README.md").read_text())
+    assert not missing, f"config/README.md does not describe: {missing}"
+
+
+# ---- the checker rejects what is stale ---------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "stale"), [
+    ("Trains in `cdgtmll.nn.trainer.train_model`.", "cdgtmll.nn.trainer.train_model"),
+    ("See `cdgtmll.data.split`.", "cdgtmll.data.split"),
+    ("Registered by `cdgtmll.methods.base.Method.no_such_member`.", "cdgtmll.methods.base.Method.no_such_member"),
+    ("The test `tests/test_install.py` checks it.", "tests/test_install.py"),
+    ("Rules in `workflow/rules/nothing.smk`.", "workflow/rules/nothing.smk"),
+    ("The loop is in `nn/trainers.py`.", "nn/trainers.py"),
+    ("Scripts: `tools/*.rb`.", "tools/*.rb"),
+])
+def test_a_stale_name_is_found(tmp_path: Path, text: str, stale: str):
+    page = tmp_path / "page.md"
+    page.write_text(f"# Page\n\n{text}\n\n```\n`cdgtmll.fenced.is.not.read`\n```\n")
+    bad = stale_names(page)
+    assert len(bad) == 1 and bad[0].startswith(f"page.md:3: {stale}:"), bad
+
+
+@pytest.mark.parametrize("text", [
+    "`cdgtmll.nn.trainer.train`, `cdgtmll.data.processed.ProcessedData.save`, `cdgtmll.methods`",
+    "`src/cdgtmll/config/schema.yaml`, `workflow/rules/*.smk`, `results/data/<dataset>/` (an output)",
+    "`nn/trainer.py`, `make all CONFIG=config/quick.yaml`, `tests/unit/test_docs.py::test_slug`",
+])
+def test_a_current_name_passes(tmp_path: Path, text: str):
+    page = tmp_path / "page.md"
+    page.write_text(f"{text}\n")
+    assert stale_names(page) == []
+
+
+def test_a_missing_key_is_found():
+    keys = ["data.min_split_rows", "data.loader_options", "data.custom.<name>.impute",
+            "data.custom.<name>.format", "figures.pr_curve.severity", "training.<name>.epochs",
+            "training.<name>.optimizer_impl", "r_variants.severities.<name>"]
+    readme = ("| `data.custom.<name>` | `{}` | `format: mulan-arff`, ... |\n"
+              "| `data.loader_options.<dataset>` | `{}` | options |\n"
+              "| `figures.pr_curve.dataset`, `.severity` | ... |\n"
+              "| `r_variants.severities` | ... |\n\n"
+              "Per dataset, `training.<dataset>`: `epochs`, ...\n\n"
+              "- `optimizer_impl`: AdamW's implementation; `impute` elsewhere\n")
+    assert undocumented_keys(keys, readme) == ["data.min_split_rows", "data.custom.<name>.impute",
+                                               "training.<name>.optimizer_impl"]
