@@ -297,3 +297,24 @@ def test_a_missing_key_is_found():
               "- `optimizer_impl`: AdamW's implementation; `impute` elsewhere\n")
     assert undocumented_keys(keys, readme) == ["data.min_split_rows", "data.custom.<name>.impute",
                                                "training.<name>.optimizer_impl"]
+
+
+# ---- the README's job counts --------------------------------------------------------------------
+
+def test_the_readmes_job_counts_are_the_measured_ones():
+    """Each profile's row of the README's profile table gives the job and training-job counts
+    ``tools/readme_timings.py --only jobs`` recorded in docs/timings.json, with the XMC library
+    environments built and without them (their rows then run no jobs)."""
+    import json
+
+    record = json.loads((ROOT / "docs" / "timings.json").read_text())["jobs"]
+    assert record["xmc_envs"] == ["libmultilabel", "napkinxc", "pecos"], "measure with every XMC environment ready"
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| `config/([\w.-]+\.yaml)`.*$",
+                                                        (ROOT / "README.md").read_text(), re.M)}
+    bad = []
+    for name, counts in record["profiles"].items():
+        last = rows.get(name, "").rstrip(" |").rsplit("|", 1)[-1]
+        for c in (counts, counts["without_xmc_envs"]):
+            if f"{c['total']} ({c['train']})" not in last:
+                bad.append(f"config/{name}: README says {last.strip()!r}, measured {c['total']} ({c['train']})")
+    assert not bad, "\n".join(bad) + "\n(python tools/readme_timings.py --only jobs measures them)"
