@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import ast
 import functools
+import io
 import re
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -318,3 +320,63 @@ def test_the_readmes_job_counts_are_the_measured_ones():
             if f"{c['total']} ({c['train']})" not in last:
                 bad.append(f"config/{name}: README says {last.strip()!r}, measured {c['total']} ({c['train']})")
     assert not bad, "\n".join(bad) + "\n(python tools/readme_timings.py --only jobs measures them)"
+
+
+# ---- comments explain the code; they do not narrate its history ---------------------------------
+
+#: our own issue numbers ("issue 25", "Issue 38, item 6", "issues 39 and 40"); an upstream issue is
+#: named with its project and "#" ("snakemake/snakemake#3804", "plugin issue #109"), and stays
+OWN_ISSUE = re.compile(r"\bissues?\s+\d+", re.I)
+#: the code whose comments and docstrings are checked
+CODE_DIRS = ("src", "workflow", "tools", "benchmarks")
+
+
+def comments_and_docstrings(path: Path) -> list[tuple[int, str]]:
+    """(line number, text) of every comment and docstring of a Python file; of a Snakemake file
+    (its syntax is not Python's), every ``#`` comment and triple-quoted string."""
+    text = path.read_text()
+    if path.suffix != ".py":
+        out = [(no, line.split("#", 1)[1]) for no, line in enumerate(text.splitlines(), 1) if "#" in line]
+        out += [(text.count("\n", 0, m.start()) + 1, m.group(0)) for m in re.finditer(r'"""[\s\S]*?"""', text)]
+        return out
+    out = [(tok.start[0], tok.string) for tok in tokenize.generate_tokens(io.StringIO(text).readline)
+           if tok.type == tokenize.COMMENT]
+    for node in ast.walk(ast.parse(text, filename=str(path))):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                out.append((body[0].lineno, body[0].value.value))
+    return out
+
+
+def narrations(path: Path) -> list[str]:
+    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
+    if not OWN_ISSUE.search(path.read_text()):  # most files: nothing to parse
+        return []
+    return [f"{where}:{no}: {m.group(0)}" for no, text in comments_and_docstrings(path)
+            for m in OWN_ISSUE.finditer(text)]
+
+
+def code_files() -> list[Path]:
+    files = [ROOT / "Snakefile"]
+    for top in CODE_DIRS:
+        files += [p for p in (ROOT / top).rglob("*") if p.suffix in (".py", ".smk", ".sh") and p.is_file()]
+    return sorted(files)
+
+
+def test_comments_do_not_cite_our_issues():
+    bad = [hit for path in code_files() for hit in narrations(path)]
+    assert not bad, "a comment says what the code does and why, not which issue changed it:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize(("name", "text", "hits"), [
+    ("a.py", '"""Kept as the reference (before issue 25)."""\nX = 1  # see Issue 38, item 6\n', 2),
+    ("b.py", 'def f():\n    """Issues 39 and 40: the nested rule."""\n    return "issue 7 is data, not a comment"\n', 1),
+    ("c.py", "# requeued jobs go on (plugin issue #109; snakemake/snakemake#3804)\n", 0),
+    ("d.smk", "# ranks across datasets (issue 39)\nrule r:\n    shell: 'echo'\n", 1),
+])
+def test_a_cited_issue_is_found(tmp_path: Path, name: str, text: str, hits: int):
+    path = tmp_path / name
+    path.write_text(text)
+    assert len(narrations(path)) == hits, narrations(path)
