@@ -224,7 +224,7 @@ def test_training_records_the_footnote_and_tables_read_it_without_importing_torc
     assert "CD-GTMLL: the note this run was trained under." in md and "payoff R is" not in md
 
 
-# ------------------------------------------------------------------ Table 3, configured datasets, HTML (issues 15, 16)
+# ------------------------------------------------------------------ Table 3, configured datasets, HTML
 
 T3_ROWS = ["BCE", "PE", "SRB", "XR-Transformer", "MatchXML", "ETU", "CD-GTMLL"]
 EXTRA_ROWS = ["BR-LogReg", "Focal", "XR-Linear", "napkinXC-PLT", "LibMultiLabel-1vsRest"]
