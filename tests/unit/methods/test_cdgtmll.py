@@ -423,12 +423,12 @@ def _single_head_grads(data, alpha, **hp):
 
 
 def test_default_payoff_uniform_curiosity_reweights_labels():
-    """Under the old default (rarity-weighted R) alpha only rescaled the
-    singly-covered head gradients by one constant, so No-Curiosity and the alpha sweep
-    measured nothing. The default is the uniform payoff as a mean over labels (Eq. 5,
-    payoff_scale 'mean'): row l's gradient is scaled by exactly 1 + alpha L r_l (r_l = 1/(1 +
-    freq)), i.e. alpha re-weights labels; under the earlier sum over labels ('sum') the factor
-    was 1 + alpha r_l, alpha reading as alpha / L."""
+    """Under a rarity-weighted payoff R, alpha would only rescale the singly-covered head
+    gradients by one constant, so No-Curiosity and the alpha sweep would measure nothing. The
+    default is the uniform payoff as a mean over labels (Eq. 5, payoff_scale 'mean'): row l's
+    gradient is scaled by exactly 1 + alpha L r_l (r_l = 1/(1 + freq)), i.e. alpha re-weights
+    labels; under a sum over labels ('sum') the factor is 1 + alpha r_l, alpha reading as
+    alpha / L."""
     assert CDGTMLL().payoff_weights == "uniform" and CDGTMLL().payoff_scale == "mean"
     X, Y = yeast_arrays(600)
     data = FitData(X[:512], Y[:512], X[512:], Y[512:], [f"Class{k + 1}" for k in range(14)])
