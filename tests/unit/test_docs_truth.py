@@ -1,5 +1,5 @@
 """The docs name what exists: every ``cdgtmll.<module>[.<name>]`` and every repository path in
-inline code of README.md, config/README.md and docs/*.md resolves, every key of the config
+inline code and code blocks of README.md, config/README.md and docs/*.md resolves, every key of the config
 schema is described in config/README.md, and the README's job counts are the measured ones.
 Comments and docstrings of the code explain it: none cites one of our issues (that history is
 CHANGELOG.md's).
@@ -31,7 +31,8 @@ SCHEMA = SRC / "cdgtmll" / "config" / "schema.yaml"
 TOPS = ("src/", "tools/", "tests/", "config/", "workflow/", "benchmarks/", "profiles/", "docs/",
         "mk/", ".ci/")
 #: files the docs name as examples of what a user writes; they are not in the repository
-EXAMPLES = {"config/my.yaml", "config/local.yaml", "tests/test_my_method.py"}
+EXAMPLES = {"config/my.yaml", "config/local.yaml", "config/scale.yaml", "config/x.yaml", "config/y.yaml",
+            "tests/test_my_method.py"}
 FENCE = re.compile(r"^\s*(```|~~~)")
 CODE = re.compile(r"(`+)(.+?)\1")
 DOTTED = re.compile(r"(?<![\w./-])cdgtmll(?:\.[A-Za-z_]\w*)+")
@@ -45,13 +46,15 @@ TEST_FOLDERS = ("unit", "integration", "cuda", "support", "fixtures")
 FILE_SUFFIXES = {"sif", "yaml", "yml", "json", "toml", "tar", "gz", "whl", "log", "txt", "md"}
 
 
-def code_spans(text: str) -> list[tuple[int, str]]:
-    """(line number, inline code) outside fenced blocks."""
+def code_text(text: str) -> list[tuple[int, str]]:
+    """(line number, code): each inline code span, and each line of a fenced block."""
     out, fenced = [], False
     for no, line in enumerate(text.splitlines(), 1):
         if FENCE.match(line):
             fenced = not fenced
-        elif not fenced:
+        elif fenced:
+            out.append((no, line))
+        else:
             out.extend((no, m.group(2).strip()) for m in CODE.finditer(line))
     return out
 
@@ -104,6 +107,8 @@ def resolve_dotted(name: str) -> str | None:
         return None
     defs = _definitions(path)
     node = defs.get(rest[0])
+    if node is None and path.name == "__init__.py":
+        return f"package {'.'.join(parts[:cut])} has no module and defines no {rest[0]!r}"
     if node is None:
         return f"{path.relative_to(ROOT)} defines no {rest[0]!r}"
     if len(rest) == 1:
@@ -139,7 +144,7 @@ def _expand(pattern: str) -> list[str]:
 
 def resolve_path(path: str) -> str | None:
     """Why a path named on a page does not exist, or None when it does (or is not ours)."""
-    path = re.sub(r"(::.*|:\d+)$", "", path).rstrip(".,;:")
+    path = re.sub(r"(::.*|:\d+)$", "", path).rstrip(".,;:]")
     if path in EXAMPLES or not (bases := _bases(path)):
         return None
     for alternative in _expand(path):
@@ -155,7 +160,7 @@ def stale_names(page: Path) -> list[str]:
     """Every name and path of a page's inline code that does not resolve, as 'page:line: ...'."""
     where = page.relative_to(ROOT) if page.is_relative_to(ROOT) else page.name
     bad = []
-    for no, span in code_spans(page.read_text()):
+    for no, span in code_text(page.read_text()):
         for name in DOTTED.findall(span):
             if name.rsplit(".", 1)[-1] in FILE_SUFFIXES:
                 continue
@@ -273,9 +278,10 @@ def test_every_schema_key_is_in_the_config_readme():
 ])
 def test_a_stale_name_is_found(tmp_path: Path, text: str, stale: str):
     page = tmp_path / "page.md"
-    page.write_text(f"# Page\n\n{text}\n\n```\n`cdgtmll.fenced.is.not.read`\n```\n")
+    page.write_text(f"# Page\n\n{text}\n\n```bash\npython -m cdgtmll.no_such_module\n```\n")
     bad = stale_names(page)
-    assert len(bad) == 1 and bad[0].startswith(f"page.md:3: {stale}:"), bad
+    assert len(bad) == 2 and bad[0].startswith(f"page.md:3: {stale}:"), bad
+    assert bad[1] == "page.md:6: cdgtmll.no_such_module: package cdgtmll has no module and defines no 'no_such_module'"
 
 
 @pytest.mark.parametrize("text", [
