@@ -1,13 +1,13 @@
 """The docs name what exists: every ``cdgtmll.<module>[.<name>]`` and every repository path in
-inline code and code blocks of README.md, config/README.md and docs/*.md resolves, every key of the config
-schema is described in config/README.md, and the README's job counts are the measured ones.
-Comments and docstrings of the code explain it: none cites one of our issues (that history is
-CHANGELOG.md's).
+the inline code and code blocks of README.md, config/README.md and docs/*.md resolves, every key
+of the config schema is described in config/README.md, and the README's job counts are the
+measured ones. Comments and docstrings of the code explain it: none cites one of our issues
+(that history is CHANGELOG.md's).
 
 Names are resolved without importing anything: a module is a file under ``src/`` and a name is a
 top-level definition (``def``, ``class``, assignment) of that module's source, or a member of
-such a class, found by parsing it. The checker runs on temporary pages too, to show it rejects a
-stale name, path and key.
+such a class, found by parsing it. Each checker also runs on a temporary page or file, to show
+that it rejects a stale name, path, key or comment.
 """
 
 from __future__ import annotations
