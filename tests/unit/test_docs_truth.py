@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from tests.support.paths import ROOT
+from tests.support.tools import load_tool
 
 PAGES = sorted([ROOT / "README.md", ROOT / "config" / "README.md", *(ROOT / "docs").glob("*.md")])
 SRC = ROOT / "src"
@@ -310,6 +311,23 @@ def test_a_missing_key_is_found():
 
 
 # ---- the README's job counts --------------------------------------------------------------------
+
+def test_the_timings_block_is_generated_from_its_records():
+    """docs/benchmarks.md's timings block is what ``tools/readme_timings.py --render`` makes of
+    docs/timings.json, the job counts without the XMC environments included."""
+    import json
+
+    tool = load_tool("readme_timings")
+    text = tool.TARGET.read_text()
+    block = tool.BEGIN + text.split(tool.BEGIN, 1)[1].split(tool.END, 1)[0] + tool.END
+    store = json.loads(tool.STORE.read_text())
+    assert block == tool.render(store), "run: python tools/readme_timings.py --render"
+    for name, c in store["jobs"]["profiles"].items():
+        without = c["without_xmc_envs"]
+        assert (f"config/{name}` | {c['total']} jobs, of which {c['train']} training jobs (XMC library environments "
+                f"ready: {', '.join(store['jobs']['xmc_envs'])}); without the XMC library environments "
+                f"{without['total']} ({without['train']})") in block
+
 
 def test_the_readmes_job_counts_are_the_measured_ones():
     """Each profile's row of the README's profile table gives the job and training-job counts
