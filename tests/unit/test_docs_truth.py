@@ -2,7 +2,7 @@
 the inline code and code blocks of README.md, config/README.md and docs/*.md resolves, every key
 of the config schema is described in config/README.md, and the README's job counts are the
 measured ones. Comments and docstrings of the code explain it: none cites one of our issues
-(that history is CHANGELOG.md's).
+(that history is CHANGELOG.md's, kept in versions and sections).
 
 Names are resolved without importing anything: a module is a file under ``src/`` and a name is a
 top-level definition (``def``, ``class``, assignment) of that module's source, or a member of
@@ -406,3 +406,48 @@ def test_a_cited_issue_is_found(tmp_path: Path, name: str, text: str, hits: int)
     path = tmp_path / name
     path.write_text(text)
     assert len(narrations(path)) == hits, narrations(path)
+
+
+# ---- the changelog -------------------------------------------------------------------------------
+
+SECTIONS = ("Added", "Changed", "Fixed", "Re-runs")
+
+
+def changelog_problems(text: str, version: str) -> list[str]:
+    """What keeps a changelog from the shape CHANGELOG.md keeps: ``## [Unreleased]`` first, then
+    ``## [X.Y.Z] - YYYY-MM-DD`` newest first, the newest being ``version`` (pyproject.toml's);
+    within each, only ``### Added``, ``Changed``, ``Fixed`` and ``Re-runs``, in that order; no
+    commit hashes (measurements and their commits are in docs/benchmarks.md)."""
+    problems = []
+    versions = re.findall(r"^## (.*)$", text, re.M)
+    if not versions or versions[0] != "[Unreleased]":
+        problems.append(f"the first version is {versions[:1]}, not [Unreleased]")
+    released = [m for v in versions[1:] if (m := re.fullmatch(r"\[(\d+\.\d+\.\d+)\] - \d{4}-\d{2}-\d{2}", v))]
+    if len(released) != len(versions) - 1:
+        problems.append(f"versions not written '[X.Y.Z] - YYYY-MM-DD': {versions[1:]}")
+    numbers = [tuple(int(x) for x in m.group(1).split(".")) for m in released]
+    if numbers != sorted(numbers, reverse=True) or (released and released[0].group(1) != version):
+        problems.append(f"released versions {[m.group(1) for m in released]}: newest first, the newest {version}")
+    for block in re.split(r"^## .*$", text, flags=re.M)[1:]:
+        heads = re.findall(r"^### (.*)$", block, re.M)
+        if any(h not in SECTIONS for h in heads) or heads != sorted(heads, key=SECTIONS.index):
+            problems.append(f"sections {heads}: only {SECTIONS}, in that order")
+    problems += [f"a commit hash: {h}" for h in re.findall(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b", text)]
+    return problems
+
+
+def test_the_changelog_is_kept_in_versions():
+    version = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    problems = changelog_problems((ROOT / "CHANGELOG.md").read_text(), version)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ("## Unreleased\n### Added\n- x\n", "the first version"),
+    ("## [Unreleased]\n## [0.1.0] - 2026-11-28\n### Fixed\n- x\n### Added\n- y\n", "in that order"),
+    ("## [Unreleased]\n## [0.1.0] - 2026-11-28\n### Benchmarks\n- x\n", "only"),
+    ("## [Unreleased]\n## [0.0.9] - 2026-11-28\n", "the newest 0.1.0"),
+    ("## [Unreleased]\n### Changed\n- faster at c44a607\n## [0.1.0] - 2026-11-28\n", "a commit hash: c44a607"),
+])
+def test_a_changelog_out_of_shape_is_found(text: str, problem: str):
+    assert any(problem in p for p in changelog_problems(text, "0.1.0")), changelog_problems(text, "0.1.0")
