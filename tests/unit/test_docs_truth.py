@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import ast
 import functools
-import io
 import re
-import tokenize
 from pathlib import Path
 
 import pytest
@@ -31,9 +29,13 @@ SCHEMA = SRC / "cdgtmll" / "config" / "schema.yaml"
 #: top-level folders whose paths the docs name; a path starting with one of them must exist
 TOPS = ("src/", "tools/", "tests/", "config/", "workflow/", "benchmarks/", "profiles/", "docs/",
         "mk/", ".ci/")
-#: files the docs name as examples of what a user writes; they are not in the repository
+#: files the docs and comments name as examples of what a user writes, or as patterns; they are
+#: not in the repository
 EXAMPLES = {"config/my.yaml", "config/local.yaml", "config/scale.yaml", "config/x.yaml", "config/y.yaml",
-            "tests/test_my_method.py"}
+            "config/a.yaml", "config/b.yaml", "config/t.yaml", "tests/test_my_method.py", "tests/...py",
+            "tools/NAME.py"}
+#: files of upstream repositories that comments cite (napkinXC's, ASL's, PyTorch's)
+UPSTREAM = {"docs/quick_start.rst", "src/loss_functions/losses.py", "tools/autograd/derivatives.yaml"}
 FENCE = re.compile(r"^\s*(```|~~~)")
 CODE = re.compile(r"(`+)(.+?)\1")
 DOTTED = re.compile(r"(?<![\w./-])cdgtmll(?:\.[A-Za-z_]\w*)+")
@@ -104,10 +106,12 @@ def resolve_dotted(name: str) -> str | None:
     else:
         return "no such module"
     rest = parts[cut:]
-    if not rest:
+    if not rest or (len(rest) == 1 and rest[0].startswith("__")):  # ``cdgtmll.__file__``
         return None
     defs = _definitions(path)
     node = defs.get(rest[0])
+    if node is None and rest[0].endswith("_") and len(rest) == 1 and any(k.startswith(rest[0]) for k in defs):
+        return None  # a family of names: ``RULE_*``
     if node is None and path.name == "__init__.py":
         return f"package {'.'.join(parts[:cut])} has no module and defines no {rest[0]!r}"
     if node is None:
@@ -146,7 +150,7 @@ def _expand(pattern: str) -> list[str]:
 def resolve_path(path: str) -> str | None:
     """Why a path named on a page does not exist, or None when it does (or is not ours)."""
     path = re.sub(r"(::.*|:\d+)$", "", path).rstrip(".,;:]")
-    if path in EXAMPLES or not (bases := _bases(path)):
+    if path in EXAMPLES or path in UPSTREAM or not (bases := _bases(path)):
         return None
     for alternative in _expand(path):
         pattern = re.sub(r"<[^>]*>|\{[^}]*\}", "*", alternative).rstrip("/")
@@ -157,11 +161,12 @@ def resolve_path(path: str) -> str | None:
     return None
 
 
-def stale_names(page: Path) -> list[str]:
-    """Every name and path of a page's inline code that does not resolve, as 'page:line: ...'."""
+def stale_names(page: Path, texts: list[tuple[int, str]] | None = None) -> list[str]:
+    """Every name and path of a page's code (or of ``texts``, (line, text) pairs of the file)
+    that does not resolve, as 'page:line: ...'."""
     where = page.relative_to(ROOT) if page.is_relative_to(ROOT) else page.name
     bad = []
-    for no, span in code_text(page.read_text()):
+    for no, span in code_text(page.read_text()) if texts is None else texts:
         for name in DOTTED.findall(span):
             if name.rsplit(".", 1)[-1] in FILE_SUFFIXES:
                 continue
@@ -358,21 +363,13 @@ CODE_DIRS = ("src", "workflow", "tools", "benchmarks", "tests")
 
 
 def comments_and_docstrings(path: Path) -> list[tuple[int, str]]:
-    """(line number, text) of every comment and docstring of a Python file; of a Snakemake file
-    (its syntax is not Python's), every ``#`` comment and triple-quoted string."""
+    """(line number, text) of every comment (what follows ``#`` on a line) and every
+    triple-quoted string (docstrings, and the few multi-line strings) of a Python or Snakemake
+    file. Read by pattern, not parsed: fast, and Snakemake's syntax is not Python's; a ``#``
+    inside a string counts as a comment."""
     text = path.read_text()
-    if path.suffix != ".py":
-        out = [(no, line.split("#", 1)[1]) for no, line in enumerate(text.splitlines(), 1) if "#" in line]
-        out += [(text.count("\n", 0, m.start()) + 1, m.group(0)) for m in re.finditer(r'"""[\s\S]*?"""', text)]
-        return out
-    out = [(tok.start[0], tok.string) for tok in tokenize.generate_tokens(io.StringIO(text).readline)
-           if tok.type == tokenize.COMMENT]
-    for node in ast.walk(ast.parse(text, filename=str(path))):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                    and isinstance(body[0].value.value, str):
-                out.append((body[0].lineno, body[0].value.value))
+    out = [(no, line.split("#", 1)[1]) for no, line in enumerate(text.splitlines(), 1) if "#" in line]
+    out += [(text.count("\n", 0, m.start()) + 1, m.group(0)) for m in re.finditer(r'("""|\'\'\')[\s\S]*?\1', text)]
     return out
 
 
@@ -385,15 +382,40 @@ def narrations(path: Path) -> list[str]:
 
 
 def code_files() -> list[Path]:
+    """The code's files, less this one (its examples of stale names and cited issues are data)."""
     files = [ROOT / "Snakefile"]
     for top in CODE_DIRS:
         files += [p for p in (ROOT / top).rglob("*") if p.suffix in (".py", ".smk", ".sh") and p.is_file()]
-    return sorted(files)
+    return sorted(p for p in files if p != Path(__file__).resolve())
 
 
 def test_comments_do_not_cite_our_issues():
     bad = [hit for path in code_files() for hit in narrations(path)]
     assert not bad, "a comment says what the code does and why, not which issue changed it:\n" + "\n".join(bad)
+
+
+def test_names_and_paths_in_comments_resolve():
+    """What comments and docstrings of the code name exists too (``tests/unit/data/test_splits.py``,
+    ``cdgtmll.variants.occlusion``), and so does what the comments of the config files name
+    (pyproject.toml, the Makefile, the profiles, ...)."""
+    bad = [hit for path in code_files() for hit in stale_names(path, comments_and_docstrings(path))]
+    configs = [ROOT / n for n in ("pyproject.toml", "Makefile", "Dockerfile", "environment.yml", "dvc.yaml",
+                                  "params.yaml")]
+    configs += [*(ROOT / "profiles").rglob("*.yaml"), *(ROOT / "config").glob("*.yaml"), *(ROOT / "mk").glob("*")]
+    for path in configs:
+        comments = [(no, line.split("#", 1)[1]) for no, line in enumerate(path.read_text().splitlines(), 1)
+                    if "#" in line]
+        bad += stale_names(path, comments)
+    assert not bad, "stale names in comments:\n" + "\n".join(bad)
+
+
+def test_a_stale_name_in_a_comment_is_found(tmp_path: Path):
+    path = tmp_path / "m.py"
+    path.write_text('"""Measured in ``tests/test_splits.py``."""\n\nX = "tests/nothing.py"  # see cdgtmll.occlusion\n'
+                    "Y = 1  # cdgtmll.__file__, tests/unit/data/test_splits.py, cdgtmll.metrics.thresholds.RULE_*\n")
+    assert stale_names(path, comments_and_docstrings(path)) == [
+        "m.py:3: cdgtmll.occlusion: package cdgtmll has no module and defines no 'occlusion'",
+        "m.py:1: tests/test_splits.py: does not exist"]
 
 
 @pytest.mark.parametrize(("name", "text", "hits"), [
