@@ -1,10 +1,10 @@
-"""Every run near the hardware floor (issue 25): the five rows of the issue's table in one run.
+"""Every run near the hardware floor: five measurements, each against its target, in one run.
 
 All timings are CPU seconds of this process (``time.process_time``) at one torch thread,
 measured side by side and interleaved (A, B, B, A, ...; median per side), so that a loaded
 machine changes both sides alike; wall ratios are printed beside the CPU ratios of row 1.
 
-Rows (targets from issue 25):
+Rows (each with the ratio it should stay under):
 
 1. ``overhead``: the project's BCE fit (``build("BCE").fit``: trainer defaults, i.e.
    ``select_epoch: best_val`` with validation mAP every epoch, checkpoints at the default cadence,

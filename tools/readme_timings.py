@@ -17,7 +17,9 @@ Measurements
 ------------
 ``jobs``          ``snakemake -n --forceall all --configfile <profile>`` for every ``config/*.yaml``: the
                   job count Snakemake prints ("total") and the number of training jobs (train, train_more and
-                  train_once).
+                  train_once); once with the XMC library environments this checkout has ready (the record
+                  names them; ``CDGTMLL_ENVS_ROOT`` points at another checkout's) and once with none
+                  (``without_xmc_envs``): their rows then plan as not runnable, and run no jobs.
 ``install_cold``  a ``git clone`` of HEAD into a temporary folder, then ``make venv`` with an
                   empty uv cache (every wheel fetched from the index): wall and CPU time, and
                   the size of the resulting ``.venv``.
@@ -106,23 +108,34 @@ def clone(tmp: Path) -> Path:
     return dest
 
 
-def measure_jobs() -> dict:
+def job_counts(profile: Path, env: dict[str, str]) -> dict[str, int]:
+    """The jobs and the training jobs of one profile's dry run."""
+    # --forceall: every job of the DAG, whatever results/ holds; --workflow-profile none: the
+    # job table Snakemake prints (a logger plugin in the workflow profile may replace it)
+    _, text, _, _ = timed(["snakemake", "-n", "--forceall", "--workflow-profile", "none", "all",
+                           "--configfile", str(profile.relative_to(ROOT))], ROOT, env=env)
+    total = re.search(r"^total\s+(\d+)\s*$", text, re.M)
+    # training jobs: rule train, plus train_more (a powered run's extra seeds: config `power`)
+    # and train_once (a deterministic method's one seed) (the first of Snakemake's job-stats
+    # tables, as for the total)
+    train = sum(int(m.group(1)) for rule in ("train", "train_more", "train_once")
+                if (m := re.search(rf"^{rule}\s+(\d+)\s*$", text, re.M)))
+    if not total:
+        raise SystemExit(f"readme_timings: no job total in `snakemake -n` output for {profile.name}")
+    return {"total": int(total.group(1)), "train": train}
+
+
+def measure_jobs(tmp: Path) -> dict:
+    from cdgtmll.external.envs import LIBRARIES, ExternalEnv
+
+    ready = sorted(name for name in LIBRARIES if ExternalEnv.of(name).ready())
+    none = tmp / "no-xmc-envs"  # an envs root without environments
+    none.mkdir()
     out = {}
     for prof in sorted((ROOT / "config").glob("*.yaml")):
-        # --forceall: every job of the DAG, whatever results/ holds; --workflow-profile none: the
-        # job table Snakemake prints (a logger plugin in the workflow profile may replace it)
-        _, text, _, _ = timed(["snakemake", "-n", "--forceall", "--workflow-profile", "none", "all",
-                               "--configfile", str(prof.relative_to(ROOT))], ROOT)
-        total = re.search(r"^total\s+(\d+)\s*$", text, re.M)
-        # training jobs: rule train, plus train_more (a powered run's extra seeds: config `power`)
-        # and train_once (a deterministic method's one seed) (the first of Snakemake's job-stats
-        # tables, as for the total)
-        train = sum(int(m.group(1)) for rule in ("train", "train_more", "train_once")
-                    if (m := re.search(rf"^{rule}\s+(\d+)\s*$", text, re.M)))
-        if not total:
-            raise SystemExit(f"readme_timings: no job total in `snakemake -n` output for {prof.name}")
-        out[prof.name] = {"total": int(total.group(1)), "train": train}
-    return {**stamp(), "profiles": out}
+        out[prof.name] = {**job_counts(prof, dict(os.environ)),
+                          "without_xmc_envs": job_counts(prof, dict(os.environ, CDGTMLL_ENVS_ROOT=str(none)))}
+    return {**stamp(), "xmc_envs": ready, "profiles": out}
 
 
 def measure_install(tmp: Path, warm: bool) -> dict:
@@ -197,7 +210,7 @@ def measure_tests() -> dict:
             "command": f"pytest {' '.join(TEST_ARGS)} (make test)"}
 
 
-MEASURE = {"jobs": lambda tmp: measure_jobs(), "install_cold": lambda tmp: measure_install(tmp, warm=False),
+MEASURE = {"jobs": measure_jobs, "install_cold": lambda tmp: measure_install(tmp, warm=False),
            "install_warm": lambda tmp: measure_install(tmp, warm=True), "quick": measure_quick,
            "tests": lambda tmp: measure_tests()}
 
@@ -219,9 +232,13 @@ def render(store: dict) -> str:
 
     if "jobs" in store:
         r = store["jobs"]
+        envs = ", ".join(r.get("xmc_envs", [])) or "none"
         for name, c in r["profiles"].items():
+            without = c.get("without_xmc_envs")
+            without = (f"; without the XMC library environments {without['total']} ({without['train']})"
+                       if without else "")
             rows.append(f"| `snakemake -n --forceall all --configfile config/{name}` | {c['total']} jobs, of which {c['train']} "
-                        f"training jobs | {when(r)} |")
+                        f"training jobs (XMC library environments ready: {envs}){without} | {when(r)} |")
     for kind in ("install_cold", "install_warm"):
         if kind in store:
             r = store[kind]

@@ -1,6 +1,6 @@
-"""The short Yeast runs whose outputs before the training-loop speed-ups are stored once in
-tests/fixtures/issue25_reference.json (BCE and CD-GTMLL, 4 epochs, seed 3, ``last`` and
-``best_val``): the fixture and the split those runs used."""
+"""The short Yeast runs whose outputs, from the reference trainer at commit bb9c07c, are stored
+once in tests/fixtures/yeast_reference_runs.json (BCE and CD-GTMLL, 4 epochs, seed 3, ``last``
+and ``best_val``; its ``_about`` says how): the fixture and the split those runs used."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from cdgtmll.methods.base import FitData
 from tests.support.mirror import yeast_arrays
 from tests.support.paths import ROOT
 
-REFERENCE = ROOT / "tests" / "fixtures" / "issue25_reference.json"
+REFERENCE = ROOT / "tests" / "fixtures" / "yeast_reference_runs.json"
 
 
 def reference_outputs() -> dict:

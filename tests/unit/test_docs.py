@@ -16,7 +16,7 @@ PAGES = sorted([ROOT / "README.md", ROOT / "CHANGELOG.md", ROOT / "config" / "RE
                 *(ROOT / "docs").glob("*.md")])
 #: pages that describe the current state only (CHANGELOG.md is the history)
 CURRENT = [p for p in PAGES if p.name != "CHANGELOG.md"]
-#: phrases of development history; the issue's list ("issue 12", "before this change", ...)
+#: phrases of development history: an issue number, "before this change", ...
 HISTORY = re.compile(r"\bissue \d|before this change|\bthe old code\b|\bstop \d+\b|\bin this work\b", re.I)
 LINK = re.compile(r"!?\[(?P<text>[^\]]*)\]\((?P<target>[^)\s]+)(?:\s+\"[^\"]*\")?\)")
 FENCE = re.compile(r"^\s*(```|~~~)")

@@ -49,7 +49,7 @@ FIGURE_TARGETS = [
 ]
 # the readings study is a table, not a figure (figures/readings.md)
 FIGURE_TARGETS += ["figures/readings.csv", "figures/readings.md"] if "readings" in STUDIES else []
-# across datasets (issue 39): average ranks, Friedman, Holm-corrected Wilcoxon pairs and the
+# across datasets: average ranks, Friedman, Holm-corrected Wilcoxon pairs and the
 # critical-difference diagram, when the profile runs two or more datasets
 RANKS = len(DATASETS) >= 2
 FIGURE_TARGETS += (

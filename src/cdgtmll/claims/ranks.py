@@ -1,5 +1,5 @@
 """Methods ranked across datasets: average ranks, the Friedman test and Holm-corrected pairwise
-Wilcoxon signed-rank tests (issue 39, part 4), for the claims page and the critical-difference
+Wilcoxon signed-rank tests, for the claims page and the critical-difference
 diagram (:mod:`cdgtmll.figures.cd_diagram`).
 
 ``python -m cdgtmll.claims.ranks --runs results/tables/all_runs.csv --out results/claims/ranks

@@ -16,7 +16,7 @@ evidence beside it, two columns of ``claims_check.csv``:
     The claim's runs are those of :mod:`cdgtmll.claims.compare`: its dataset, setting
     (``R@*`` matches every severity), canonical method and threshold mode. Where they come from
     two or more R-variant draws (sampling seeds), the interval is over the draws' means, each
-    the mean over its training seeds (issue 39's nested rule: :func:`units`); otherwise over the
+    the mean over its training seeds (the nested rule: :func:`units`); otherwise over the
     runs. No multiplicity correction: with 7
     readings a fit can be chance; the column says which readings are compatible, not which one
     the paper used.

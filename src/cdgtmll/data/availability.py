@@ -1,6 +1,6 @@
 """Which datasets can be had here, decided before any job runs.
 
-A dataset that cannot be obtained is a *reason*, not a crash (issue 38, item 6): the plan
+A dataset that cannot be obtained is a *reason*, not a crash: the plan
 (``workflow/rules/common.smk``) leaves its jobs out, and every table cell of it says ``n.r.``
 with the reason in a footnote, while every other dataset runs to its tables. Two kinds of
 reason:

@@ -10,7 +10,7 @@ example goes to the subset that most lacks that label, so a label's positives ar
 across fit/val in close to the requested ratio.
 
 Default ``fraction=0.1`` (10 % of the training rows become validation). The stratification
-is a heuristic, not a guarantee; measured on the mirrored MULAN sets (``tests/test_splits.py``):
+is a heuristic, not a guarantee; measured on the mirrored MULAN sets (``tests/unit/data/test_splits.py``):
 
 * Yeast (seeds 0-9): val holds 151-160 of 1500 rows (iterstrat does not hit the size
   exactly); every label (21-1128 train positives) has positives on both sides; each label's

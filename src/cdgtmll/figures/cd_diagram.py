@@ -1,5 +1,4 @@
-"""The critical-difference diagram of the methods across datasets (issue 39, part 4; rule
-``figure_ranks``).
+"""The critical-difference diagram of the methods across datasets (rule ``figure_ranks``).
 
 ``python -m cdgtmll.figures.cd_diagram --runs results/tables/all_runs.csv --out figures/cd_diagram
 [--datasets D ...] [--methods M ...] [--mode global|adaptive] [--alpha 0.05] [--not-run 'D|M|why' ...]

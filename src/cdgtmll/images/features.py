@@ -78,7 +78,7 @@ def extract_features(
     train_pos = np.zeros(len(paths), dtype=bool)
     train_pos[data.splits["train"]] = True
     feats = np.empty((len(paths), model.out_dim), dtype=np.float32)
-    # an occlusion variant occludes the training split's images only (cdgtmll.occlusion).
+    # an occlusion variant occludes the training split's images only (cdgtmll.variants.occlusion).
     # Training rows and the other rows are always two passes, so that a validation/test
     # image meets the same batch composition (hence bit-identical features) in a clean and
     # in an occluded extraction.

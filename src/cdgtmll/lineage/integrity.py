@@ -20,9 +20,9 @@ Snakefile as it is parsed (main process only), compares them with the files on d
   finish) or a forgery whose maker recomputed the seal, and nothing short of evaluating the
   predictions again tells them apart. Evaluating is cheap (seconds per run), and since
   ``metrics.json`` holds nothing particular to one machine or one time
-  (:mod:`cdgtmll.metrics.evaluate_run`), a real evaluation comes back byte for byte. (Until
-  issue 42 such a file was only given a new time and the tables were rebuilt from it: a
-  re-sealed forgery reached Table 1, and only ``cdgtmll audit`` failed it.)
+  (:mod:`cdgtmll.metrics.evaluate_run`), a real evaluation comes back byte for byte. (Giving such a file a new time and
+  rebuilding the tables from it would let a re-sealed forgery reach Table 1, with only
+  ``cdgtmll audit`` failing it.)
 
 Each case prints one line naming the file, the record that differs and what was done. A forger
 who also re-records the sha256 in the tables' records is not seen here (the records agree with

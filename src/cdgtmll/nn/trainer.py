@@ -93,7 +93,7 @@ the device as a sparse COO tensor (X) or a dense float32 block (Y; the task's
 because it is row-wise, unless the task names its target columns with
 ``train_target_columns``: the CSR matrix is then re-laid once). Validation and prediction run in row chunks; with a CSR
 ``Y_val`` the log gets ``val_p@1/3/5`` too and ``val_mAP`` is NaN above
-``nn.sparse.DENSE_VAL_MAX_CELLS``. Dense inputs take exactly the previous code path.
+``nn.sparse.DENSE_VAL_MAX_CELLS``. Dense inputs take none of these sparse paths.
 
 Is the clip engaged? (App. E.1: "Gradient clipping (global norm 5) is enabled.") A clip that
 never acts cannot make two clipping readings differ, so the log says whether it acted:

@@ -205,7 +205,7 @@ def _mark_seen(root: Path, export: Path) -> None:
         (root / SEEN).parent.mkdir(parents=True, exist_ok=True)
         (root / SEEN).write_text(f"{_export_sha(root, export)} {_stat_key(export)}\n", encoding="utf-8")
     except OSError:
-        pass  # a read-only .snakemake: every export then counts as restored (the earlier behaviour)
+        pass  # a read-only .snakemake: every export then counts as restored
 
 
 def read_export(path: str | os.PathLike) -> list[dict]:

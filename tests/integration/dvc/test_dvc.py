@@ -217,7 +217,7 @@ QUICK_SCALE = ("training.default.epochs=1", "experiments.seeds=[0]", "experiment
 
 @slow
 def test_an_experiment_pushed_and_pulled_plans_nothing_and_passes_the_audit(tmp_path, mirror):
-    """Issue 42's "Done when", on the quick profile at test scale: in a fresh clone `dvc exp run -S
+    """Sharing an experiment, on the quick profile at test scale: in a fresh clone `dvc exp run -S
     '++settings.methods.CD-GTMLL.alpha=0.2'`, `git commit`, `dvc push`; in another clone a plain
     `dvc pull`, then `snakemake -n all` plans nothing and `cdgtmll audit` passes. Then, where
     .snakemake holds another run's records: `dvc exp run --temp` (a copy without .snakemake)

@@ -1,6 +1,5 @@
-"""Fault catalogue, bring-your-own data (issue 22, part 3): what used to pass ``prepare``
-silently and fail later (or not at all) now stops at ``prepare`` with the file, line,
-row and column, through the command line the ``prepare_dataset`` rule runs:
+"""Fault catalogue, bring-your-own data: data that would pass ``prepare`` silently and fail
+later (or not at all) stops at ``prepare`` with the file, line, row and column, through the command line the ``prepare_dataset`` rule runs:
 
 * ``?`` / ``NaN`` / ``Infinity`` features (once per method with scikit-learn's message, after
   a full training when only the test split had them);
@@ -150,9 +149,9 @@ def test_a_failed_save_leaves_no_partial_file(tmp_path, capsys, monkeypatch):
 
 @pytest.mark.slow
 def test_a_mulan_dataset_with_string_and_nominal_features_runs_to_its_table_row_by_config_alone(tmp_path):
-    """Issue 38, part 7, through the workflow: real MULAN files with a protein-ID string attribute
-    and ``{YES,NO}`` nominal features stopped ``prepare`` (``attribute 'protein' has non-numeric
-    value 'O00060'``). Here the format-exact fixture of ``tests/unit/data/test_nominal_features.py``
+    """Nominal and string features through the workflow: real MULAN files with a protein-ID string
+    attribute and ``{YES,NO}`` nominal features, which a numeric-only reader stops at
+    (``attribute 'protein' has non-numeric value 'O00060'``). Here the format-exact fixture of ``tests/unit/data/test_nominal_features.py``
     is added by config alone (the ID dropped by ``features``, no code), and Snakemake runs it
     from ``check`` to its row of the configured Table 1, with the encoding in the processed file."""
     import subprocess

@@ -54,7 +54,7 @@ def test_snakemake_reads_yaml12_floats_and_names_duplicate_keys(tmp_path, mirror
     ) in dup.stdout + dup.stderr, dup.stderr[-2000:]
 
 
-# --------------------------------------------------------------------------- issue 38, parts 3 and 4
+# --------------------------------------------------------------------------- names and the config's plugins
 def _check_config(cwd: Path, cfg: str) -> subprocess.CompletedProcess:
     (cwd / "x.yaml").write_text(cfg)
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"),

@@ -324,7 +324,7 @@ def test_packaged_fallback_from_a_wrong_mirror_is_reported(tmp_path, capsys, no_
     assert rc == 0, log
     assert (f"mirror {wrong}: yeast/yeast-train.arff not found; using the packaged copy from "
             f"river=={RIVER_YEAST.version}") in log
-    assert f"(mirror {wrong})" not in log  # no longer claims the mirror it did not use
+    assert f"(mirror {wrong})" not in log  # does not claim the mirror it did not use
     assert "packaged" in log.strip().splitlines()[-1]
     # the cached packaged copy is reused on the next run, and the log still says why
     rc = prepare_main(["--dataset", "yeast", "--raw-dir", str(tmp_path / "raw"), "--out", str(tmp_path / "y.npz"),

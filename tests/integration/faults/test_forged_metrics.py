@@ -1,4 +1,4 @@
-"""Fault catalogue: a forged ``metrics.json`` value is never certified (issue 38, item 2).
+"""Fault catalogue: a forged ``metrics.json`` value is never certified.
 
 Real ``snakemake`` runs of config/quick.yaml at test scale (one method, one seed, the clean
 split, 2 epochs), on a copy of the Yeast mirror of its own. The value of the issue's report:
@@ -16,8 +16,7 @@ split, 2 epochs), on a copy of the Yeast mirror of its own. The value of the iss
 * a mirror file changed after the run: the audit re-hashes the source and says it differs
   from the raw copy;
 * an evaluation made again (``--forcerun evaluate``, later: as on another machine) writes the
-  same ``metrics.json`` bytes; only its provenance record, ``metrics.provenance.json``, changes
-  (issue 42, item 3).
+  same ``metrics.json`` bytes; only its provenance record, ``metrics.provenance.json``, changes.
 """
 
 from __future__ import annotations
@@ -84,7 +83,7 @@ def test_the_untouched_cell_passes_the_audit_and_reruns_plan_nothing(pipeline):
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr
     assert "0 problem(s)" in res.stdout
     assert "DIFFERS FROM ITS PREDICTIONS" not in res.stdout and "MODIFIED" not in res.stdout
-    # the config files the run read, by content (issue 42, item 1)
+    # the config files the run read, by content
     assert "ok       config config/quick.yaml sha256 " in res.stdout and "config/scale.yaml sha256 " in res.stdout
     _plans_nothing(repo, env)
 
@@ -156,7 +155,7 @@ def test_a_resealed_forgery_fails_the_audit_and_is_never_tabulated(pipeline, old
            "it" in out, out[-4000:]
     assert "rule evaluate:" in out and "rule train:" not in out, out[-4000:]
     assert "99.1" not in _bce_row(repo)
-    assert path.read_bytes() == original  # the evaluation comes back byte for byte (issue 42, item 3)
+    assert path.read_bytes() == original  # the evaluation comes back byte for byte
     assert run_audit(repo, env, *CELL).returncode == 0
     _plans_nothing(repo, env)
 

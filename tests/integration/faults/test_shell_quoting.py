@@ -1,6 +1,6 @@
 """Config values reach jobs as data, never as shell syntax: a custom dataset whose display name
-and notes hold quotes, ``$``, a backtick and a newline goes through the rules unchanged (its JSON
-used to be pasted inside '...' in the shell command). The name is not data: prepare_dataset is
+and notes hold quotes, ``$``, a backtick and a newline goes through the rules unchanged (pasted inside '...' in a shell
+command, its JSON would break it). The name is not data: prepare_dataset is
 not given it (cdgtmll.data.registry.data_config); the tables job, which prints it, is."""
 
 import json

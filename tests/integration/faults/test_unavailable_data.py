@@ -1,4 +1,4 @@
-"""Fault catalogue (issue 38, item 6): a dataset that cannot be had becomes a reason, not a crash.
+"""Fault catalogue: a dataset that cannot be had becomes a reason, not a crash.
 
 ``mediamill`` (no download exists; a mirror only) and a data.custom dataset whose training file is
 empty are in one profile beside Yeast. Before this, the first passed ``check-config`` and

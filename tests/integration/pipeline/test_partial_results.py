@@ -1,4 +1,4 @@
-"""Issue 41, item 1: results as they arrive. The shipped quick profile (one seed, 30 epochs: scale
+"""Results as they arrive. The shipped quick profile (one seed, 30 epochs: scale
 only) runs in a copy of the checkout under a real Snakemake with the shipped workflow profile
 (its logger plugin starts :func:`cdgtmll.tables.partial.refresh_soon` after each evaluated run);
 while it runs, ``results/partial/`` is polled. Partial tables must appear, saying ``k of n runs

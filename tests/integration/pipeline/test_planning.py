@@ -108,7 +108,7 @@ def test_tables_wait_only_for_their_own_rows(default_dry_run, mirror):
 
 
 # --------------------------------------------------------------------------- what a change re-runs
-# Issue 38, part 5: a job's identity is what changes its result. A tiny pipeline on a custom
+# A job's identity is what changes its result. A tiny pipeline on a custom
 # dataset (Yeast's files under another name, so nothing pins their sha256) runs once; then each
 # change is planned with `snakemake -n` and only the jobs it affects may be planned.
 
@@ -145,8 +145,8 @@ def _mirror_copy(src: Path, dst: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory, mirror):
-    """The tiny pipeline, run once to its end with a PATH that lacks this environment (issue 38,
-    8a: the jobs must run the interpreter Snakemake runs in, not a bare `python` from PATH)."""
+    """The tiny pipeline, run once to its end with a PATH that lacks this environment (the
+    jobs must run the interpreter Snakemake runs in, not a bare `python` from PATH)."""
     import os
     import sys
 

@@ -1,4 +1,4 @@
-"""Seeds with power in the default profile's dry run (issue 40): the extra seeds are planned only
+"""Seeds with power in the default profile's dry run: the extra seeds are planned only
 for the powered run folders, by jobs of their own with the base job's spec but for its seeds, and
 a profile without ``power`` plans exactly what it planned before (same jobs, same train specs)."""
 

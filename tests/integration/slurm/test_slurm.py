@@ -422,7 +422,7 @@ def _results(repo: Path) -> dict[str, object]:
 
 
 def _output_bytes(repo: Path) -> dict[str, bytes]:
-    """What DVC tracks of a run whose bytes must not depend on the machine (issue 42, item 3):
+    """What DVC tracks of a run whose bytes must not depend on the machine:
     each run's metrics.json, the table CSVs and the figure CSVs."""
     files = [*repo.glob("results/runs/**/metrics.json"), *repo.glob("results/tables/**/*.csv"), *repo.glob("figures/**/*.csv")]
     return {str(p.relative_to(repo)): p.read_bytes() for p in sorted(files)}
@@ -554,7 +554,7 @@ def test_quick_profile_on_slurm_matches_local_and_resumes_after_scancel(mirror, 
     * the predictions, results/metrics.json and the tables are byte-identical to an
       uncancelled local run of the same config (each run's metrics.json identical but for
       its timestamps); and so is every run's metrics.json, table CSV and figure CSV, byte for
-      byte (issue 42, item 3)."""
+      byte."""
     env = {**_env(mirror), "CDGTMLL_CHECKPOINT_EVERY": "1"}  # a checkpoint after epoch 1, before the scancel
     slurm = slurm_copy
     assert len(reference.results) >= 2 * N_TRAIN + 1

@@ -215,7 +215,7 @@ def test_paired_difference_matches_scipy(r_runs):
     b = r_runs[r_runs["method"] == "MLC-NC"].set_index(["seed", "variant"])["rare_f1"]
     idx = a.index.intersection(b.index)
     assert len(idx) == 8  # the unmatched run is dropped from the pairs
-    # nested (issue 39): per sampling seed the mean over its paired training seeds, then the
+    # nested: per sampling seed the mean over its paired training seeds, then the
     # paired t-test over the 3 sampling seeds
     ma = (100 * a.loc[idx]).groupby(level="variant").mean()
     mb = (100 * b.loc[idx]).groupby(level="variant").mean()

@@ -1,5 +1,5 @@
-"""The statuses ``above every model run here`` and ``above any predictor`` (issue 39; formerly one
-status): a claim whose paper value lies above the ceiling on the test split (the runs'
+"""The statuses ``above every model run here`` and ``above any predictor`` (two
+statuses): a claim whose paper value lies above the ceiling on the test split (the runs'
 ``oracle_*`` columns of all_runs.csv) gets one of them, with the ceiling and its panel beside it
 in the CSV and on the page; the page sets Micro-F1 claims beside our Micro-F1 and Hamming
 accuracy as a measured comparison only."""

@@ -1,4 +1,4 @@
-"""Issue 39 part 3: the statistics of the claims check on fixed numbers -- TOST, the detectable
+"""The statistics of the claims check on fixed numbers -- TOST, the detectable
 effect and Holm's correction against statsmodels' computations (statsmodels 0.15.0, run once
 on these numbers; it is not a dependency of the package), each status and the equivalence
 verdict on hand-built runs tables, the nested R-variant interval and the panel ceiling."""

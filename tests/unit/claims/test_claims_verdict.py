@@ -100,7 +100,7 @@ def test_verdict_opens_the_page_with_exact_counts_and_reasons(tmp_path):
     md = Path(f"{out}.md").read_text(encoding="utf-8")
     v = _by_group(_verdict_block(md))
     assert list(v) == [GROUPS["T1"], GROUPS["T2"], GROUPS["T3"], OTHER]
-    assert all(1 <= len(lines) <= 5 for lines in v.values()), v  # issue 39 part 6: five lines or fewer
+    assert all(1 <= len(lines) <= 5 for lines in v.values()), v  # five lines or fewer
     t1 = v[GROUPS["T1"]]
     assert t1[0] == ("5 claims: 1 consistent, 1 inconsistent, 3 not checked. Reproduces: 1 of 2 checked "
                      "(yeast clean: CD-GTMLL).")

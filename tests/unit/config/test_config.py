@@ -257,8 +257,8 @@ def test_method_hyperparameter_out_of_range_named(default_cfg):
 
 
 def test_custom_dataset_without_severities_named(default_cfg):
-    """A custom dataset with r_variants on and no severities used to get
-    clean runs only, silently; now the config check names the missing key."""
+    """A custom dataset with r_variants on and no severities would get clean runs only,
+    silently; the config check names the missing key."""
     cfg = copy.deepcopy(default_cfg)
     cfg["data"]["custom"] = {"toy": {"format": "mulan-arff", "train": "toy-train.arff", "test": "toy-test.arff",
                                      "n_labels": 3}}
@@ -285,7 +285,7 @@ def _quick_with(tmp_path, old, new, name="my.yaml"):
 
 
 def test_load_reads_unquoted_exponent_floats_as_numbers(tmp_path):
-    """``lr_backbone: 1e-3`` used to be the string '1e-3' (YAML 1.1) and rejected."""
+    """``lr_backbone: 1e-3`` is a number (YAML 1.2), not the string '1e-3' YAML 1.1 reads."""
     path = _quick_with(tmp_path, "lr_backbone: 2.0e-3, lr_head: 2.0e-3", "lr_backbone: 1e-3, lr_head: .5E-2")
     cfg = loader.load(path)
     assert plan.training_protocol(cfg, "yeast")["lr_backbone"] == 0.001
@@ -328,7 +328,8 @@ def test_load_files_merges_files_and_overrides_in_order(tmp_path):
 
 
 def test_pr_curve_severity_not_configured_is_named(default_cfg):
-    """figures.pr_curve at a severity the dataset does not have used to drop the PR figure silently."""
+    """figures.pr_curve at a severity the dataset does not have is an error, not a PR figure
+    dropped silently."""
     cfg = copy.deepcopy(default_cfg)
     cfg["figures"]["pr_curve"]["severity"] = 0.6
     assert (

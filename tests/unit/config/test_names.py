@@ -1,4 +1,4 @@
-"""Names that become folders and Snakemake wildcard values (issue 38, part 3): one pattern, used by
+"""Names that become folders and Snakemake wildcard values: one pattern, used by
 the config check and by the workflow's wildcard constraints, so a name the check accepts always
 makes its jobs and a name that would break a path is refused with its key."""
 

@@ -1,4 +1,4 @@
-"""``studies.<study>.under`` (issue 40): a study runs under the default reading (App. E.1 as
+"""``studies.<study>.under``: a study runs under the default reading (App. E.1 as
 written) and under each listed reading. The plan expands it into ``<setting>@<reading>`` jobs
 (:func:`cdgtmll.config.plan.study_methods`), shares the runs that are another job's run spec
 (:func:`cdgtmll.config.plan.shared_runs`), and the config check names a bad reading by its key."""

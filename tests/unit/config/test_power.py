@@ -1,4 +1,4 @@
-"""Seeds with power (config ``power``, issue 40): which run folders train more seeds, which seeds,
+"""Seeds with power (config ``power``): which run folders train more seeds, which seeds,
 and the five readings the readings study gained."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Bring-your-own MULAN data with nominal and string features (issue 38, part 7), on files
+"""Bring-your-own MULAN data with nominal and string features, on files
 generated here in the exact MULAN format (an ARFF per split, labels the last ``{0,1}``
 attributes, and the label XML), shaped like the real files that stopped ``prepare``: a
 protein-ID string attribute, ``{YES,NO}`` nominal attributes, a nominal with numeric-looking

@@ -1,4 +1,4 @@
-"""prepare's checks on bring-your-own data (issue 22, part 3), on small files in the exact
+"""prepare's checks on bring-your-own data, on small files in the exact
 MULAN format (ARFF per split + label XML, written here) and on the real Enron mirror files:
 
 * missing (``?``) / non-finite (``NaN``, ``Infinity``) features: named by file, line, data

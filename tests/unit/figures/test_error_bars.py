@@ -1,4 +1,4 @@
-"""Error bars over seeds stay in the range of what they are bars of (issue 41, item 5.4): the
+"""Error bars over seeds stay in the range of what they are bars of: the
 95% t-interval of the mean cut to [0, 100] % for a metric or a share, [-100, 100] pp for a
 drop (:func:`cdgtmll.figures.intervals.seed_interval`). Checked in what the figures draw
 (the matplotlib artists of the saved figure) and in the CSV they write, on run folders in the

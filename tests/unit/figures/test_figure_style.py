@@ -385,7 +385,7 @@ def test_sweep_and_ablation_name_runs_with_byte_identical_predictions(tmp_path: 
     assert set(df[df.method == "No-Curiosity"].same_predictions_as) == {""}
 
 
-# ------------------------------------------------ what a reviewer circled (issue 23, deliverable 6)
+# ------------------------------------------------ what a reviewer circled
 
 
 def _pr_runs(root: Path, methods, n_rows: int, n_labels: int, seeds=(0, 1), tied=()) -> dict[str, list[Path]]:

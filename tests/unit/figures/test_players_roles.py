@@ -1,4 +1,4 @@
-"""Player diagnostics, issue 40: per-(player, label) validation AP beside accuracy@0.5, and player
+"""Player diagnostics: per-(player, label) validation AP beside accuracy@0.5, and player
 roles named by what they cover (owner / extra coverer), on exact toys and real Yeast runs."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The readings table says what its seeds can detect (the detectable effect of each reading's
 paired t-test and the seeds that would detect claims.equivalence_margin), prints Rare-F1 at
 validation-tuned thresholds as well, names multi-key readings for people, and says when a
-clipping reading could not act (issue 40). Real Yeast runs, trained and evaluated as the jobs do."""
+clipping reading could not act. Real Yeast runs, trained and evaluated as the jobs do."""
 
 from __future__ import annotations
 

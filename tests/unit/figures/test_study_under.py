@@ -1,4 +1,4 @@
-"""Study figures of a study run under several readings (``studies.<study>.under``, issue 40), from
+"""Study figures of a study run under several readings (``studies.<study>.under``), from
 real Yeast runs (CD-GTMLL, a few epochs, 2 seeds, trained by :func:`cdgtmll.train.run_seed` and
 scored by ``cdgtmll.metrics.evaluate_run`` as the pipeline does): one column of panels per reading,
 labelled with it, a ``reading`` column in the CSV, and the as-written N sweep said to be flat by

@@ -1,4 +1,4 @@
-"""Config is data, not dirt (issue 42, item 1): a run made with uncommitted edits to
+"""Config is data, not dirt: a run made with uncommitted edits to
 ``params.yaml`` and the profile (what ``dvc exp run -S`` leaves before its stage runs) is not
 dirty, records the config files' sha256, and passes ``cdgtmll audit`` with 0 problems; a later
 config change is checked for what it changes for the run (nothing: a note; its run spec or

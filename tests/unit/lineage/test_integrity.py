@@ -1,5 +1,5 @@
 """The chain from a table cell down to its predictions and source files holds also where
-Snakemake does not look (issue 38, item 2):
+Snakemake does not look:
 
 * before a run, the Snakefile compares the sha256 the tables recorded for every ``metrics.json``
   with the file on disk (:func:`cdgtmll.lineage.integrity.check_recorded_metrics`): a

@@ -1,4 +1,4 @@
-"""A run's dirty flag is about code only (src/cdgtmll/lineage/worktree.py, issue 42 item 1):
+"""A run's dirty flag is about code only (src/cdgtmll/lineage/worktree.py):
 ``git status`` of a real repository with uncommitted edits to ``params.yaml`` (as ``dvc exp run
 -S`` leaves it), a profile, the docs and DVC's lock says *not dirty*, and lists them; an edit to
 a module, a rule, a lock file or ``mk/`` says *dirty*, naming it. Records written before the

@@ -423,12 +423,12 @@ def _single_head_grads(data, alpha, **hp):
 
 
 def test_default_payoff_uniform_curiosity_reweights_labels():
-    """Under the old default (rarity-weighted R) alpha only rescaled the
-    singly-covered head gradients by one constant, so No-Curiosity and the alpha sweep
-    measured nothing. The default is the uniform payoff as a mean over labels (Eq. 5,
-    payoff_scale 'mean'): row l's gradient is scaled by exactly 1 + alpha L r_l (r_l = 1/(1 +
-    freq)), i.e. alpha re-weights labels; under the earlier sum over labels ('sum') the factor
-    was 1 + alpha r_l, alpha reading as alpha / L."""
+    """Under a rarity-weighted payoff R, alpha would only rescale the singly-covered head
+    gradients by one constant, so No-Curiosity and the alpha sweep would measure nothing. The
+    default is the uniform payoff as a mean over labels (Eq. 5, payoff_scale 'mean'): row l's
+    gradient is scaled by exactly 1 + alpha L r_l (r_l = 1/(1 + freq)), i.e. alpha re-weights
+    labels; under a sum over labels ('sum') the factor is 1 + alpha r_l, alpha reading as
+    alpha / L."""
     assert CDGTMLL().payoff_weights == "uniform" and CDGTMLL().payoff_scale == "mean"
     X, Y = yeast_arrays(600)
     data = FitData(X[:512], Y[:512], X[512:], Y[512:], [f"Class{k + 1}" for k in range(14)])
@@ -723,12 +723,12 @@ def test_separate_backbones_train_on_yeast_and_are_deterministic(tmp_path):
     assert "one backbone per player" in CDGTMLL.table_note(ma.hparams())
 
 
-# ------------------------------------------------------------ issue 25: the objective's fast kernels
+# ------------------------------------------------------------ the objective's fast kernels
 
 
-class _OldOverlapCuriosity(torch.autograd.Function):
-    """The overlap-pair curiosity as it was before issue 25 (``F.softplus`` and ``torch.log1p``):
-    the reference the fast form must equal to float32 tolerance."""
+class _DirectOverlapCuriosity(torch.autograd.Function):
+    """The overlap-pair curiosity in its direct form (``F.softplus`` and ``torch.log1p``): the
+    reference the fast form must equal to float32 tolerance."""
 
     @staticmethod
     def forward(ctx, z, y, q, zq, kind):
@@ -776,7 +776,7 @@ def test_neg_softplus_value_is_log_sigmoid_to_float32_epsilon():
 
 
 def test_loglik_columns_value_only_form_keeps_the_gradient_bit_for_bit():
-    """Issue 25: on Delicious-sized blocks (256 x 787, above FAST_MIN_ELEMENTS) the per-label
+    """On Delicious-sized blocks (256 x 787, above FAST_MIN_ELEMENTS) the per-label
     log-likelihood sums read log(sigmoid(-z)) instead of the 12-pass softplus; the sums agree to
     float32 rounding of a 256-term sum, the clipped sums too, and the gradient (closed form, y - s)
     is the same tensor bit for bit, so training is unchanged."""
@@ -789,7 +789,7 @@ def test_loglik_columns_value_only_form_keeps_the_gradient_bit_for_bit():
     y = (torch.rand(256, 787, generator=g) < 0.05).float()
     assert z0.numel() >= terms.FAST_MIN_ELEMENTS
     outs = []
-    for threshold in (terms.FAST_MIN_ELEMENTS, 10**9):  # the value-only form, then the earlier one
+    for threshold in (terms.FAST_MIN_ELEMENTS, 10**9):  # the value-only form, then the direct one
         z = z0.clone().requires_grad_()
         old, terms.FAST_MIN_ELEMENTS = terms.FAST_MIN_ELEMENTS, threshold
         try:
@@ -806,12 +806,12 @@ def test_loglik_columns_value_only_form_keeps_the_gradient_bit_for_bit():
 
 
 @pytest.mark.parametrize("kind", ["jsd", "kl"])
-def test_overlap_curiosity_equals_the_old_log1p_form(kind):
-    """Issue 25 changed the arithmetic of the curiosity terms (no log1p/softplus kernels): the
-    log-likelihood sums and the gradient equal the old form to float32 tolerance, on
+def test_overlap_curiosity_equals_the_direct_log1p_form(kind):
+    """The fast curiosity terms (no log1p/softplus kernels): the log-likelihood sums and the
+    gradient equal the direct form's to float32 tolerance, on
     Delicious-sized overlap logits (256 x 394) over the range the clip allows; the divergence (a
     float32 sum of 100k terms with cancellation) is at least as close to its float64 definition
-    as the old form's (JSD: 5e-8 relative, the old form 3.7e-6)."""
+    as the direct form's (JSD: 5e-8 relative, the direct form 3.7e-6)."""
     from cdgtmll.methods.cdgtmll.terms import DIVERGENCE_FNS, _OverlapCuriosity
 
     g = torch.Generator().manual_seed(5)
@@ -821,7 +821,7 @@ def test_overlap_curiosity_equals_the_old_log1p_form(kind):
     zq = (torch.randn(256, 394, generator=g) * 4 - 3).clamp(-hi, hi)
     q = torch.sigmoid(zq)
     outs = []
-    for fn in (_OldOverlapCuriosity, _OverlapCuriosity):
+    for fn in (_DirectOverlapCuriosity, _OverlapCuriosity):
         ll, div = fn.apply(z, y, q, zq, kind)
         (grad,) = torch.autograd.grad(0.3 * ll.sum() + 0.7 * div, z)
         outs.append((ll.detach().double(), div.detach().double(), grad.double()))
@@ -833,16 +833,16 @@ def test_overlap_curiosity_equals_the_old_log1p_form(kind):
     assert torch.allclose(g1, g0, rtol=0, atol=1e-6)
 
 
-def test_short_run_equals_the_pre_issue_25_predictions(tmp_path):
-    """A 4-epoch CD-GTMLL run on Yeast (seed 3) against its predictions and log computed once with
-    the code before issue 25 (tests/fixtures/issue25_reference.json). Yeast's pair blocks are below
-    terms.FAST_MIN_ELEMENTS, so the arithmetic is the old one (measured: identical); the check
+def test_short_run_equals_the_reference_predictions(tmp_path):
+    """A 4-epoch CD-GTMLL run on Yeast (seed 3) against its predictions and log computed once by
+    the reference trainer (tests/fixtures/yeast_reference_runs.json). Yeast's pair blocks are below
+    terms.FAST_MIN_ELEMENTS, so the arithmetic is the direct form (measured: identical); the check
     allows float tolerance, which is what the fast forms on larger label sets guarantee. BCE's are
     bit-identical (tests/unit/nn/test_trainer.py)."""
     from tests.support.reference_runs import reference_data, reference_outputs
 
     ref, data = reference_outputs(), reference_data()
-    for sel in ("last", "best_val"):  # the reference predates partition_order 'shuffled' (issue 40)
+    for sel in ("last", "best_val"):  # the reference deals the players in fixed order
         m = build("CD-GTMLL", {"epochs": 4, "hidden_dim": 64, "batch_size": 64, "select_epoch": sel,
                                "partition_order": "fixed"})
         m.fit(data, RunContext(seed=3, workdir=tmp_path / sel))

@@ -1,4 +1,4 @@
-"""CD-GTMLL, issue 40: the ``rarity`` reading of Eq. 6's freq(l), the partition's
+"""CD-GTMLL: the ``rarity`` reading of Eq. 6's freq(l), the partition's
 ``partition_order`` (who receives the extra tail labels) and the per-pair validation AP of
 ``player_val_acc.npz``, on real Yeast (the split the pipeline's ``prepare`` makes)."""
 
@@ -28,7 +28,8 @@ def yeast(tmp_path_factory, mirror) -> FitData:
 
 
 def old_make_partition(Y_train, n_players: int, rho: float, tail, seed: int) -> Partition:
-    """make_partition as it was before issue 40 (verbatim, less the argument checks)."""
+    """make_partition with the players dealt in index order, no permutation drawn: the
+    reference ``partition_order: fixed`` must equal (verbatim, less the argument checks)."""
     L, N = int(Y_train.shape[1]), int(n_players)
     order = ascending_order(Y_train)
     owner = np.empty(L, dtype=np.int64)
@@ -94,14 +95,14 @@ def test_rarity_weights_on_real_yeast(yeast):
 
 def test_rarity_prevalence_leaves_the_default_run_byte_identical(yeast, tmp_path):
     """``rarity: prevalence`` is the default: a run that names it equals, byte for byte, one that
-    does not; its curiosity weights are the pre-issue-40 ``1/(1 + prevalence)`` exactly;
+    does not; its curiosity weights are ``1/(1 + prevalence)`` exactly;
     ``count`` changes the predictions."""
     runs = {name: fit(yeast, tmp_path / name, **hp) for name, hp in
             (("default", {}), ("prevalence", {"rarity": "prevalence"}), ("count", {"rarity": "count"}))}
     P = {k: np.ascontiguousarray(m.predict_proba(yeast.X_val)) for k, m in runs.items()}
     digest = {k: hashlib.sha256(v.tobytes()).hexdigest() for k, v in P.items()}
     assert digest["prevalence"] == digest["default"] and digest["count"] != digest["default"]
-    old_r = 1.0 / (1.0 + prevalence(yeast.Y_train))  # what CDGTMLLNet computed before issue 40
+    old_r = 1.0 / (1.0 + prevalence(yeast.Y_train))  # Eq. 6's freq(l) as the label's training prevalence
     model = runs["default"].model
     assert torch.equal(model.c_pair.cpu(), torch.as_tensor(old_r[model.pair_label.cpu().numpy()], dtype=torch.float32))
 
@@ -119,7 +120,7 @@ def test_partition_order_is_registered_with_shuffled_the_default():
 
 
 def test_fixed_order_reproduces_the_old_partition(yeast):
-    """``partition_order: fixed`` = the rule before issue 40, on real Yeast and synthetic label sets."""
+    """``partition_order: fixed`` = the index-order deal, on real Yeast and synthetic label sets."""
     rng = np.random.default_rng(0)
     cases = [(yeast.Y_train, N) for N in (2, 3, 4, 5)]
     cases += [((rng.random((300, L)) < rng.uniform(0.01, 0.5, L)).astype(np.uint8), N) for L in (14, 50, 101)

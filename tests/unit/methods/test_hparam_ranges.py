@@ -126,8 +126,8 @@ def test_build_names_method_parameter_value_and_range():
 
 
 def test_checked_before_the_constructor_runs():
-    """C-Tran's constructor computes hidden_dim % n_tokens: n_tokens = 0 used to raise
-    ZeroDivisionError; now the declared range stops it first."""
+    """C-Tran's constructor computes hidden_dim % n_tokens: n_tokens = 0 would raise
+    ZeroDivisionError; the declared range stops it first."""
     with pytest.raises(base.HparamError, match="'n_tokens' = 0: expected an integer >= 1"):
         base.build("C-Tran", {"n_tokens": 0})
 

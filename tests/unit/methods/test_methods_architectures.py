@@ -232,8 +232,8 @@ def test_mlgcn_adjacency_from_labels_hand_computed():
 
 def test_mlgcn_incoming_weights_on_yeast(yeast):
     """The reviewer's check: a label's incoming weights (column of gen_A) sum to 1 + p
-    (1 + 0.25 * deg / (deg + 1e-6)) or to 1 for a label without in-edges; the old code
-    (Eq. 8 rows + the gen_adj transpose) gave 0.80 .. 1.49 on Yeast."""
+    (1 + 0.25 * deg / (deg + 1e-6)) or to 1 for a label without in-edges; Eq. 8 rows with
+    the gen_adj transpose would give 0.80 .. 1.49 on Yeast."""
     A = mlgcn_correlation(yeast.Y_train)
     col = A.sum(0)
     offdiag = A - np.diag(np.diag(A))

@@ -1,4 +1,4 @@
-"""The scikit-learn reference rows of the ceiling panel (issue 39): kNN-15 and RF-300 give one
+"""The scikit-learn reference rows of the ceiling panel: kNN-15 and RF-300 give one
 probability per label, deterministic for a seed, and a label seen with one class only in
 training gets that class's constant."""
 

@@ -1,4 +1,4 @@
-"""Byte-identical outputs (issue 42, item 3): two evaluations of the same predictions, in two
+"""Byte-identical outputs: two evaluations of the same predictions, in two
 clones at two paths, on two hosts, at two times, with training records that differ as two
 machines' do (host, times), write the same ``metrics.json`` bytes; what differs goes to the
 evaluation's provenance record, ``metrics.provenance.json``, which says that it is one. The

@@ -1,4 +1,4 @@
-"""Is the clip engaged? (issue 40): the trainer's per-epoch ``grad_norm_max`` / ``clipped_steps``
+"""Is the clip engaged? The trainer's per-epoch ``grad_norm_max`` / ``clipped_steps``
 columns, ``grad_norms.npy`` and :func:`cdgtmll.nn.trainer.clip_summary`, on real Yeast with the
 default protocol (batch 256, lr 2e-3, hidden 512, grad_clip 5), few epochs."""
 

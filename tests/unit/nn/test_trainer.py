@@ -156,12 +156,11 @@ def test_param_groups_must_cover_model(tmp_path):
         Broken(epochs=1, **SMALL).fit(DATA, RunContext(seed=0, workdir=tmp_path))
 
 
-def test_same_outputs_as_before_issue_25(tmp_path):
-    """Issue 25 made the trainer cheaper (checkpoint cadence, buffered log, validation AP without
-    argsort, determinism without torch._inductor) without changing its arithmetic: BCE's predictions
-    and log (timings and the later ``machine`` column aside) equal, bit for bit, those computed once
-    with the code before it
-    (tests/fixtures/issue25_reference.json), under both epoch-selection rules."""
+def test_same_outputs_as_the_reference_runs(tmp_path):
+    """The trainer's savings (checkpoint cadence, buffered log, validation AP without argsort,
+    determinism without torch._inductor) leave its arithmetic alone: BCE's predictions and log
+    (timings and the ``machine`` column aside) equal, bit for bit, those of the reference trainer
+    (tests/fixtures/yeast_reference_runs.json), under both epoch-selection rules."""
     import hashlib
 
     from tests.support.reference_runs import reference_data, reference_outputs
@@ -225,7 +224,7 @@ def test_validation_ap_equals_the_argsort_form_bit_for_bit():
 
 def test_checkpoint_cadence(tmp_path, monkeypatch):
     """Checkpoints (and the log) every ``checkpoint_every`` epochs and after the last one, not after
-    every epoch (issue 25: 8% of a Yeast fit); the default cadence is CHECKPOINT_EVERY."""
+    every epoch (that cost 8% of a Yeast fit); the default cadence is CHECKPOINT_EVERY."""
     from cdgtmll.nn import trainer as trainer_mod
 
     saved = []

@@ -1,4 +1,4 @@
-"""The tables' "kept epochs" footnote names the setting each range belongs to (issue 41, item 5.1),
+"""The tables' "kept epochs" footnote names the setting each range belongs to,
 on real runs: MULAN Yeast prepared from the mirror, BCE with ``select_epoch: best_val`` trained
 briefly on the clean data and on its R-variant (severity 0.40) by :func:`cdgtmll.train.run_seed`,
 scored by ``cdgtmll.metrics.evaluate_run`` and collected as the tables collect them. Each

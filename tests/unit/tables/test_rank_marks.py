@@ -1,4 +1,4 @@
-"""Bold and underline only for a value no other row shows (issue 41, item 5.2): the rule of
+"""Bold and underline only for a value no other row shows: the rule of
 :func:`cdgtmll.tables.layout.rank_marks` checked against what the cells print
 (:func:`cdgtmll.tables.render.fmt`, the reader's view), not against rank_marks' own rounding."""
 

@@ -1,5 +1,5 @@
 """The tables say how many runs each row has when rows differ (config ``power`` trains more seeds
-for the compared rows, issue 40): which rows have how many, not only the range."""
+for the compared rows): which rows have how many, not only the range."""
 
 from cdgtmll.tables.footnotes import _runs_per_cell
 

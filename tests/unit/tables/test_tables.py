@@ -94,7 +94,7 @@ def test_footnotes_equal_by_construction_rules_and_left_out_labels(tmp_path):
     test positives that Macro-/Rare-F1 left out, per dataset."""
     from cdgtmll.metrics import definitions, thresholds
 
-    # what evaluate.py writes (cdgtmll.metrics.evaluation.RULE_*, f1_exclusion; checked at the end)
+    # what evaluate.py writes (cdgtmll.metrics.thresholds.RULE_*, f1_exclusion; checked at the end)
     micro = "plug-in micro: one threshold shared by all labels, tuned on validation for micro-F1"
     macro = "plug-in macro: per-label thresholds tuned on validation for per-label F1"
     plugin = {"micro_f1": micro, "macro_f1": macro, "rare_f1": macro}
@@ -224,7 +224,7 @@ def test_training_records_the_footnote_and_tables_read_it_without_importing_torc
     assert "CD-GTMLL: the note this run was trained under." in md and "payoff R is" not in md
 
 
-# ------------------------------------------------------------------ Table 3, configured datasets, HTML (issues 15, 16)
+# ------------------------------------------------------------------ Table 3, configured datasets, HTML
 
 T3_ROWS = ["BCE", "PE", "SRB", "XR-Transformer", "MatchXML", "ETU", "CD-GTMLL"]
 EXTRA_ROWS = ["BR-LogReg", "Focal", "XR-Linear", "napkinXC-PLT", "LibMultiLabel-1vsRest"]

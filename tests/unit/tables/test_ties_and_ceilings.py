@@ -1,4 +1,4 @@
-"""Tables say when a column cannot separate methods (issue 39, part 5): no bold or underline on
+"""Tables say when a column cannot separate methods: no bold or underline on
 a tie at the printed precision, and a footnote per dataset and metric with the ceiling over the
 panel of runs, the tail's size and its labels' training and test positive counts, flagging a
 column whose ceiling is below ``--min-ceiling`` points or whose Rare-F1 averages fewer than

@@ -8,11 +8,11 @@ potential (:func:`phi_monotonicity`). The subcommands are documented in
 
 Two per-pair scores (``player_val_acc.npz``): ``accuracy`` (threshold 0.5 of the player's own
 probability) and ``ap`` (validation average precision of the player's own scores, NaN where the
-label has no validation positive; issue 40). Accuracy ties whenever every covering player
+label has no validation positive). Accuracy ties whenever every covering player
 predicts every validation row negative (Enron: all 3 players tie on all 10 contested labels), so
 it cannot say which player is better there; AP ranks the players anyway. Every share and rank is
 computed under both (``*_ap`` columns); a label whose AP is NaN is out of the AP scope. Runs
-without an ``ap`` array (before issue 40) give NaN AP columns.
+whose file has no ``ap`` array give NaN AP columns.
 
 Roles (:func:`pair_roles`, :func:`player_coverage`, :func:`role_outcomes`): the partition in
 ``method_outputs.json`` records each label's round-robin **owner** and, for each overlap
@@ -223,7 +223,7 @@ def role_outcomes(score: np.ndarray, pair_label: np.ndarray, roles: np.ndarray) 
 def read_player_scores(run: RunDir, log: SourceLog) -> dict[str, Any]:
     """:func:`~cdgtmll.figures.studies.runs.read_player_acc` plus ``ap [E, P]`` (all NaN for a
     file without it, ``has_ap`` False) and the run's partition roles from ``method_outputs.json``
-    (``owner``, ``extra_of``, ``tail``; None without that file or fields: runs before issue 40)."""
+    (``owner``, ``extra_of``, ``tail``; None when the run did not record that file or those fields)."""
     out: dict[str, Any] = dict(read_player_acc(run, log))
     with np.load(io.BytesIO(log.read(run, PLAYER_ACC_FILE)), allow_pickle=False) as z:
         ap = np.asarray(z["ap"], dtype=np.float64) if "ap" in z.files else None
@@ -401,7 +401,7 @@ def ranks_rows(by_group: dict[str, list[tuple[RunDir, dict[str, np.ndarray]]]],
 def role_rows(by_group: dict[str, list[tuple[RunDir, dict[str, Any]]]]) -> tuple[list[dict], list[dict]]:
     """Final epoch, per run: what each player covers (:func:`player_coverage`) and, per measure,
     who wins the contested labels, the owner or the extra coverer (:func:`role_outcomes`). Runs
-    without recorded roles (before issue 40) are left out."""
+    without recorded roles are left out."""
     coverage, outcomes = [], []
     for g, lst in by_group.items():
         ds, var, meth = g.split("/", 2)

@@ -19,8 +19,8 @@ hyper-parameter ``partition_order``) says in which order the players are dealt t
   player is short, and so which one receives the extras, uniform over seeds; the partition
   is the ``'fixed'`` one with the players relabelled by the permutation (same loads, same
   bounds below), apart from the random tie-breaks of step (iii).
-* ``'fixed'``: players 0..N-1 in that order (the rule before issue 40, bit for bit: no
-  permutation is drawn, so step (iii) draws the same numbers as before).
+* ``'fixed'``: players 0..N-1 in that order. No permutation is drawn, so the tie-breaks of
+  step (iii) are the generator's first draws.
 
 Overlap: the tail is ``FitData.tail`` (bottom ``floor(0.2 L)`` labels; ``tail_fraction``
 recomputes it from Y_train with another q). ``n_extra = min(floor(rho L + 1/2), |tail|)``
@@ -110,7 +110,7 @@ def make_partition(Y_train: Any, n_players: int, rho: float, tail: np.ndarray, s
     if order not in PARTITION_ORDERS:
         raise ValueError(f"partition_order must be one of {PARTITION_ORDERS}, got {order!r}")
     rng = np.random.default_rng(seed)
-    deal = rng.permutation(N) if order == "shuffled" else np.arange(N)  # 'fixed': no draw (the old stream)
+    deal = rng.permutation(N) if order == "shuffled" else np.arange(N)  # 'fixed': no draw
     asc = ascending_order(Y_train)
     owner = np.empty(L, dtype=np.int64)
     owner[asc] = deal[np.arange(L) % N]

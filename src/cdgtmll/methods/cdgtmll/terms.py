@@ -13,7 +13,7 @@ from cdgtmll.nn import device_sync
 
 DIVERGENCES = ("jsd", "kl")
 #: below this many elements the curiosity terms use torch's ``softplus``/``log1p`` kernels (the
-#: arithmetic before issue 25): there the fast forms' extra passes cost more in per-op overhead
+#: direct form of the formulas): there the fast forms' extra passes cost more in per-op overhead
 #: than the scalar loop they avoid (Yeast's 14 labels: 256 x 11 singly-covered pairs)
 FAST_MIN_ELEMENTS = 32768
 
@@ -86,9 +86,9 @@ class _OverlapCuriosity(torch.autograd.Function):
 
     Complements without ``log1p`` (a scalar loop here, as ``F.softplus``: :func:`neg_softplus_value`): ``1 - q =
     sigmoid(-zq)`` and ``1 - m = ((1 - p) + (1 - q)) / 2`` from ``sigmoid(-z)``, each exact to
-    an ulp, then ``log``. Against the earlier ``log1p`` form (issue 25) values and gradients
-    agree to float32 tolerance (tested); 2.3x faster on Delicious' 392 overlap pairs. Below
-    :data:`FAST_MIN_ELEMENTS` the earlier form is used, unchanged.
+    an ulp, then ``log``. Against the direct ``log1p`` form values and gradients agree to
+    float32 tolerance (tested); 2.3x faster on Delicious' 392 overlap pairs. Below
+    :data:`FAST_MIN_ELEMENTS` the direct form is used.
     """
 
     @staticmethod
