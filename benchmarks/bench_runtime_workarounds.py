@@ -131,7 +131,8 @@ ids = [code.identity(r)["sha256"] for r in roots]
 spent = cpu() - t0
 if arm == "parse":
     Path(table_file).write_text(json.dumps(seen))
-print(json.dumps({"cpu_s": spent, "identities": len(ids), "files": len(seen), "digest": hashlib.sha256(" ".join(ids).encode()).hexdigest()[:16]}))
+digest = hashlib.sha256(" ".join(ids).encode()).hexdigest()[:16]
+print(json.dumps({"cpu_s": spent, "identities": len(ids), "files": len(seen), "digest": digest}))
 """
 
 

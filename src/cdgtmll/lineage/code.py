@@ -27,10 +27,10 @@ job records its identity with the list of modules and their hashes (``provenance
 ``cdgtmll audit`` recomputes it from the code on disk (:func:`cdgtmll.lineage.audit`).
 
 Planning cost: finding a module's imports means parsing it (``ast``); within one process the
-result is kept per (path, size, mtime), and so is each file's hash. Parsing the closures of a
-planning process costs about 0.3-0.45 s of CPU (``benchmarks/bench_runtime_workarounds.py
---only index``, docs/benchmarks.md, "Run-time workarounds"), too little to keep a cache of
-them on disk.
+result is kept per (path, size, mtime), and so is each file's hash. Parsing the closures of the
+default profile's planning process costs about 0.4 s of CPU (0.48 s, against 0.09 s with the
+imports read from a file: ``benchmarks/bench_runtime_workarounds.py --only index``,
+docs/benchmarks.md, "Run-time workarounds"), too little to keep a cache of them on disk.
 """
 
 from __future__ import annotations

@@ -11,9 +11,10 @@ inductor flag is still set when that module is already imported, so code that co
 
 Measured gain (docs/benchmarks.md, "Run-time workarounds"; ``benchmarks/bench_runtime_workarounds.py
 --only torch``): together with :mod:`cdgtmll.runtime.torch_optim` it keeps a training process
-free of ``torch._dynamo`` and sympy, about 1.2-1.6 s of CPU per training process. Alone it gains
-nothing: torch's optimizers import ``torch._dynamo`` (and with it the compiler's configuration)
-unless that module's bypasses apply too.
+free of ``torch._dynamo`` and sympy, 1.5-1.8 s of CPU per training process (2026-11-28, 2 cores
+under load 8-9: 2.2-2.4 s with both, 3.7-4.2 s without). Alone it gains nothing: torch's
+optimizers import ``torch._dynamo`` (and with it the compiler's configuration) unless that
+module's bypasses apply too.
 
 Guard: the bypass is taken only where ``torch._C._set_deterministic_algorithms`` exists and
 ``torch.use_deterministic_algorithms`` is exactly the source it was written against

@@ -21,8 +21,9 @@ unconditionally: pytorch/pytorch#162595 (https://github.com/pytorch/pytorch/pull
 
 Measured gain (docs/benchmarks.md, "Run-time workarounds"; ``benchmarks/bench_runtime_workarounds.py
 --only torch``): with :mod:`cdgtmll.runtime.torch_determinism`, a training process stays free of
-``torch._dynamo`` and sympy, about 1.2-1.6 s of CPU per training process; the CPU per step does
-not change. Either bypass alone gains nothing (the other path imports ``torch._dynamo``).
+``torch._dynamo`` and sympy, 1.5-1.8 s of CPU per training process (2026-11-28, 2 cores under
+load 8-9: 2.2-2.4 s with both, 3.7-4.2 s without); the CPU per step does not change. Either
+bypass alone gains nothing (the other path imports ``torch._dynamo``).
 
 Guard: both bypasses apply only where the four upstream functions they stand in for are exactly
 the sources they were written against (:data:`UPSTREAM_SHA256`), and only while
