@@ -113,7 +113,7 @@ def device_info(device: str | None = None) -> dict[str, Any]:
         "processor": platform.processor() or platform.machine(),
         "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
-        # how idle OpenMP threads wait (the workflow's jobs: PASSIVE, cdgtmll/pipeline/env.py)
+        # how idle OpenMP threads wait (the workflow's jobs: PASSIVE, cdgtmll/runtime/openmp.py)
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         # the GPUs a training job asked its scheduler for and whether GPUs come by request (the
         # rule's gpu resource; cdgtmll/pipeline/env.py job_device): why an `auto` job trained on the CPU
