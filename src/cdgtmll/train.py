@@ -52,6 +52,7 @@ import argparse
 import contextlib
 import json
 import os
+import random
 import sys
 import time
 from pathlib import Path
@@ -81,8 +82,6 @@ PREDICT_ROWS = 512
 
 
 def set_seed(seed: int) -> None:
-    import random
-
     random.seed(seed)
     np.random.seed(seed)
     if "torch" in sys.modules:
