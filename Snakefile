@@ -14,8 +14,8 @@ min_version("9.0")
 from cdgtmll.config.dvc_params import settings_layer
 from cdgtmll.config.loader import load_files
 from cdgtmll.lineage.integrity import check_recorded_metrics
-from cdgtmll.workflow.landing import PlannedRun, quiet_missing_metadata, report_path, run_status, status_html
-from cdgtmll.workflow.profile_guard import (
+from cdgtmll.pipeline.landing import PlannedRun, quiet_missing_metadata, report_path, run_status, status_html
+from cdgtmll.pipeline.profile_guard import (
     MarkerError,
     ProfileMismatch,
     check,
@@ -24,24 +24,25 @@ from cdgtmll.workflow.profile_guard import (
     read_recorded,
     write_marker,
 )
-from cdgtmll.workflow.env import own_python_first, passive_openmp_waits
-from cdgtmll.workflow.records import RecordsError, import_records
-from cdgtmll.workflow.scheduler import one_reevaluation_timer
+from cdgtmll.pipeline.env import own_python_first
+from cdgtmll.pipeline.records import RecordsError, import_records
+from cdgtmll.runtime.openmp import passive_openmp_waits
+from cdgtmll.runtime.snakemake_timer import one_reevaluation_timer
 
 # Snakemake 9's scheduler starts one more self-renewing timer per finished job (passes per
-# second grow with the jobs done); one pending timer at a time (cdgtmll/workflow/scheduler.py).
+# second grow with the jobs done); one pending timer at a time (cdgtmll/runtime/snakemake_timer.py).
 if not one_reevaluation_timer():
     logger.info("Snakemake's scheduler is not the version cdgtmll's timer workaround was written for: left as it is.")
 
 # Jobs inherit OMP_WAIT_POLICY=PASSIVE unless the user set it: OpenMP threads that wait sleep
-# instead of spinning on cores other jobs need (cdgtmll/workflow/env.py).
+# instead of spinning on cores other jobs need (cdgtmll/runtime/openmp.py).
 passive_openmp_waits()
 
 # Outputs DVC restored (dvc pull, dvc checkout, dvc exp apply) come with Snakemake's records of the
 # jobs that made them, in results/jobs.json (written by dvc.yaml's stage): where a file has the bytes
 # recorded there and Snakemake's own record of it is missing or another, that record is imported, so
 # that Snakemake judges the job by the code, settings and inputs it was made with; a file with other
-# bytes keeps its own record (cdgtmll/workflow/records.py). Main process only, file records only.
+# bytes keeps its own record (cdgtmll/pipeline/records.py). Main process only, file records only.
 if workflow.is_main_process and workflow.workflow_settings.persistence_backend == PersistenceBackend.FILE:
     try:
         _imported = import_records()
@@ -105,7 +106,7 @@ include: "workflow/rules/figures.smk"
 # Snakemake's warning per output of a job not run yet becomes one line with the count, and the
 # landing page (workflow/report/workflow.rst) gets config["_report_status"], a key that exists
 # only in report mode: how far the run is, what is pending, the partial tables; HTML, every value
-# escaped (cdgtmll/workflow/landing.py).
+# escaped (cdgtmll/pipeline/landing.py).
 REPORT = report_path(sys.argv) if workflow.is_main_process else None
 if REPORT:
     quiet_missing_metadata(logger)
@@ -119,7 +120,7 @@ if REPORT:
         REPORT,
     )
 
-# A results folder knows its profile (results/profile.json, cdgtmll/workflow/profile_guard.py):
+# A results folder knows its profile (results/profile.json, cdgtmll/pipeline/profile_guard.py):
 # a run of another profile into it stops before its first job (onstart below), naming both and
 # the command of each way forward; a dry run only warns. --config overrides keep the profile.
 PROFILE_FILES = configfile_names() or ["config/config.yaml"]

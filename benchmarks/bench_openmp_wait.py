@@ -3,7 +3,7 @@
 Runs a fixed torch workload (frozen ResNet-50 forward passes at 32 px, batch 64, the shape of
 the frozen-feature job on the tests' VOC fixture) in a fresh process with ``OMP_NUM_THREADS``
 threads, once with ``OMP_WAIT_POLICY`` unset (OpenMP's default: a waiting thread spins for a
-while) and once with ``PASSIVE`` (the workflow's jobs: :mod:`cdgtmll.workflow.env`), with 0
+while) and once with ``PASSIVE`` (the workflow's jobs: :mod:`cdgtmll.runtime.openmp`), with 0
 and with ``--busy`` pure-Python busy loops running beside it. Rounds alternate the order.
 Prints the job's wall and CPU seconds (user + system, from the OS), the median of the rounds,
 and whether the outputs were the same bytes under both policies.

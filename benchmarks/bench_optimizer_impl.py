@@ -8,7 +8,7 @@ All timings are CPU seconds of this process (``time.process_time``) at ``--threa
 threads, the implementations measured side by side in one run and interleaved (A, B, C, C, B,
 A, ...; median per side), so that a change of the machine's load falls on every side alike:
 
-* ``step``: the optimiser step alone (:func:`cdgtmll.nn.trainer.optimizer_step`, as the trainer
+* ``step``: the optimiser step alone (:func:`cdgtmll.runtime.torch_optim.optimizer_step`, as the trainer
   calls it) on the method's model with fixed random gradients, ``--steps`` steps per sample;
 * ``fit``: the project's fit (``build(method).fit``: ``--epochs`` epochs, validation, log and
   checkpoint included), one fit per sample;
@@ -42,7 +42,8 @@ from bench_cdgtmll_cost import DATASETS, load_mulan  # noqa: E402
 
 from cdgtmll.data.splits import carve_validation  # noqa: E402
 from cdgtmll.methods.base import FitData, RunContext, build  # noqa: E402
-from cdgtmll.nn.trainer import TrainConfig, make_optimizer, optimizer_step, seed_everything  # noqa: E402
+from cdgtmll.nn.trainer import TrainConfig, make_optimizer, seed_everything  # noqa: E402
+from cdgtmll.runtime.torch_optim import optimizer_step  # noqa: E402
 
 IMPLS = ("for_loop", "foreach", "fused")
 METHODS = ("BCE", "CD-GTMLL")

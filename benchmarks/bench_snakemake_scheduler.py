@@ -1,5 +1,5 @@
 """CPU of Snakemake's own process with and without the one-timer workaround
-(:mod:`cdgtmll.workflow.scheduler`), on a workflow whose jobs use no CPU.
+(:mod:`cdgtmll.runtime.snakemake_timer`), on a workflow whose jobs use no CPU.
 
     python benchmarks/bench_snakemake_scheduler.py [--jobs 60] [--sleep 2] [--rounds 2]
 
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SNAKEFILE = """
 import os
 if os.environ.get("ONE_TIMER") == "1":
-    from cdgtmll.workflow.scheduler import one_reevaluation_timer
+    from cdgtmll.runtime.snakemake_timer import one_reevaluation_timer
     assert one_reevaluation_timer()
 rule all:
     input: expand("out/{{i}}.txt", i=range({jobs}))

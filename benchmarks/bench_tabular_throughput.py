@@ -31,7 +31,8 @@ from bench_cdgtmll_cost import DATASETS, load_mulan  # noqa: E402
 
 from cdgtmll.methods.base import FitData, RunContext, build  # noqa: E402
 from cdgtmll.nn.divergence import FiniteWatch  # noqa: E402
-from cdgtmll.nn.trainer import TrainConfig, make_optimizer, optimizer_step, resolve_device, seed_everything, train_epoch  # noqa: E402,E501
+from cdgtmll.nn.trainer import TrainConfig, make_optimizer, resolve_device, seed_everything, train_epoch  # noqa: E402
+from cdgtmll.runtime.torch_optim import optimizer_step  # noqa: E402
 
 
 def sync(dev: torch.device) -> None:

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from cdgtmll.workflow.env import passive_openmp_waits
+from cdgtmll.runtime.openmp import passive_openmp_waits
 from tests.support.mirror import MIRROR_ENV, mirror_path, packaged_yeast_mirror
 
 # Before any test imports torch: three workers on two cores (`make test`) run torch's OpenMP
 # threads beside each other, and a spinning idle thread takes a core another worker needs. The
-# xdist workers inherit it from this process (cdgtmll/workflow/env.py).
+# xdist workers inherit it from this process (cdgtmll/runtime/openmp.py).
 passive_openmp_waits()
 
 TESTS = Path(__file__).resolve().parent

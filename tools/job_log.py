@@ -1,7 +1,7 @@
 """A finished Snakemake run's jobs as a job-log TSV, and the shipped table of reference seconds.
 
     python tools/job_log.py jobs RUN_DIR OUT.tsv --note "what run this is" --reference yes|no [--log LOG]
-    python tools/job_log.py reference RUN_DIR [--out src/cdgtmll/workflow/reference_seconds.json]
+    python tools/job_log.py reference RUN_DIR [--out src/cdgtmll/pipeline/reference_seconds.json]
         --load "2-7" [--machine "..."] [--date YYYY-MM-DD] [--commit SHA] [--log LOG]
 
 Both read the jobs of ONE Snakemake invocation: ``--log`` (a ``.snakemake/log/*.snakemake.log``
@@ -10,15 +10,15 @@ metadata records). The metadata keeps only each output's latest job, so a few jo
 after the main invocation (a figure after a code change) would otherwise sit hours after it.
 
 ``jobs`` reads RUN_DIR/.snakemake/metadata and RUN_DIR/logs/benchmarks
-(:func:`cdgtmll.workflow.joblog.run_jobs`) and writes one row per job: rule, method, dataset,
+(:func:`cdgtmll.pipeline.joblog.run_jobs`) and writes one row per job: rule, method, dataset,
 variant, seeds, start_s and end_s (seconds after the run's first start), cpu_s (the benchmark
 file's ``cpu_time``, empty without one). The header comments name the run (``--note``) and,
-as ``shipped reference: yes|no``, whether the replay test (tests/unit/workflow/test_eta_replay.py)
+as ``shipped reference: yes|no``, whether the replay test (tests/unit/pipeline/test_eta_replay.py)
 may check this run's estimate with the shipped reference table: ``no`` for the run the table
 was made from (the check would be circular).
 
 ``reference`` writes the table of median seconds per (rule, method, dataset) of RUN_DIR's jobs
-(:func:`cdgtmll.workflow.joblog.reference_table`), recording where it came from: the run's
+(:func:`cdgtmll.pipeline.joblog.reference_table`), recording where it came from: the run's
 commit (``git -C RUN_DIR rev-parse HEAD`` unless given), date (of its first job, UTC, unless
 given), machine (this machine unless given) and the load it ran under (``--load``: say it).
 """
@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 
 from cdgtmll.io import write_json
-from cdgtmll.workflow.joblog import main_log, reference_table, run_jobs, write_job_log
+from cdgtmll.pipeline.joblog import main_log, reference_table, run_jobs, write_job_log
 
 #: where the package's reference table lives (package data of cdgtmll)
 SHIPPED = Path(__file__).resolve().parents[1] / "src" / "cdgtmll" / "workflow" / "reference_seconds.json"

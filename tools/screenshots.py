@@ -41,7 +41,7 @@ NUMBERS = ["src/cdgtmll/data", "src/cdgtmll/variants", "src/cdgtmll/methods", "s
            "src/cdgtmll/train.py", "src/cdgtmll/metrics", "config/quick.yaml", "workflow/rules"]
 #: PNG -> (what report_browser names it, the code paths it shows)
 SHOTS = {
-    "report-landing.png": ("landing", ["Snakefile", "workflow/report/workflow.rst", "src/cdgtmll/workflow/landing.py",
+    "report-landing.png": ("landing", ["Snakefile", "workflow/report/workflow.rst", "src/cdgtmll/pipeline/landing.py",
                                        "workflow/rules/report_common.smk"]),
     "report-table1.png": ("table1", [*NUMBERS, "src/cdgtmll/tables", "workflow/report/tables.rst"]),
     "readme-table1.png": ("table1", [*NUMBERS, "src/cdgtmll/tables", "workflow/report/tables.rst"]),

@@ -52,6 +52,7 @@ import argparse
 import contextlib
 import json
 import os
+import random
 import sys
 import time
 from pathlib import Path
@@ -68,7 +69,7 @@ from cdgtmll.methods import base
 from cdgtmll.methods.base import FitData, RunContext, build_for_protocol
 from cdgtmll.metrics.definitions import mean_average_precision, precision_at_k_topk, topk_from_scores
 from cdgtmll.nn.progress import RunProgress
-from cdgtmll.workflow.env import job_device
+from cdgtmll.pipeline.env import job_device
 
 #: label spaces with more labels than this store top-K predictions (see module docstring)
 TOPK_MIN_LABELS = 2000
@@ -81,8 +82,6 @@ PREDICT_ROWS = 512
 
 
 def set_seed(seed: int) -> None:
-    import random
-
     random.seed(seed)
     np.random.seed(seed)
     if "torch" in sys.modules:
@@ -163,7 +162,7 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
     set_seed(seed)  # again: building the method may have imported torch, which is seeded from here on
     if images is not None and (why := base.image_input_reason(method)):
         raise ValueError(f"{spec['dataset']}/{spec['variant']}: {why}")
-    # a cluster job that asked for no GPU trains on the CPU (cdgtmll.workflow.env.job_device)
+    # a cluster job that asked for no GPU trains on the CPU (cdgtmll.pipeline.env.job_device)
     ctx = RunContext(seed=seed, workdir=outdir, device=job_device(spec.get("device", "auto")), progress=progress,
                      extra={"training": spec["training"], "image_backbone": spec.get("image_backbone"),
                             # the trainer's checkpoint cadence (epochs; results do not depend on it)

@@ -1,5 +1,5 @@
 """Snakemake logger plugin ``cdgtmll``: after each finished job, one line with the steps done
-and the time left (:class:`cdgtmll.workflow.eta.WorkflowETA`), on stderr beside Snakemake's own
+and the time left (:class:`cdgtmll.pipeline.eta.WorkflowETA`), on stderr beside Snakemake's own
 output, and the same as JSON in ``results/partial/status.json`` (written atomically; the HTML
 report's landing page reads it). The workflow profile turns it on (``logger: [cdgtmll]``); Snakemake finds it by its
 module name (``snakemake_logger_plugin_<name>``), installed with the ``cdgtmll`` package."""
@@ -15,8 +15,8 @@ from snakemake_interface_logger_plugins.base import LogHandlerBase
 from snakemake_interface_logger_plugins.common import LogEvent
 
 from cdgtmll.io import write_json
+from cdgtmll.pipeline.eta import WorkflowETA, reference_jobs
 from cdgtmll.tables.partial import EVALUATE_RULES, PLAN, refresh_soon
-from cdgtmll.workflow.eta import WorkflowETA, reference_jobs
 
 #: the run's progress as JSON, beside the partial tables (relative to the working directory)
 STATUS = Path("results/partial/status.json")

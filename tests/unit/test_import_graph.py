@@ -1,5 +1,6 @@
-"""The package's import graph: no cycles among cdgtmll modules, and cdgtmll.nn (the shared
-neural code) never imports cdgtmll.data (the data pipeline, which may use nn).
+"""The package's import graph: no cycles among cdgtmll modules, cdgtmll.nn (the shared
+neural code) never imports cdgtmll.data (the data pipeline, which may use nn), and the
+workarounds in cdgtmll.runtime import no other cdgtmll module.
 
 The graph is read from the source (AST), not from ``sys.modules``, so imports inside
 functions (lazy imports) count as well as module-level ones, and so do
@@ -102,3 +103,11 @@ def test_nn_does_not_import_data():
     bad = sorted((m, t) for m, ts in import_graph().items() if m.startswith("cdgtmll.nn")
                  for t in ts if t == "cdgtmll.data" or t.startswith("cdgtmll.data."))
     assert not bad, f"cdgtmll.nn imports cdgtmll.data: {bad}"
+
+
+def test_runtime_workarounds_import_no_other_cdgtmll_module():
+    """cdgtmll.runtime holds workarounds for dependencies: each stands alone, so that removing
+    one when its dependency is fixed touches only the modules that apply it."""
+    bad = sorted((m, t) for m, ts in import_graph().items() if m.startswith("cdgtmll.runtime")
+                 for t in ts if not t.startswith("cdgtmll.runtime"))
+    assert not bad, f"cdgtmll.runtime imports other cdgtmll modules: {bad}"

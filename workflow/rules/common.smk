@@ -35,7 +35,7 @@ from cdgtmll.data.availability import plan_unavailable
 from cdgtmll.data.registry import data_config
 from cdgtmll.lineage.code import identity, train_roots
 from cdgtmll.variants.naming import CLEAN, variant_id
-from cdgtmll.workflow.env import export_gpu_requests, export_mirror
+from cdgtmll.pipeline.env import export_gpu_requests, export_mirror
 
 DATASETS = config["experiments"]["datasets"]
 METHODS = config["experiments"]["methods"]
@@ -57,7 +57,7 @@ ENV = "../../environment.yml"
 # (cdgtmll.config.plan.train_gpus). The shapes come from the dataset registry (or data.custom),
 # so the request is known when the job is planned, dry runs included. The rules put the job's gpu
 # in its environment; with GPUs by request, a job that asked for none trains on the CPU
-# (cdgtmll.workflow.env.job_device). Feature extraction (a ResNet-50 forward pass) asks for one
+# (cdgtmll.pipeline.env.job_device). Feature extraction (a ResNet-50 forward pass) asks for one
 # under the same condition as neural training.
 FEATURE_GPUS = 1 if gpus_wanted(config) else 0
 export_gpu_requests(gpus_wanted(config))
@@ -388,6 +388,6 @@ def prepare_identity(wc):
     )
 
 
-# data.mirror reaches prepare_dataset through the environment (cdgtmll.workflow.env.export_mirror),
+# data.mirror reaches prepare_dataset through the environment (cdgtmll.pipeline.env.export_mirror),
 # not as a param: a param's change re-runs the job, and a folder is not data.
 export_mirror(config["data"]["mirror"])

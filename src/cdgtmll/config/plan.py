@@ -147,7 +147,7 @@ def train_gpus(config: dict, dataset: str, method: str) -> int:
     ``xmc``), on a dataset whose size :func:`train_cells` does not know, and on any other
     dataset whose training rows x labels reach ``cluster_resources.gpu_min_cells``; below that,
     with device ``auto`` on a cluster, it asks for none, and the job trains on the CPU
-    (:func:`cdgtmll.workflow.env.job_device`)."""
+    (:func:`cdgtmll.pipeline.env.job_device`)."""
     from cdgtmll.data.registry import get_spec
     from cdgtmll.methods import catalog
 

@@ -66,13 +66,19 @@ in the cache: ``dvc fetch``).
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import math
 import os
+import sys
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from cdgtmll.config.schema import ConfigError
 from cdgtmll.data.acquire import local_source
@@ -128,8 +134,6 @@ class DvcLineage:
     @classmethod
     def find(cls, start: Path | None = None) -> DvcLineage | None:
         """The dvc.lock of the current folder or the nearest one above it; None without one."""
-        import yaml
-
         here = Path(os.path.abspath(start or Path.cwd()))
         for d in (here, *here.parents):
             lock = d / "dvc.lock"
@@ -142,8 +146,6 @@ class DvcLineage:
         return None
 
     def stage_cmd(self, stage: str) -> str:
-        import yaml
-
         data = yaml.safe_load((self.root / "dvc.lock").read_text(encoding="utf-8")) or {}
         return str((data.get("stages") or {}).get(stage, {}).get("cmd", ""))
 
@@ -231,8 +233,6 @@ def failed_pull_report(start: Path | None = None, remote: str | None = None) -> 
 
 def explain_failed_pull() -> int:
     """Print :func:`failed_pull_report` to stderr (``make pull`` after a failed ``dvc pull``); 1."""
-    import sys
-
     lines = failed_pull_report()
     head = (f"pull: dvc pull failed; {len(lines)} file(s) recorded in dvc.lock are not in the DVC cache:" if lines
             else "pull: dvc pull failed, but every file recorded in dvc.lock is in the DVC cache (see DVC's error above)")
@@ -735,9 +735,6 @@ def _source_candidates(src: dict, dataset: str | None) -> list[tuple[str, Path]]
     origin = str(src.get("origin") or "")
     kind = str(src.get("original_source") or src.get("source") or "source")
     if origin.lower().startswith("file:"):
-        import urllib.parse
-        import urllib.request
-
         out.append((f"{kind} (recorded)", Path(urllib.request.url2pathname(urllib.parse.urlparse(origin).path))))
     elif origin and "://" not in origin:
         out.append((f"{kind} (recorded)", Path(origin)))
@@ -877,8 +874,6 @@ def audit(artifact: str | Path, cell: tuple[str, str] | None = None, allow_stale
 
 def _read_table_csv(path: Path) -> dict[str, dict[str, str]] | None:
     """The rows of a table's CSV by method; None when there is no CSV."""
-    import csv
-
     if not path.is_file():
         return None
     with open(path, newline="", encoding="utf-8") as fh:

@@ -26,15 +26,11 @@ job records its identity with the list of modules and their hashes (``provenance
 ``code``; ``metrics.json`` -> ``code``; ``*.sources.json`` -> ``code``), and
 ``cdgtmll audit`` recomputes it from the code on disk (:func:`cdgtmll.lineage.audit`).
 
-Planning cost: finding a module's imports means parsing it (``ast``). What a file imports is a
-function of its bytes and its module name, so the result is kept in an *import index* on disk,
-``$XDG_CACHE_HOME/cdgtmll/code-imports-v1.json`` (default ``~/.cache``), under the sha256 of the
-file's bytes (and of this module's own source, the parser): a process parses only the files
-whose bytes no earlier process saw, and an edited file is parsed again because its bytes
-changed, not because its time did. Within one
-process, hashes and imports are also kept per (path, size, mtime). An unreadable or damaged
-index is ignored and rewritten; a cache folder that cannot be written only costs the parsing.
-``benchmarks/bench_code_identity.py`` measures both costs.
+Planning cost: finding a module's imports means parsing it (``ast``); within one process the
+result is kept per (path, size, mtime), and so is each file's hash. Parsing the closures of the
+default profile's planning process costs about 0.4 s of CPU (0.48 s, against 0.09 s with the
+imports read from a file: ``benchmarks/bench_runtime_workarounds.py --only index``,
+docs/benchmarks.md, "Run-time workarounds"), too little to keep a cache of them on disk.
 """
 
 from __future__ import annotations
@@ -44,13 +40,10 @@ import functools
 import hashlib
 import importlib.util
 import json
-import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
-
-from cdgtmll.io import atomic_write
 
 PACKAGE = Path(__file__).resolve().parents[1]
 ROOT_PACKAGE = PACKAGE.name  # "cdgtmll"
@@ -58,13 +51,6 @@ LOCK_FILE = PACKAGE.parents[1] / "requirements.lock"
 LOSS_PACKAGE = f"{ROOT_PACKAGE}.nn.losses"
 #: calls whose first argument, a string literal, names a built-in loss
 LOSS_CALLS = frozenset({"build_loss", "loss_class", "loss_hparam_space"})
-#: the import index's file name
-INDEX_NAME = "code-imports-v1.json"
-#: the parser's own identity (this module's source): part of every index key, so that a change
-#: to :func:`parse_imports` or to what it looks for parses every file again
-PARSER_SHA256 = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
-#: entries kept per module in the index (its most recent contents)
-INDEX_KEEP_PER_MODULE = 4
 
 
 @functools.lru_cache(maxsize=256)
@@ -135,80 +121,10 @@ def parse_imports(source: bytes, path: str, module: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
-def index_path() -> Path:
-    """The import index of this user: ``$XDG_CACHE_HOME/cdgtmll/`` (default ``~/.cache``)."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cdgtmll" / INDEX_NAME
-
-
-class _ImportIndex:
-    """``{"<module>[/] <sha256 of its bytes> <parser>": [imports]}`` (``/``: the module is a
-    package's ``__init__``, where relative imports resolve differently; ``<parser>``: the start
-    of :data:`PARSER_SHA256`), read from :func:`index_path`
-    once per process and written back, merged with what other processes added, after a
-    :func:`closure` that parsed something."""
-
-    def __init__(self) -> None:
-        self.path: Path | None = None
-        self.entries: dict[str, list[str]] = {}
-        self.added: dict[str, list[str]] = {}
-
-    def _load(self) -> None:
-        path = index_path()
-        if path != self.path:
-            self.path, self.entries = path, self._read(path)
-
-    @staticmethod
-    def _read(path: Path) -> dict[str, list[str]]:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        if not isinstance(data, dict):
-            return {}
-        return {k: v for k, v in data.items() if isinstance(v, list) and all(isinstance(x, str) for x in v)}
-
-    @staticmethod
-    def _key(module: str, path: str, sha: str) -> str:
-        return f"{module}{'/' if Path(path).name == '__init__.py' else ''} {sha} {PARSER_SHA256[:16]}"
-
-    def imports(self, path: str, sha: str, module: str) -> tuple[str, ...]:
-        """The imports of ``module`` (file ``path`` whose bytes hash to ``sha``): from the index,
-        else parsed and added under the hash of the bytes parsed."""
-        self._load()
-        found = self.entries.get(self._key(module, path, sha))
-        if found is None:
-            source = Path(path).read_bytes()
-            key = self._key(module, path, hashlib.sha256(source).hexdigest())
-            found = self.entries[key] = self.added[key] = list(parse_imports(source, path, module))
-        return tuple(found)
-
-    def save(self) -> None:
-        """Write the entries this process added, merged into the index on disk (atomically;
-        each module keeps its :data:`INDEX_KEEP_PER_MODULE` most recent contents)."""
-        if not self.added or self.path is None:
-            return
-        merged = {k: v for k, v in self._read(self.path).items() if k not in self.added}
-        merged.update(self.added)
-        per_module: dict[str, list[str]] = {}
-        for key in merged:
-            per_module.setdefault(key.split(" ")[0], []).append(key)
-        keep = {k for keys in per_module.values() for k in keys[-INDEX_KEEP_PER_MODULE:]}
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(self.path, json.dumps({k: v for k, v in merged.items() if k in keep}, separators=(",", ":")))
-        except OSError:  # a read-only cache: still correct, only slower next time
-            pass
-        self.added = {}
-
-
-_INDEX = _ImportIndex()
-
-
 @functools.lru_cache(maxsize=4096)
 def _imports(path: str, size: int, mtime_ns: int, module: str) -> tuple[str, ...]:
-    """Modules named by the imports of one source file (per process: cached on path, size and
-    mtime; across processes: the import index, on its bytes' sha256, the one the identity uses)."""
-    return _INDEX.imports(path, _file_sha(path, size, mtime_ns), module)
+    """Modules named by the imports of one source file (cached per process on path, size and mtime)."""
+    return parse_imports(Path(path).read_bytes(), path, module)
 
 
 def _with_parents(module: str) -> list[str]:
@@ -236,7 +152,6 @@ def closure(roots: Iterable[str]) -> dict[str, Path]:
         st = path.stat()
         for name in _imports(str(path), st.st_size, st.st_mtime_ns, mod):
             todo.extend(p for p in _with_parents(name) if p not in checked)
-    _INDEX.save()
     return dict(sorted(seen.items()))
 
 
@@ -300,8 +215,6 @@ def changed_modules(recorded: dict[str, str], current: dict[str, str]) -> list[s
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m cdgtmll.lineage.code MODULE...``: print the identity of these entry modules."""
-    import json
-
     print(json.dumps(identity(argv if argv is not None else sys.argv[1:]), indent=1))
     return 0
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cdgtmll.io import sha256_file
-from cdgtmll.workflow.env import GPUS_BY_REQUEST_ENV, JOB_GPUS_ENV
+from cdgtmll.pipeline.env import GPUS_BY_REQUEST_ENV, JOB_GPUS_ENV
 
 PACKAGES = (
     "cdgtmll", "numpy", "scipy", "scikit-learn", "pandas", "torch", "torchvision",
@@ -113,10 +113,10 @@ def device_info(device: str | None = None) -> dict[str, Any]:
         "processor": platform.processor() or platform.machine(),
         "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
-        # how idle OpenMP threads wait (the workflow's jobs: PASSIVE, cdgtmll/workflow/env.py)
+        # how idle OpenMP threads wait (the workflow's jobs: PASSIVE, cdgtmll/runtime/openmp.py)
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         # the GPUs a training job asked its scheduler for and whether GPUs come by request (the
-        # rule's gpu resource; cdgtmll/workflow/env.py job_device): why an `auto` job trained on the CPU
+        # rule's gpu resource; cdgtmll/pipeline/env.py job_device): why an `auto` job trained on the CPU
         "job_gpus": os.environ.get(JOB_GPUS_ENV),
         "gpus_by_request": os.environ.get(GPUS_BY_REQUEST_ENV),
     }

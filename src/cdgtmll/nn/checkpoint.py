@@ -29,7 +29,7 @@ import scipy.sparse as sp
 import torch
 
 from cdgtmll.images.trainer_input import ImageInput
-from cdgtmll.io import atomic_path, atomic_write, corrupt_artifact
+from cdgtmll.io import atomic_path, atomic_write, corrupt_artifact, sha256_file
 from cdgtmll.lineage.provenance import code_sha256
 from cdgtmll.nn import sparse as sparse_mod
 
@@ -192,8 +192,6 @@ def base_checkpoint(seed_dir: Path, spec_sha256: str, expected_fp: dict[str, Any
 
     Any failure raises :class:`BaseRunError` naming the file. The record: ``{dir, seed,
     provenance_sha256, checkpoint_sha256, spec_sha256}``."""
-    from cdgtmll.io import sha256_file
-
     seed_dir = Path(seed_dir)
     prov_path, ckpt_path = seed_dir / "provenance.json", seed_dir / CHECKPOINT
     try:

@@ -36,6 +36,7 @@ validation columns for a CSR ``Y_val`` in row chunks.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable
 from typing import Any
@@ -164,8 +165,6 @@ def rows_on(M: Any, device: torch.device, dense: bool = False) -> Any:
 
 def matrix_digest(M: Any) -> list[Any] | None:
     """Shape, dtype and sha256 of a dense array or (canonical) CSR matrix."""
-    import hashlib
-
     if M is None:
         return None
     if sp.issparse(M):

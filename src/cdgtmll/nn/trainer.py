@@ -8,8 +8,8 @@ returning ``(objective_to_minimise, {name: scalar tensor to log})``. The trainer
 everything else, identically for BCE, the other loss-based baselines and CD-GTMLL:
 
 * seeding (python / numpy / torch from ``ctx.seed``), a seeded ``torch.Generator`` for
-  the per-epoch shuffle, deterministic algorithms on CPU (:func:`set_deterministic`, restored
-  on exit), so the same seed gives bit-identical predictions on CPU;
+  the per-epoch shuffle, deterministic algorithms on CPU
+  (:func:`cdgtmll.runtime.torch_determinism.set_deterministic`, restored on exit), so the same seed gives bit-identical predictions on CPU;
 * torch's TF32 and cuDNN autotuner flags, set on every run from the config and restored on exit
   (:func:`run_numerics`: TF32 off unless ``allow_tf32``; ``cudnn_benchmark`` on for image inputs
   unless configured); they act on CUDA only;
@@ -133,11 +133,9 @@ The checkpoint and log files (writing, reading, RNG states) live in
 
 from __future__ import annotations
 
-import inspect
 import math
 import random
 import signal
-import sys
 import threading
 import time
 import warnings
@@ -170,6 +168,8 @@ from cdgtmll.nn.checkpoint import (
 from cdgtmll.nn.divergence import FiniteWatch, TrainingDiverged, divergence_notes, grad_norm
 from cdgtmll.nn.progress import epoch_reporter
 from cdgtmll.nn.val_metrics import validation_metrics
+from cdgtmll.runtime.torch_determinism import set_deterministic
+from cdgtmll.runtime.torch_optim import eager_optimizer_methods, optimizer_step
 
 PREDICT_CHUNK = 8192
 #: the rules of ``TrainConfig.select_epoch`` (module docstring, "Epoch selection")
@@ -380,21 +380,6 @@ def set_backend_flags(flags: tuple[bool, bool, bool]) -> None:
     torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark = flags
 
 
-def set_deterministic(mode: bool, warn_only: bool = False) -> None:
-    """What ``torch.use_deterministic_algorithms(mode)`` does for eager execution, without
-    importing the compiler stack: ``torch.use_deterministic_algorithms`` first imports
-    ``torch._inductor.config`` (with sympy: +1.45 s CPU per process with compiled bytecode,
-    +4.3 s without) only to set ``torch._inductor.config.deterministic``, which matters to
-    ``torch.compile``'s generated kernels alone; the package never compiles. The flag eager
-    kernels read (``torch.are_deterministic_algorithms_enabled()``) is
-    ``torch._C._set_deterministic_algorithms``; the inductor flag is still set when that
-    module is already imported, so code that compiles gets it too."""
-    torch._C._set_deterministic_algorithms(mode, warn_only=warn_only)
-    inductor_config = sys.modules.get("torch._inductor.config")
-    if inductor_config is not None:
-        inductor_config.deterministic = mode
-
-
 class StopSignals:
     """SIGTERM/SIGINT during training: the first one is noted (``received``) and training
     stops after the current epoch's checkpoint; :meth:`redeliver` then restores the previous
@@ -436,44 +421,6 @@ class StopSignals:
         self.restore()
         if signum is not None:
             signal.raise_signal(signum)
-
-
-#: the :class:`torch.optim.Optimizer` methods torch wraps with ``torch._disable_dynamo``
-_DYNAMO_WRAPPED = ("__init__", "zero_grad", "state_dict", "load_state_dict", "add_param_group")
-
-
-def _eager_optimizer_methods() -> None:
-    """Let torch's optimizers run without importing ``torch._dynamo`` (+1.6 s of CPU per process,
-    sympy and ``torch._inductor.config`` included; measured 2026-11-27, torch 2.14).
-
-    ``Optimizer.__init__``/``zero_grad``/``state_dict``/``load_state_dict``/``add_param_group`` are
-    wrapped by ``torch._disable_dynamo``, which imports ``torch._dynamo`` at the first call only to
-    build ``torch._dynamo.disable(fn)``, and caches it on ``fn`` (``__dynamo_disable``). That
-    wrapper tells ``torch.compile`` not to trace ``fn``; in eager execution it just calls ``fn``.
-    The package never compiles, so the cache is seeded with ``fn`` itself: the same calls, no
-    import. Nothing is changed once ``torch._dynamo`` is imported (then torch's own path is
-    taken), or for a method that has no such wrapper (another torch version)."""
-    if "torch._dynamo" in sys.modules:
-        return
-    for name in _DYNAMO_WRAPPED:
-        fn = getattr(getattr(torch.optim.Optimizer, name, None), "__wrapped__", None)
-        if fn is not None and getattr(fn, "__dynamo_disable", None) is None:
-            setattr(fn, "__dynamo_disable", fn)
-
-
-def optimizer_step(opt: torch.optim.Optimizer) -> None:
-    """``opt.step()`` without torch's per-step wrappers when ``torch._dynamo`` is not imported: the
-    step wrapper (``_use_grad_for_differentiable``) imports ``torch._dynamo`` and calls its
-    ``graph_break()`` (a no-op in eager execution) around the update it runs with gradients off;
-    the profiler/hook wrapper runs no hooks here (the trainer registers none). The update itself
-    is the optimizer's own ``step``, under ``torch.no_grad()``: bit-identical (tested)."""
-    if "torch._dynamo" in sys.modules or opt.defaults.get("differentiable") or opt._optimizer_step_pre_hooks \
-            or opt._optimizer_step_post_hooks:
-        opt.step()
-        return
-    with torch.no_grad():
-        inspect.unwrap(type(opt).step)(opt)
-    opt._opt_called = True  # what the LR scheduler's wrapper of opt.step records
 
 
 def seed_everything(seed: int) -> None:
@@ -787,7 +734,7 @@ def make_optimizer(
     ``cfg.optimizer_impl`` resolved for the model's device (:func:`resolve_optimizer_impl`)."""
     groups = task.param_groups(model)
     _check_groups(model, groups)
-    _eager_optimizer_methods()
+    eager_optimizer_methods()
     base_lr = {"backbone": cfg.lr_backbone, "head": cfg.head_lr, "fusion": cfg.lr_backbone}
     chosen = resolve_optimizer_impl(cfg.optimizer_impl, next((p.device for p in model.parameters()), "cpu"))[0]
     impl = {"fused": True} if chosen == "fused" else {"foreach": chosen == "foreach"}

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 from cdgtmll.tables.collect import F1_COLUMNS, METRIC_LABEL, RANKING_METRICS, _s, equal_by_construction
 from cdgtmll.tables.layout import (
@@ -673,8 +674,6 @@ def default_profiles_dir() -> Path:
 def shipped_profiles(config_dir: Path | str | None = None) -> tuple[ShippedProfile, ...]:
     """Every ``<config_dir>/*.yaml`` with an ``experiments`` block, in file-name order; paths
     as ``config/<file>``. A file that does not parse is left out."""
-    import yaml
-
     config_dir = Path(config_dir) if config_dir is not None else default_profiles_dir()
     out = []
     for p in sorted(config_dir.glob("*.yaml")) if config_dir.is_dir() else []:

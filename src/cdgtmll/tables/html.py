@@ -15,6 +15,7 @@ same inputs give byte-identical HTML (DVC and the Slurm test compare outputs by 
 from __future__ import annotations
 
 import html
+import shlex
 
 import pandas as pd
 
@@ -83,8 +84,6 @@ def report_shell_word(value: object) -> str:
     Written this way, a param carries the name to the job unchanged, the report shows an inert
     ``$'...\\x3c...'``, and only a change of the value re-runs the job. Snakemake runs ``shell:``
     commands with bash (``set -euo pipefail``), which ``$'...'`` needs."""
-    import shlex
-
     text = str(value)
     if not any(c in _REPORT_UNSAFE for c in text):
         return shlex.quote(text)

@@ -36,6 +36,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -43,6 +44,9 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+
+from cdgtmll.io import CorruptArtifactError, atomic_write, read_json, staged_dir, write_json
+from cdgtmll.lineage.seal import read_sealed_json
 
 #: where the partial results go (relative to the workflow's folder)
 PARTIAL_DIR = Path("results/partial")
@@ -88,16 +92,12 @@ def utc_now() -> str:
 
 def write_plan(plan: dict, path: Path = PLAN) -> Path:
     """Write ``plan`` (see ``partial_onstart``) atomically, with its format and creation time."""
-    from cdgtmll.io import write_json
-
     write_json(path, {"format": PLAN_FORMAT, "created": time.time(), "created_utc": utc_now(), **plan})
     return path
 
 
 def read_plan(path: Path) -> dict:
     """The plan at ``path``; SystemExit naming the file and field when it is not one."""
-    from cdgtmll.io import read_json
-
     plan = read_json(path)
     if not isinstance(plan, dict) or plan.get("format") != PLAN_FORMAT:
         raise SystemExit(f"{path}: not a partial-results plan of format {PLAN_FORMAT} (field 'format')")
@@ -111,9 +111,6 @@ def run_done(path: Path, remade: bool, started: float) -> bool:
     """Whether the ``metrics.json`` at ``path`` can be shown: present, readable, sealed, its
     ``provenance.json`` readable, and (``remade``: this run's jobs write it) written after the
     run ``started``. Nothing is deleted."""
-    from cdgtmll.io import CorruptArtifactError, read_json
-    from cdgtmll.lineage.seal import read_sealed_json
-
     try:
         if remade and path.stat().st_mtime < started:
             return False
@@ -145,7 +142,6 @@ def build(plan_path: Path) -> dict:
     """One refresh of the partial results from the plan at ``plan_path``; returns the status it
     writes to ``build.json``."""
     from cdgtmll.claims import check
-    from cdgtmll.io import atomic_write, staged_dir, write_json
     from cdgtmll.tables import build as tables_build
     from cdgtmll.tables.render import partial_banner
 
@@ -251,7 +247,6 @@ def refresh_soon(plan: Path = PLAN) -> bool:
         if not plan.is_file():
             return False
         folder = plan.parent
-        from cdgtmll.io import write_json
 
         now = time.time()
         write_json(folder / REQUEST_NAME, {"requested": now})
@@ -315,8 +310,6 @@ def _wait_for_turn(plan: Path, state: Path) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import resource
-
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--plan", type=Path, default=PLAN, help="the plan the workflow wrote (default: %(default)s)")
     args = ap.parse_args(argv)
@@ -337,8 +330,6 @@ def main(argv: list[str] | None = None) -> int:
                 use = resource.getrusage(resource.RUSAGE_SELF)
                 cpu = (use.ru_utime - before.ru_utime) + (use.ru_stime - before.ru_stime)
                 if folder.is_dir():
-                    from cdgtmll.io import write_json
-
                     write_json(folder / STATE_NAME, {"started": t0, "finished": time.time(), "cpu_s": round(cpu, 3)})
             served = t0
             print(json.dumps(status), flush=True)

@@ -485,7 +485,7 @@ def test_one_stage_runs_and_tracks_the_params_profile(tmp_path):
         apply_overrides(str(tmp_path / "params.yaml"), [f"profile={profile}"])
         (stage,) = Repo(str(tmp_path)).index.stages
         assert stage.name == "pipeline"
-        assert f"all --configfile {profile} && python -m cdgtmll.workflow.records export && " \
+        assert f"all --configfile {profile} && python -m cdgtmll.pipeline.records export && " \
                "python -m cdgtmll.metrics.headline" in " ".join(stage.cmd.split()), stage.cmd
         params = {str(Path(d.def_path).relative_to(tmp_path)) if Path(d.def_path).is_absolute() else d.def_path:
                   d.params for d in stage.deps if type(d).__name__ == "ParamsDependency"}
@@ -521,7 +521,7 @@ def test_stage_runs_every_job_only_without_any_record(tmp_path):
 
 #: a tiny workflow: rule a (a param) -> rule b (reads a's output)
 TINY_SNAKEFILE = """\
-from cdgtmll.workflow.records import import_records
+from cdgtmll.pipeline.records import import_records
 
 if workflow.is_main_process:
     import_records()
@@ -547,7 +547,7 @@ def test_snakemake_judges_restored_outputs_by_the_imported_records(tmp_path):
     re-runs its job and what follows; an output with other bytes keeps no record, so its reader
     (whose recorded input checksum differs) re-runs. Without the import, b re-runs (before this
     change every restored output needed `make restore`)."""
-    from cdgtmll.workflow.records import EXPORT, export_records
+    from cdgtmll.pipeline.records import EXPORT, export_records
 
     env = _env(tmp_path)
     src = tmp_path / "src"

@@ -5,7 +5,7 @@ seed, the clean split, 2 epochs) records its profile (results/profile.json). A r
 profile (config/quick.yaml renamed, as a user's own profile would be) into the same checkout
 then stops before any job: exit non-zero, both profiles named with the command of each way
 forward, results/ byte for byte as it was. A dry run of it only warns; a run of the recorded
-profile with a ``--config`` override goes on (src/cdgtmll/workflow/profile_guard.py).
+profile with a ``--config`` override goes on (src/cdgtmll/pipeline/profile_guard.py).
 """
 
 from __future__ import annotations

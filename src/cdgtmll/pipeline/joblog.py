@@ -1,7 +1,7 @@
 """The jobs of a Snakemake run, each with its key, its times and its CPU seconds.
 
 A job's *key* is ``(rule, method, dataset)`` from its wildcards (:func:`job_key`): the unit the
-time-left estimate (:mod:`cdgtmll.workflow.eta`) keeps its typical seconds per. Three readers:
+time-left estimate (:mod:`cdgtmll.pipeline.eta`) keeps its typical seconds per. Three readers:
 
 * :func:`read_rules`: each rule's ``log:`` and ``benchmark:`` patterns and its own
   ``wildcard_constraints`` from ``workflow/rules/*.smk``; :func:`match_path` turns a log or
@@ -18,7 +18,7 @@ time-left estimate (:mod:`cdgtmll.workflow.eta`) keeps its typical seconds per. 
 
 :func:`write_job_log` / :func:`read_job_log` store the jobs as a TSV (``#`` header comments,
 then ``rule method dataset variant seeds start_s end_s cpu_s``); :func:`reference_table` makes
-the table of reference seconds per key shipped as ``cdgtmll/workflow/reference_seconds.json``
+the table of reference seconds per key shipped as ``cdgtmll/pipeline/reference_seconds.json``
 (``tools/job_log.py reference``).
 """
 
@@ -31,6 +31,7 @@ import io
 import json
 import re
 import statistics
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -248,15 +249,13 @@ def snakemake_log_jobs(log: Path) -> list[dict]:
     ``{rule, jobid, wildcards, outputs, start, end}``, times (whole seconds, the machine's local
     time) from the ``[Sat Nov 28 12:40:01 2026]`` line before the job's block and before its
     ``Finished jobid: N``; jobs without a finish line are left out."""
-    import time as _time
-
     jobs: dict[int, dict] = {}
     stamp: float | None = None
     current: dict | None = None
     for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
         m = _STAMP.match(line)
         if m:
-            stamp = _time.mktime(_time.strptime(m.group(1), "%a %b %d %H:%M:%S %Y"))
+            stamp = time.mktime(time.strptime(m.group(1), "%a %b %d %H:%M:%S %Y"))
             current = None
             continue
         m = re.match(r"^(?:local)?(?:rule|checkpoint) (\w+):$", line)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cdgtmll.workflow.eta import HALF_LIFE, WorkflowETA, fmt_range
+from cdgtmll.pipeline.eta import HALF_LIFE, WorkflowETA, fmt_range
 
 
 class Clock:
@@ -165,7 +165,7 @@ def test_a_deterministic_methods_jobs_read_the_shipped_reference_of_its_every_se
     """train_once / evaluate_once (a deterministic method's one seed) have no reference of their
     own in the shipped table (measured when BR-LogReg trained every seed): they read train's and
     evaluate's for the same method and dataset, an upper bound, instead of counting as untimed."""
-    from cdgtmll.workflow.eta import ONCE_RULES, SHIPPED_REFERENCE, reference_jobs
+    from cdgtmll.pipeline.eta import ONCE_RULES, SHIPPED_REFERENCE, reference_jobs
 
     ref = reference_jobs(Path("/nonexistent-checkout"), SHIPPED_REFERENCE)
     every = ref[("train", "BR-LogReg", "yeast")]

@@ -1,4 +1,4 @@
-"""The environment the Snakefile gives every job (src/cdgtmll/workflow/env.py). That a real job
+"""OpenMP's wait policy for the workflow's jobs (src/cdgtmll/runtime/openmp.py). That a real job
 gets it is checked on the tiny pipeline's provenance (tests/integration/pipeline/test_pipeline_e2e.py)."""
 
 from __future__ import annotations
@@ -7,14 +7,7 @@ import os
 import subprocess
 import sys
 
-from cdgtmll.workflow.env import (
-    GPUS_BY_REQUEST_ENV,
-    JOB_GPUS_ENV,
-    OPENMP_WAIT_POLICY,
-    export_gpu_requests,
-    job_device,
-    passive_openmp_waits,
-)
+from cdgtmll.runtime.openmp import OPENMP_WAIT_POLICY, passive_openmp_waits
 from tests.support.paths import ROOT
 
 
@@ -49,26 +42,3 @@ def test_a_process_started_with_it_keeps_torchs_results():
         outs.add(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                                 check=True).stdout.strip())
     assert len(outs) == 1
-
-
-def test_a_cluster_job_that_asked_for_no_gpu_trains_on_the_cpu():
-    """device auto picks CUDA wherever one is visible; a job whose GPUs come by request
-    (cluster: true) and that asked for none (below cluster_resources.gpu_min_cells) gets cpu.
-    A local run (GPUs not by request) keeps auto, and cuda or cpu are never changed."""
-    env: dict[str, str] = {}
-    export_gpu_requests(True, env)
-    assert env == {GPUS_BY_REQUEST_ENV: "1"}
-    assert job_device("auto", {**env, JOB_GPUS_ENV: "0"}) == "cpu"
-    assert job_device("auto", {**env, JOB_GPUS_ENV: "1"}) == "auto"
-    assert job_device("auto", env) == "auto"  # a job that is no training job says nothing
-    assert job_device("cuda", {**env, JOB_GPUS_ENV: "0"}) == "cuda"
-    export_gpu_requests(False, env)
-    assert job_device("auto", {**env, JOB_GPUS_ENV: "0"}) == "auto"
-
-
-def test_the_training_rules_put_the_jobs_gpu_in_its_environment():
-    """The rules train and train_more start the job with its gpu resource in JOB_GPUS_ENV, and
-    the rule file common.smk exports whether GPUs come by request before any job starts."""
-    text = (ROOT / "workflow/rules/train.smk").read_text()
-    assert text.count(f'"{JOB_GPUS_ENV}={{resources.gpu}} ') == 2 and text.count("gpu=train_gpu,") == 2
-    assert "\nexport_gpu_requests(gpus_wanted(config))\n" in (ROOT / "workflow/rules/common.smk").read_text()

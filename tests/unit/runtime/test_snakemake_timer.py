@@ -1,5 +1,6 @@
-"""cdgtmll.workflow.scheduler: at most one pending re-evaluation timer in Snakemake's job
-scheduler, applied to the locked Snakemake, in a real Snakemake run, by the project's Snakefile."""
+"""cdgtmll.runtime.snakemake_timer: at most one pending re-evaluation timer in Snakemake's job
+scheduler, applied to the locked Snakemake, in a real Snakemake run, by the project's Snakefile;
+any other scheduler is left as it is."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def test_the_locked_snakemake_gets_the_workaround():
     upgrade that changes it fails here, so that the workaround is re-checked, not dropped."""
     from snakemake.scheduling.job_scheduler import JobScheduler
 
-    from cdgtmll.workflow.scheduler import _schedule_reevaluation_once, one_reevaluation_timer
+    from cdgtmll.runtime.snakemake_timer import _schedule_reevaluation_once, one_reevaluation_timer
 
     original = JobScheduler._schedule_reevalutation
     try:
@@ -45,13 +46,31 @@ def test_the_locked_snakemake_gets_the_workaround():
         JobScheduler._schedule_reevalutation = original
 
 
+def test_a_changed_or_missing_upstream_method_is_left_alone(monkeypatch):
+    """The guard: a Snakemake whose method has another source, or none, keeps its own scheduler
+    (the fallback), and the call says it did not patch."""
+    from snakemake.scheduling.job_scheduler import JobScheduler
+
+    from cdgtmll.runtime.snakemake_timer import one_reevaluation_timer
+
+    def _schedule_reevalutation(self, delay):  # an upgrade's version of the method
+        return None
+
+    monkeypatch.setattr(JobScheduler, "_schedule_reevalutation", _schedule_reevalutation)
+    assert one_reevaluation_timer() is False
+    assert JobScheduler._schedule_reevalutation is _schedule_reevalutation
+    monkeypatch.delattr(JobScheduler, "_schedule_reevalutation")
+    assert one_reevaluation_timer() is False
+    assert not hasattr(JobScheduler, "_schedule_reevalutation")
+
+
 def test_requests_while_one_is_pending_give_one_release_and_the_next_request_arms_again():
     """Five passes asking for a re-evaluation within the delay: upstream's method releases the
     semaphore five times (five chains), the workaround once; once that timer has fired, the
     next request arms a new one (the chain goes on)."""
     from snakemake.scheduling.job_scheduler import JobScheduler
 
-    from cdgtmll.workflow.scheduler import _schedule_reevaluation_once
+    from cdgtmll.runtime.snakemake_timer import _schedule_reevaluation_once
 
     for method, want in ((JobScheduler._schedule_reevalutation, 5), (_schedule_reevaluation_once, 1)):
         s = _Scheduler()
@@ -70,7 +89,7 @@ def test_requests_while_one_is_pending_give_one_release_and_the_next_request_arm
 SNAKEFILE = textwrap.dedent("""
     import os, threading, time
     if os.environ.get("ONE_TIMER") == "1":
-        from cdgtmll.workflow.scheduler import one_reevaluation_timer
+        from cdgtmll.runtime.snakemake_timer import one_reevaluation_timer
         assert one_reevaluation_timer()
     PEAK = [0]
     def _sample():  # the most timer threads alive at once, read every 10 ms in this process
@@ -108,5 +127,5 @@ def test_a_real_snakemake_run_keeps_one_timer_instead_of_one_per_job(tmp_path):
 
 def test_the_projects_snakefile_applies_it_and_says_so_when_it_cannot():
     text = (ROOT / "Snakefile").read_text()
-    assert "from cdgtmll.workflow.scheduler import one_reevaluation_timer" in text
+    assert "from cdgtmll.runtime.snakemake_timer import one_reevaluation_timer" in text
     assert "if not one_reevaluation_timer():" in text

@@ -1,5 +1,5 @@
 """A run's jobs from Snakemake's metadata, log and benchmark files; the job-log TSV; the
-reference table (cdgtmll.workflow.joblog, tools/job_log.py)."""
+reference table (cdgtmll.pipeline.joblog, tools/job_log.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cdgtmll.workflow.joblog import match_path, read_job_log, read_rules, run_jobs, snakemake_log_jobs, write_job_log
+from cdgtmll.pipeline.joblog import match_path, read_job_log, read_rules, run_jobs, snakemake_log_jobs, write_job_log
 from tests.support.paths import ROOT
 from tests.support.tools import load_tool
 

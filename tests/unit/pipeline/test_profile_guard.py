@@ -1,4 +1,4 @@
-"""A results folder knows its profile (src/cdgtmll/workflow/profile_guard.py). The run through
+"""A results folder knows its profile (src/cdgtmll/pipeline/profile_guard.py). The run through
 Snakemake (a quick run, then another profile's into the same folder) is
 tests/integration/faults/test_profile_guard_run.py."""
 
@@ -10,7 +10,7 @@ import shlex
 
 import pytest
 
-from cdgtmll.workflow.profile_guard import (
+from cdgtmll.pipeline.profile_guard import (
     MARKER,
     TABLES_RECORD,
     MarkerError,

@@ -1,4 +1,4 @@
-"""Snakemake's records travel with the outputs DVC tracks (src/cdgtmll/workflow/records.py), read
+"""Snakemake's records travel with the outputs DVC tracks (src/cdgtmll/pipeline/records.py), read
 and written through Snakemake's own file backend. That Snakemake then plans nothing for restored
 outputs and re-runs a job whose params changed: tests/integration/dvc/test_dvc.py (a tiny
 workflow, and the quick profile through `dvc exp run`, `dvc push` and `dvc pull`)."""
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from snakemake.persistence import RECORD_FORMAT_VERSION, MetadataRecord
 
-from cdgtmll.workflow import records
-from cdgtmll.workflow.records import (
+from cdgtmll.pipeline import records
+from cdgtmll.pipeline.records import (
     EXPORT,
     FIELDS,
     RecordsError,

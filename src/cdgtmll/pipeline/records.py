@@ -9,7 +9,7 @@ outputs without either: ``dvc pull`` into a fresh clone has no records and write
 particular order, and ``dvc checkout`` / ``dvc exp apply`` bring back the files of another run
 while ``.snakemake`` keeps the records of the last one here. So:
 
-* :func:`export_records` (``python -m cdgtmll.workflow.records export``, the end of dvc.yaml's
+* :func:`export_records` (``python -m cdgtmll.pipeline.records export``, the end of dvc.yaml's
   stage command): for every file under the stage's outputs that has a complete record, the
   fields of the record that say what made it (:data:`FIELDS`: rule, code, params, input files
   and their sha256, software stack, record format) and the file's sha256, grouped by job, into
@@ -163,7 +163,7 @@ def export_records(root: str | os.PathLike = ".", persistence: FilePersistence |
     ordered = sorted(jobs.values(), key=lambda j: min(j["outputs"]))
     write_json(root / export, {
         "about": "Snakemake's records of the jobs that made these outputs, each output with its sha256: "
-                 "Snakemake imports a record where the file has these bytes (cdgtmll.workflow.records, "
+                 "Snakemake imports a record where the file has these bytes (cdgtmll.pipeline.records, "
                  "docs/dvc.md)",
         "format": FORMAT,
         "jobs": ordered,
@@ -313,7 +313,7 @@ def import_records(root: str | os.PathLike = ".", persistence: FilePersistence |
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m cdgtmll.workflow.records", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m cdgtmll.pipeline.records", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
     ex = sub.add_parser("export", help=f"write {EXPORT} from .snakemake's records of dvc.yaml's outputs")
     im = sub.add_parser("import", help=f"import the records of {EXPORT} where the files have its bytes")

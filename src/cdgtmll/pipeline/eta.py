@@ -9,7 +9,7 @@ estimates the time left as
 
 * ``W``, the work left in *reference seconds*: for each rule, its jobs not started yet times the
   mean reference seconds ``v`` of the keys still to come. A job's key is ``(rule, method,
-  dataset)`` from its wildcards (:func:`cdgtmll.workflow.joblog.job_key`); ``v(key)`` is, most
+  dataset)`` from its wildcards (:func:`cdgtmll.pipeline.joblog.job_key`); ``v(key)`` is, most
   specific first: this run's finished jobs of that key (their seconds / the speed factor when
   they ran), the reference seconds of that key (the benchmark files of earlier runs in this
   checkout, ``logs/benchmarks/**.tsv``; else the table shipped with the package,
@@ -47,7 +47,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from cdgtmll.workflow.joblog import benchmark_seconds, job_key, load_reference, read_rules
+from cdgtmll.pipeline.joblog import benchmark_seconds, job_key, load_reference, read_rules
 
 #: the workflow's target rule (Snakefile): it has inputs only
 TARGET_RULE = "all"

@@ -1,5 +1,5 @@
 """The report's landing page on a run that has not finished, and one line instead of Snakemake's
-warning per missing output (src/cdgtmll/workflow/landing.py). Through `snakemake --report`:
+warning per missing output (src/cdgtmll/pipeline/landing.py). Through `snakemake --report`:
 tests/integration/report/test_report.py."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import docutils.core
 import pytest
 
-from cdgtmll.workflow.landing import (
+from cdgtmll.pipeline.landing import (
     MISSING_METADATA,
     PARTIAL_TABLES,
     RST_LINE_LIMIT,

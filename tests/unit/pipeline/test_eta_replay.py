@@ -1,5 +1,5 @@
 """Replays recorded runs (tests/fixtures/workflow/*_jobs.tsv, written by tools/job_log.py jobs)
-through :class:`cdgtmll.workflow.eta.WorkflowETA` with an injected clock, and compares the time
+through :class:`cdgtmll.pipeline.eta.WorkflowETA` with an injected clock, and compares the time
 left it gives at 20%, 50% and 80% of the jobs done with the true time left (the last job's end
 minus now).
 
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from cdgtmll.workflow.eta import SHIPPED_REFERENCE, WorkflowETA, reference_jobs
-from cdgtmll.workflow.joblog import read_job_log
+from cdgtmll.pipeline.eta import SHIPPED_REFERENCE, WorkflowETA, reference_jobs
+from cdgtmll.pipeline.joblog import read_job_log
 from tests.support.paths import ROOT
 
 FIXTURES = sorted((ROOT / "tests" / "fixtures" / "workflow").glob("*_jobs.tsv"))

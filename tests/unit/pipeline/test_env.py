@@ -1,0 +1,31 @@
+"""The environment the Snakefile gives every job (src/cdgtmll/pipeline/env.py; OpenMP's wait
+policy: tests/unit/runtime/test_openmp.py). That a real job gets it is checked on the tiny
+pipeline's provenance (tests/integration/pipeline/test_pipeline_e2e.py)."""
+
+from __future__ import annotations
+
+from cdgtmll.pipeline.env import GPUS_BY_REQUEST_ENV, JOB_GPUS_ENV, export_gpu_requests, job_device
+from tests.support.paths import ROOT
+
+
+def test_a_cluster_job_that_asked_for_no_gpu_trains_on_the_cpu():
+    """device auto picks CUDA wherever one is visible; a job whose GPUs come by request
+    (cluster: true) and that asked for none (below cluster_resources.gpu_min_cells) gets cpu.
+    A local run (GPUs not by request) keeps auto, and cuda or cpu are never changed."""
+    env: dict[str, str] = {}
+    export_gpu_requests(True, env)
+    assert env == {GPUS_BY_REQUEST_ENV: "1"}
+    assert job_device("auto", {**env, JOB_GPUS_ENV: "0"}) == "cpu"
+    assert job_device("auto", {**env, JOB_GPUS_ENV: "1"}) == "auto"
+    assert job_device("auto", env) == "auto"  # a job that is no training job says nothing
+    assert job_device("cuda", {**env, JOB_GPUS_ENV: "0"}) == "cuda"
+    export_gpu_requests(False, env)
+    assert job_device("auto", {**env, JOB_GPUS_ENV: "0"}) == "auto"
+
+
+def test_the_training_rules_put_the_jobs_gpu_in_its_environment():
+    """The rules train and train_more start the job with its gpu resource in JOB_GPUS_ENV, and
+    the rule file common.smk exports whether GPUs come by request before any job starts."""
+    text = (ROOT / "workflow/rules/train.smk").read_text()
+    assert text.count(f'"{JOB_GPUS_ENV}={{resources.gpu}} ') == 2 and text.count("gpu=train_gpu,") == 2
+    assert "\nexport_gpu_requests(gpus_wanted(config))\n" in (ROOT / "workflow/rules/common.smk").read_text()
