@@ -182,25 +182,11 @@ class LCIFSMethod(BCEMethod):
     """LCIFS feature selection (l2,1 projection + learned label correlations), then
     the shared BCE model on the selected features. See the module docstring."""
 
-    description = (
-        "LCIFS feature selection (l2,1 projection with learned label correlations, "
-        "reconstructed), then MLP backbone + linear head + BCE on the selected features"
-    )
 
     def supports_images(self) -> bool:
         """Selects columns of ``X``: a feature matrix is needed."""
         return False
 
-    hparam_space = {
-        "feature_fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
-        "n_features": {"type": ["integer", "null"], "minimum": 1},  # None: feature_fraction * d
-        "alpha": {"type": "number", "minimum": 0},  # objective weights (lcifs_solve)
-        "beta": {"type": "number", "exclusiveMinimum": 0},
-        "gamma": {"type": "number", "exclusiveMinimum": 0},
-        "eps": {"type": "number", "exclusiveMinimum": 0},
-        "max_iter": {"type": "integer", "minimum": 0},  # 0: the ridge initialisation only
-        "tol": {"type": "number", "minimum": 0},
-    }
 
     def __init__(
         self,

@@ -372,25 +372,7 @@ class MLCNCMethod(NeuralMethod):
     class_aware_sampling=True, etf_classifier_trainable=True``.
     """
 
-    description = ("MLC-NC (Tao 2025): ETF-query cross-attention over h(x)-tokens, ETF alignment + "
-                   "contrastive prototype + Two-Way loss, class-aware sampler")
 
-    hparam_space = {
-        "n_tokens": {"type": "integer", "minimum": 1},  # must also divide hidden_dim (checked in __init__)
-        "d_model": {"type": "integer", "minimum": 1},
-        "n_heads": {"type": "integer", "minimum": 1},  # must also divide d_model (checked in __init__)
-        "dropout": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
-        "proj_dim": {"type": "integer", "minimum": 1},
-        "proto_temperature": {"type": "number", "exclusiveMinimum": 0},  # temperatures divide logits
-        "tp": {"type": "number", "exclusiveMinimum": 0},
-        "tn": {"type": "number", "exclusiveMinimum": 0},
-        "warmup_epochs": {"type": "integer", "minimum": 0},
-        "weight_proto": {"type": "number", "minimum": 0},  # weights of minimised loss terms
-        "weight_twoway": {"type": "number", "minimum": 0},
-        "weight_align": {"type": "number", "minimum": 0},
-        "class_aware_sampling": {"type": "boolean"},
-        "etf_classifier_trainable": {"type": "boolean"},
-    }
 
     def __init__(
         self,

@@ -33,16 +33,15 @@ each run's provenance.
 
 Adding a loss-based baseline is one line once its loss is in :mod:`cdgtmll.nn.losses`::
 
-    register_loss_method("ASL", "asl", defaults={"gamma_neg": 4.0, "gamma_pos": 0.0})
+    ASLMethod = register_loss_method("ASL")
 
-The method then accepts the trainer hyper-parameters plus the loss's own
-constructor arguments (unknown ones raise at construction).
+beside its spec (:mod:`cdgtmll.methods.builtin`: ``fixed={"loss": "asl"}``, the trainer's
+hyper-parameters and the loss's, with the method's defaults).
 """
 
 from __future__ import annotations
 
 import inspect
-import re
 from typing import Any
 
 import numpy as np
@@ -50,9 +49,10 @@ import torch
 from torch import nn
 
 from cdgtmll.images.trainer_input import ImageInput, build_finetune_backbone, resolve_workers
-from cdgtmll.methods.base import FitData, Method, RunContext, hparam_names, register, training_hparam_space
+from cdgtmll.methods.base import FitData, Method, RunContext, register, spec_of
+from cdgtmll.methods.spec import TRAINER_DEFAULTS, UNSET
 from cdgtmll.nn.backbone import MLPBackbone
-from cdgtmll.nn.losses.registry import build_loss, loss_class, loss_hparam_space, loss_module
+from cdgtmll.nn.losses.registry import build_loss, loss_class
 from cdgtmll.nn.sparse import SparseLinearBackbone, use_sparse_backbone
 from cdgtmll.nn.trainer import (
     TrainConfig,
@@ -80,17 +80,7 @@ class NeuralMethod(Method, TrainTask):
     state from the training data before the model is built.
     """
 
-    neural = True
 
-    #: the trainer's hyper-parameters have exactly the ranges of the config schema's
-    #: ``training`` block (one source of truth, whether set under ``training.<dataset>``
-    #: or ``methods.<name>``); here ``lr_head`` and ``grad_clip`` may also be None
-    #: (eta_head = eta_0; no clipping)
-    hparam_space = training_hparam_space(
-        ("epochs", "batch_size", "lr_backbone", "lr_head", "weight_decay", "grad_clip", "hidden_dim", "select_epoch",
-         "optimizer_impl", "allow_tf32", "cudnn_benchmark"),
-        nullable=("lr_head", "grad_clip"),
-    )
 
     def __init__(
         self,
@@ -243,8 +233,7 @@ class NeuralMethod(Method, TrainTask):
         hyper-parameters computes: its name and ``hparams()``, and this fit's backbone entries."""
         from cdgtmll.methods.base import build
 
-        trainer_keys, _ = hparam_names(NeuralMethod)
-        other = build(self.builds_on, {k: v for k, v in self.hparams().items() if k in trainer_keys})
+        other = build(self.builds_on, {k: v for k, v in self.hparams().items() if k in TRAINER_DEFAULTS})
         return {**self.fingerprint(), "method": other.name or type(other).__name__, "hparams": other.hparams()}
 
     def _read_base_run(self, base: dict[str, Any], X_train: Any, Y_train: Any, X_val: Any, Y_val: Any,
@@ -339,24 +328,17 @@ class LinearHeadTask:
 class LossHeadMethod(LinearHeadTask, NeuralMethod):
     """Backbone + one linear head over all L labels, trained on a registered loss.
 
-    Subclasses (normally made by :func:`register_loss_method`) set ``loss_name`` and
-    ``loss_defaults``. Extra keyword arguments are the loss's hyper-parameters and are
-    validated against its constructor. Prediction: ``sigmoid(logits)``.
+    The loss is the spec's ``fixed["loss"]`` (:func:`register_loss_method`, or a subclass's
+    ``loss_name``). Keyword arguments besides the trainer's are the loss's hyper-parameters,
+    validated against its constructor; those the spec gives a default default to it (ASL's
+    ``gamma_neg=4``), the others to the loss's own. Prediction: ``sigmoid(logits)``.
     """
 
     loss_name: str = ""
-    loss_defaults: dict[str, Any] = {}
-
-    @classmethod
-    def open_hparam_space(cls) -> dict[str, dict]:
-        """The free keywords are the loss's hyper-parameters: its declared space
-        (:func:`cdgtmll.nn.losses.registry.loss_hparam_space`)."""
-        return loss_hparam_space(cls.loss_name) if loss_module(cls.loss_name) else {}
 
     def __init__(self, **hparams: Any) -> None:
-        trainer_keys, _ = hparam_names(NeuralMethod)
-        super().__init__(**{k: v for k, v in hparams.items() if k in trainer_keys})
-        loss_hparams = {k: v for k, v in hparams.items() if k not in trainer_keys}
+        super().__init__(**{k: v for k, v in hparams.items() if k in TRAINER_DEFAULTS})
+        loss_hparams = {k: v for k, v in hparams.items() if k not in TRAINER_DEFAULTS}
         try:
             loss_cls = loss_class(self.loss_name)
         except KeyError as exc:
@@ -372,7 +354,8 @@ class LossHeadMethod(LinearHeadTask, NeuralMethod):
                 f"method '{self.name}': unknown hyper-parameter(s) {unknown}; "
                 f"allowed: {sorted(set(super().hparams()) | allowed)}"
             )
-        self.loss_hparams = {**self.loss_defaults, **loss_hparams}
+        declared = {k: h.default for k, h in self.spec.hparams.items() if k in allowed and h.default is not UNSET}
+        self.loss_hparams = {**declared, **loss_hparams}
         self._criterion: nn.Module | None = None
 
     def hparams(self) -> dict[str, Any]:
@@ -385,28 +368,23 @@ class LossHeadMethod(LinearHeadTask, NeuralMethod):
         return torch.sigmoid(model(x))
 
 
-def register_loss_method(
-    method_name: str, loss_name: str, defaults: dict[str, Any] | None = None, description: str | None = None
-) -> type[LossHeadMethod]:
-    """Register ``method_name`` as backbone + linear head trained with loss ``loss_name``
-    (from :mod:`cdgtmll.nn.losses`), with default loss hyper-parameters ``defaults``."""
-    cls_name = re.sub(r"\W", "_", method_name) + "Method"
+def register_loss_method(method_name: str) -> type[LossHeadMethod]:
+    """The class of ``method_name``: backbone + linear head trained with the loss its spec names
+    (``fixed["loss"]``, from :mod:`cdgtmll.nn.losses`), named as its spec's ``impl`` (the module
+    that calls this assigns it to that name)."""
+    spec = spec_of(method_name)
+    loss_name = spec.fixed["loss"]
     cls = type(
-        cls_name,
+        spec.class_name,
         (LossHeadMethod,),
         {
             "loss_name": loss_name,
-            "loss_defaults": dict(defaults or {}),
-            "description": description
-            or f"MLP backbone (2x512, ReLU) + linear head, loss '{loss_name}' (cdgtmll.nn.losses)",
-            "__module__": __name__,
+            "__module__": spec.module,
+            "__qualname__": spec.class_name,
             "__doc__": f"Backbone + linear head trained with the '{loss_name}' loss.",
         },
     )
-    globals().setdefault(cls_name, cls)
     return register(method_name)(cls)
 
 
-BCEMethod = register_loss_method(
-    "BCE", "bce", description="MLP backbone (2x512, ReLU) + linear head, binary cross-entropy"
-)
+BCEMethod = register_loss_method("BCE")

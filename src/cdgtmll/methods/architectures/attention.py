@@ -156,18 +156,7 @@ class CTranMethod(_ArchitectureMethod):
     the official default without LMT). ``lmt=False`` trains with every label unknown.
     """
 
-    description = "C-Tran (Lanchantin 2021): transformer over h(x)-tokens + label/state tokens, label mask training"
 
-    hparam_space = {
-        "n_tokens": {"type": "integer", "minimum": 1},  # must also divide hidden_dim (checked in __init__)
-        "d_model": {"type": "integer", "minimum": 1},
-        "n_layers": {"type": "integer", "minimum": 1},
-        "n_heads": {"type": "integer", "minimum": 1},  # must also divide d_model (checked in __init__)
-        "dropout": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
-        "lmt": {"type": "boolean"},
-        "max_known_fraction": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
-        "loss_labels": {"enum": ["unk", "all"]},
-    }
 
     def __init__(
         self,
@@ -352,19 +341,7 @@ class MLDecoderMethod(_ArchitectureMethod):
     trainer's protocol applies, as for every neural method.
     """
 
-    description = "ML-Decoder (Ridnik 2023): query cross-attention over h(x)-tokens, no self-attention, group FC, ASL"
 
-    hparam_space = {
-        "n_groups": {"type": "integer", "minimum": 1},
-        "n_tokens": {"type": "integer", "minimum": 1},  # must also divide hidden_dim (checked in __init__)
-        "d_model": {"type": "integer", "minimum": 1},
-        "n_heads": {"type": "integer", "minimum": 1},  # must also divide d_model (checked in __init__)
-        "dim_feedforward": {"type": "integer", "minimum": 1},
-        "n_layers": {"type": "integer", "minimum": 1},
-        "dropout": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
-        "learnable_queries": {"type": "boolean"},
-        "loss": {"enum": list(MLDECODER_LOSSES)},
-    }
 
     def __init__(
         self,

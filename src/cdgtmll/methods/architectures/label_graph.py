@@ -145,12 +145,7 @@ class ClassifierChainMethod(_ArchitectureMethod):
     vectorised over rows and chains.
     """
 
-    description = "classifier chains (Read 2011) on the MLP backbone: teacher forcing, greedy hard-prediction chain"
 
-    hparam_space = {
-        "order": {"enum": ["random", "frequency"]},
-        "n_chains": {"type": "integer", "minimum": 1},  # order='frequency': 1 (checked in __init__)
-    }
 
     def __init__(
         self,
@@ -359,15 +354,7 @@ class MLGCNMethod(_ArchitectureMethod):
     The dense ``L x L`` graph suits conventional MLC (L <= a few thousand).
     """
 
-    description = "ML-GCN (Chen 2019): 2-layer GCN over the co-occurrence label graph -> per-label classifiers on h(x)"
 
-    hparam_space = {
-        "tau": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},  # binarises P(L_j | L_i) >= tau
-        "p": {"type": "number", "minimum": 0, "maximum": 1},  # re-weighting of the edges
-        "label_embeddings": {"type": ["string", "null"]},  # .npy [L, d_e]; None: learnable
-        "embedding_dim": {"type": "integer", "minimum": 1},
-        "gcn_hidden": {"type": "integer", "minimum": 1},
-    }
 
     def __init__(
         self,

@@ -529,30 +529,7 @@ class CDGTMLL(NeuralMethod):
     No-Overlap, ``beta_max=0`` no disagreement.
     """
 
-    description = "CD-GTMLL: N cooperating players on a shared MLP, curiosity + fusion (Alg. 1)"
 
-    hparam_space = {
-        "n_players": {"type": "integer", "minimum": 1},
-        "rho": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},  # overlap ratio (make_partition)
-        "alpha": {"type": "number", "minimum": 0},  # curiosity weight in Phi
-        "beta_max": {"type": "number", "minimum": 0},  # disagreement bonus after warm-up
-        "beta_warmup": {"type": "number", "minimum": 0, "maximum": 1},  # fraction of training steps
-        "ema_decay": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},  # 0 disables the EMA
-        "divergence": {"enum": list(DIVERGENCES)},
-        "payoff_weights": {"enum": list(PAYOFF_WEIGHTS)},
-        "eps": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 0.5},  # clip [eps, 1 - eps]
-        "tail_fraction": {"type": ["number", "null"], "minimum": 0, "maximum": 1},  # q of tail_labels
-        "partition_seed": {"type": ["integer", "null"], "minimum": 0},  # numpy seeds are >= 0
-        "clip_scope": {"enum": list(CLIP_SCOPES)},
-        "payoff_scale": {"enum": list(PAYOFF_SCALES)},
-        "divergence_form": {"enum": list(DIVERGENCE_FORMS)},
-        "peer_smoothing": {"enum": list(PEER_SMOOTHING)},
-        "tail_rule": {"enum": list(TAIL_RULES)},
-        "head_mass": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},  # tail_rule cumulative
-        "player_backbones": {"enum": list(PLAYER_BACKBONES)},
-        "rarity": {"enum": list(RARITIES)},
-        "partition_order": {"enum": list(PARTITION_ORDERS)},
-    }
 
     def __init__(
         self,

@@ -29,7 +29,6 @@ class _BCEDataSide(LossHeadMethod):
     """The BCE row (loss 'bce', same model/trainer); subclasses change the data path."""
 
     loss_name = "bce"
-    loss_defaults: dict[str, Any] = {}
 
     def __init__(
         self,

@@ -93,7 +93,7 @@ same way.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -176,20 +176,8 @@ def etu_scores(eta: np.ndarray, weights: np.ndarray, k: int) -> np.ndarray:
 class ETUMethod(BCEMethod):
     """BCE marginals + the ETU top-k rule at prediction (module docstring)."""
 
-    #: the marginals are the BCE row's model: read from BCE's run
-    builds_on = "BCE"
 
-    description = (
-        "ETU inference rule (expected macro-recall@k: top-k of eta/prior) on the BCE model's "
-        "marginals (MLP backbone + linear head + BCE)"
-    )
 
-    hparam_space = {
-        "utility": {"enum": list(UTILITIES)},
-        "k": {"type": "integer", "minimum": 1},  # size of the top-k decision
-        "priors": {"enum": list(PRIORS)},  # xcolumns: n_l / n, weights 1/(pi + 1e-6); laplace: below
-        "prior_smoothing": {"type": "number", "exclusiveMinimum": 0},  # Laplace a of (n_l + a) / (n + 2a)
-    }
 
     def __init__(
         self,
@@ -255,23 +243,7 @@ PECOS_PIN = "libpecos==1.2.8"
 class XRLinearMethod(ExternalMethod):
     """PECOS XR-Linear (XLinearModel) on the given features, in ``.venv/xmc/pecos`` (module docstring)."""
 
-    description = "PECOS XR-Linear: PIFA + balanced hierarchical k-means label tree, linear rankers, beam search"
-    env_name = "pecos"
 
-    hparam_space = {
-        "nr_splits": {"type": "integer", "minimum": 2},  # tree out-degree (1 never merges the codes)
-        "max_leaf_size": {"type": "integer", "minimum": 1},
-        "Cp": {"type": "number", "exclusiveMinimum": 0},  # liblinear costs of positives / negatives
-        "Cn": {"type": "number", "exclusiveMinimum": 0},
-        "threshold": {"type": "number", "minimum": 0},  # |w| below it is pruned
-        "beam_size": {"type": "integer", "minimum": 1},
-        "only_topk": {"type": "integer", "minimum": 1},
-        # PECOS post-processors whose scores lie in [0, 1] (the log-* and noop ones do not,
-        # and predict_proba clips to [0, 1])
-        "post_processor": {"enum": ["sigmoid", "l1-hinge", "l2-hinge", "l3-hinge", "l4-hinge"]},
-        "normalize": {"type": "boolean"},
-        "threads": {"anyOf": [{"const": -1}, {"type": "integer", "minimum": 1}]},  # -1: all CPUs
-    }
 
     def __init__(
         self,
@@ -310,8 +282,6 @@ class XRLinearMethod(ExternalMethod):
 class _EncoderMethod(Method):
     """A method that needs a pretrained transformer text encoder (not implemented)."""
 
-    hparam_space = {"encoder": {"type": ["string", "null"]}}  # local HuggingFace model directory
-    needs_encoder: ClassVar[bool] = True
 
     def __init__(self, encoder: str | None = None) -> None:
         self.encoder = None if encoder is None else str(encoder)
@@ -336,11 +306,9 @@ class _EncoderMethod(Method):
 class XRTransformerMethod(_EncoderMethod):
     """XR-Transformer (Zhang et al. 2021): needs a pretrained text encoder; not run here."""
 
-    description = "XR-Transformer: needs a pretrained transformer text encoder (not run)"
 
 
 @register("MatchXML")
 class MatchXMLMethod(_EncoderMethod):
     """MatchXML (Ye et al. 2024): needs a pretrained text encoder; not run here."""
 
-    description = "MatchXML: needs a pretrained transformer text encoder (not run)"
