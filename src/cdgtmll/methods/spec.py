@@ -102,8 +102,9 @@ class MethodSpec:
     """One method, declared once (module docstring)."""
 
     name: str
-    #: ``"package.module:Class"``: the class that implements the method, imported on first build
-    impl: str
+    #: ``"package.module:Class"``: the class that implements the method, imported on first build;
+    #: a plugin's may be left empty (:func:`cdgtmll.methods.base.register` fills it in)
+    impl: str = ""
     description: str = ""
     #: the method's own hyper-parameters (the trainer's come with ``trainer``)
     hparams: dict[str, HParam] = field(default_factory=dict)
