@@ -73,7 +73,6 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
     index = cache / "cdgtmll" / INDEX_NAME
     try:
-        run([sys.executable, "-m", "cdgtmll.methods.catalog"], env)  # the catalog, as make venv caches it
         sides: dict[str, dict[str, list[float]]] = {"cold": {"identity": [], "snakemake": []},
                                                      "warm": {"identity": [], "snakemake": []}}
         modules = 0

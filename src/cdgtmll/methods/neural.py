@@ -50,7 +50,7 @@ from torch import nn
 
 from cdgtmll.images.trainer_input import ImageInput, build_finetune_backbone, resolve_workers
 from cdgtmll.methods.base import FitData, Method, RunContext, register, spec_of
-from cdgtmll.methods.spec import TRAINER_DEFAULTS, UNSET
+from cdgtmll.methods.spec import TRAINER_DEFAULTS, UNSET, MethodSpec
 from cdgtmll.nn.backbone import MLPBackbone
 from cdgtmll.nn.losses.registry import build_loss, loss_class
 from cdgtmll.nn.sparse import SparseLinearBackbone, use_sparse_backbone
@@ -368,11 +368,12 @@ class LossHeadMethod(LinearHeadTask, NeuralMethod):
         return torch.sigmoid(model(x))
 
 
-def register_loss_method(method_name: str) -> type[LossHeadMethod]:
-    """The class of ``method_name``: backbone + linear head trained with the loss its spec names
-    (``fixed["loss"]``, from :mod:`cdgtmll.nn.losses`), named as its spec's ``impl`` (the module
-    that calls this assigns it to that name)."""
-    spec = spec_of(method_name)
+def register_loss_method(method: str | MethodSpec) -> type[LossHeadMethod]:
+    """The class of a method that is backbone + linear head trained with the loss its spec names
+    (``fixed["loss"]``, from :mod:`cdgtmll.nn.losses`), registered: ``method`` is a built-in's
+    name (its spec is :mod:`cdgtmll.methods.builtin`'s) or a plugin's spec, whose ``impl`` names
+    the module and the class name the class gets (the module that calls this assigns it there)."""
+    spec = method if isinstance(method, MethodSpec) else spec_of(method)
     loss_name = spec.fixed["loss"]
     cls = type(
         spec.class_name,
@@ -384,7 +385,7 @@ def register_loss_method(method_name: str) -> type[LossHeadMethod]:
             "__doc__": f"Backbone + linear head trained with the '{loss_name}' loss.",
         },
     )
-    return register(method_name)(cls)
+    return register(spec)(cls)
 
 
 BCEMethod = register_loss_method("BCE")
