@@ -98,7 +98,7 @@ class Method(ABC):
 
     #: the method's declaration (:class:`~cdgtmll.methods.spec.MethodSpec`); :func:`register` and
     #: :func:`get` set it, and the attributes below, from the spec: a class declares none of them
-    spec: ClassVar[MethodSpec]
+    spec: ClassVar[MethodSpec | None] = None
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     neural: ClassVar[bool] = False

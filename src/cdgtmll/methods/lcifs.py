@@ -212,19 +212,6 @@ class LCIFSMethod(BCEMethod):
         self.selected_: np.ndarray | None = None
         self.selection_: LCIFSResult | None = None
 
-    def hparams(self) -> dict[str, Any]:
-        return {
-            **super().hparams(),
-            "feature_fraction": self.feature_fraction,
-            "n_features": self.n_features,
-            "alpha": self.alpha,
-            "beta": self.beta,
-            "gamma": self.gamma,
-            "eps": self.eps,
-            "max_iter": self.max_iter,
-            "tol": self.tol,
-        }
-
     def n_keep(self, d: int) -> int:
         k = self.n_features if self.n_features is not None else math.ceil(self.feature_fraction * d)
         return max(1, min(int(k), d))

@@ -419,16 +419,6 @@ class MLCNCMethod(NeuralMethod):
         self._n_epochs = self.epochs
         self.sampler: ClassAwareSampler | None = None
 
-    def hparams(self) -> dict[str, Any]:
-        return {
-            **super().hparams(), "n_tokens": self.n_tokens, "d_model": self.d_model, "n_heads": self.n_heads,
-            "dropout": self.dropout, "proj_dim": self.proj_dim, "proto_temperature": self.proto_temperature,
-            "tp": self.tp, "tn": self.tn, "warmup_epochs": self.warmup_epochs, "weight_proto": self.weight_proto,
-            "weight_twoway": self.weight_twoway, "weight_align": self.weight_align,
-            "class_aware_sampling": self.class_aware_sampling,
-            "etf_classifier_trainable": self.etf_classifier_trainable,
-        }
-
     # -- schedule ------------------------------------------------------------------------
     def epoch_index(self, progress: float) -> int:
         """0-based epoch of a step from the trainer's ``progress = step / total_steps``."""

@@ -50,7 +50,7 @@ from torch import nn
 
 from cdgtmll.images.trainer_input import ImageInput, build_finetune_backbone, resolve_workers
 from cdgtmll.methods.base import FitData, Method, RunContext, register, spec_of
-from cdgtmll.methods.spec import TRAINER_DEFAULTS, UNSET, MethodSpec
+from cdgtmll.methods.spec import TRAINER_DEFAULTS, TRAINER_WHEN_SET, UNSET, MethodSpec, trainer_hparams
 from cdgtmll.nn.backbone import MLPBackbone
 from cdgtmll.nn.losses.registry import build_loss, loss_class
 from cdgtmll.nn.sparse import SparseLinearBackbone, use_sparse_backbone
@@ -124,21 +124,19 @@ class NeuralMethod(Method, TrainTask):
 
     # -- configuration ---------------------------------------------------------------
     def hparams(self) -> dict[str, Any]:
-        """Constructor hyper-parameters (part of the checkpoint fingerprint)."""
-        return {
-            "epochs": self.epochs,
-            "batch_size": self.batch_size,
-            "lr_backbone": self.lr_backbone,
-            "lr_head": self.lr_head,
-            "weight_decay": self.weight_decay,
-            "grad_clip": self.grad_clip,
-            "hidden_dim": self.hidden_dim,
-            "select_epoch": self.select_epoch,
-            # only when not the default, so that every earlier run spec keeps its hash
-            **({"optimizer_impl": self.optimizer_impl} if self.optimizer_impl != "auto" else {}),
-            **({"allow_tf32": self.allow_tf32} if self.allow_tf32 else {}),
-            **({"cudnn_benchmark": self.cudnn_benchmark} if self.cudnn_benchmark != "auto" else {}),
-        }
+        """The hyper-parameter values this instance trains with (part of the checkpoint
+        fingerprint and of ``method_outputs.json``), derived from its spec: every hyper-parameter
+        the spec declares that the instance keeps under its own name (a loss's keywords are kept
+        in ``loss_hparams``: :class:`LossHeadMethod` adds them), the trainer's
+        :data:`~cdgtmll.methods.spec.TRAINER_WHEN_SET` only when not their default."""
+        declared = self.spec.all_hparams() if getattr(self, "spec", None) is not None else trainer_hparams()
+        out: dict[str, Any] = {}
+        for k, h in declared.items():
+            value = getattr(self, k, UNSET)
+            if value is UNSET or callable(value) or (k in TRAINER_WHEN_SET and value == h.default):
+                continue
+            out[k] = value
+        return out
 
     def train_config(self, ctx: RunContext) -> TrainConfig:
         return TrainConfig(

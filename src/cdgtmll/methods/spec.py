@@ -71,6 +71,9 @@ TRAINER_DEFAULTS: dict[str, Any] = {
     "allow_tf32": False, "cudnn_benchmark": "auto",
 }  # fmt: skip
 TRAINER_NULLABLE = ("lr_head", "grad_clip")
+#: trainer settings an instance reports (``hparams()``, the checkpoint fingerprint) only when
+#: not their default, as the fingerprints of runs trained before the settings existed did
+TRAINER_WHEN_SET = ("optimizer_impl", "allow_tf32", "cudnn_benchmark")
 
 
 @functools.cache

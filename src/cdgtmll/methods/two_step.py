@@ -215,9 +215,6 @@ class PlugInMethod(LinearHeadTask, NeuralMethod):
     def link_name(self) -> str:
         raise NotImplementedError
 
-    def hparams(self) -> dict[str, Any]:
-        return {**super().hparams(), "target": self.target}
-
     def prepare(self, data: FitData, ctx: RunContext) -> None:
         if data.X_val is None or data.Y_val is None or np.shape(data.Y_val)[0] == 0:
             raise ValueError(f"method '{self.name}': step 2 tunes thresholds on the validation split, which is empty")
@@ -319,9 +316,6 @@ class SRBMethod(PlugInMethod):
             )
         self.surrogate = surrogate
         self._link: Callable[[torch.Tensor], torch.Tensor] = SURROGATES[surrogate].link
-
-    def hparams(self) -> dict[str, Any]:
-        return {**super().hparams(), "surrogate": self.surrogate}
 
     def make_criterion(self, data: FitData) -> nn.Module:
         return SURROGATES[self.surrogate](data.counts, data.n_train)

@@ -183,13 +183,6 @@ class CTranMethod(_ArchitectureMethod):
         self.n_layers, self.n_heads, self.dropout = int(n_layers), int(n_heads), float(dropout)
         self.lmt, self.max_known_fraction, self.loss_labels = bool(lmt), float(max_known_fraction), loss_labels
 
-    def hparams(self) -> dict[str, Any]:
-        return {
-            **super().hparams(), "n_tokens": self.n_tokens, "d_model": self.d_model, "n_layers": self.n_layers,
-            "n_heads": self.n_heads, "dropout": self.dropout, "lmt": self.lmt,
-            "max_known_fraction": self.max_known_fraction, "loss_labels": self.loss_labels,
-        }
-
     def build_model(self, X_train: np.ndarray, Y_train: np.ndarray) -> CTranNet:
         return CTranNet(self.backbone(X_train), Y_train.shape[1], self.n_tokens, self.d_model, self.n_layers,
                         self.n_heads, self.dropout, self._criterion)

@@ -164,9 +164,6 @@ class ClassifierChainMethod(_ArchitectureMethod):
         self.n_chains = int(n_chains)
         self.orders: np.ndarray | None = None
 
-    def hparams(self) -> dict[str, Any]:
-        return {**super().hparams(), "order": self.order, "n_chains": self.n_chains}
-
     def prepare(self, data: FitData, ctx: RunContext) -> None:
         super().prepare(data, ctx)
         self.orders = chain_orders(_dense_labels(data.Y_train), self.order, self.n_chains, ctx.seed)
@@ -378,12 +375,6 @@ class MLGCNMethod(_ArchitectureMethod):
         self.adj_hat: np.ndarray | None = None
         self._emb: np.ndarray | None = None
         self._emb_sha256: str | None = None
-
-    def hparams(self) -> dict[str, Any]:
-        return {
-            **super().hparams(), "tau": self.tau, "p": self.p, "label_embeddings": self.label_embeddings,
-            "embedding_dim": self.embedding_dim, "gcn_hidden": self.gcn_hidden,
-        }
 
     def fingerprint(self) -> dict[str, Any]:
         return {**super().fingerprint(), "label_embeddings_sha256": self._emb_sha256}

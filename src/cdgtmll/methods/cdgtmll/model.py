@@ -609,20 +609,6 @@ class CDGTMLL(NeuralMethod):
                 f"probabilities; gradients clipped by {hparams.get('clip_scope', 'global')} norm; peers from {peers} "
                 f"(ema_decay {hparams.get('ema_decay', 0.99)}). See docs/methods.md.")
 
-    def hparams(self) -> dict[str, Any]:
-        return {
-            **super().hparams(),
-            **{
-                k: getattr(self, k)
-                for k in (
-                    "n_players", "rho", "alpha", "beta_max", "beta_warmup", "ema_decay", "divergence",
-                    "payoff_weights", "eps", "tail_fraction", "partition_seed", "clip_scope", "payoff_scale",
-                    "divergence_form", "peer_smoothing", "tail_rule", "head_mass", "player_backbones", "rarity",
-                    "partition_order",
-                )
-            },
-        }  # fmt: skip
-
     def fingerprint(self) -> dict[str, Any]:
         return {**super().fingerprint(), "partition": self.partition.to_json() if self.partition else None}
 

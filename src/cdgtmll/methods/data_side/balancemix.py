@@ -210,14 +210,6 @@ class BalanceMixMethod(_BCEDataSide):
         self._managed = False
         self._last_stats: dict[str, float] = {}
 
-    def hparams(self) -> dict[str, Any]:
-        return {
-            **super().hparams(),
-            "warmup_epochs": self.warmup_epochs,
-            "mix_alpha": self.mix_alpha,
-            "relabel_tau": self.relabel_tau,
-        }
-
     # -- set-up ------------------------------------------------------------------------
     def prepare(self, data: FitData, ctx: RunContext) -> None:
         super().prepare(data, ctx)

@@ -203,10 +203,6 @@ class ETUMethod(BCEMethod):
         self.priors_: np.ndarray | None = None
         self.weights_: np.ndarray | None = None
 
-    def hparams(self) -> dict[str, Any]:
-        return {**super().hparams(), "utility": self.utility, "k": self.k, "priors": self.priors,
-                "prior_smoothing": self.prior_smoothing}
-
     def prepare(self, data: FitData, ctx: RunContext) -> None:
         super().prepare(data, ctx)
         self.priors_ = label_priors(data.counts, data.n_train, self.prior_smoothing, self.priors)
