@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import math
-from abc import ABC, abstractmethod
+from abc import ABC, ABCMeta, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,7 +93,19 @@ class NotRunnable(RuntimeError):
     that is not configured). The pipeline does not schedule it; tables say why."""
 
 
-class Method(ABC):
+class _SpecDefaults(ABCMeta):
+    """Calling a method class fills in its spec's defaults (:meth:`MethodSpec.arguments`): a
+    constructor declares its hyper-parameters without defaults, and ``CDGTMLL()`` is CD-GTMLL
+    with the defaults of its spec, as :func:`build` makes it."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        spec = getattr(cls, "spec", None)
+        if spec is not None:
+            kwargs = spec.arguments(kwargs)
+        return super().__call__(*args, **kwargs)
+
+
+class Method(ABC, metaclass=_SpecDefaults):
     """Base class. Subclasses set ``name`` and implement ``fit`` and ``predict_proba``."""
 
     #: the method's declaration (:class:`~cdgtmll.methods.spec.MethodSpec`); :func:`register` and

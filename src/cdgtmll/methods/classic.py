@@ -28,9 +28,7 @@ class BinaryRelevanceLogReg(Method):
     does not take the seed at all and its run is trained once (``Method.deterministic``).
     """
 
-
-
-    def __init__(self, C: float = 1.0, max_iter: int = 1000) -> None:
+    def __init__(self, *, C: float, max_iter: int) -> None:
         self.C = float(C)
         self.max_iter = int(max_iter)
         self._models: list[Any] = []
@@ -88,9 +86,7 @@ class KNearestNeighbours(Method):
     algorithms" (multioutput classification).
     """
 
-
-
-    def __init__(self, n_neighbors: int = 15) -> None:
+    def __init__(self, *, n_neighbors: int) -> None:
         self.n_neighbors = int(n_neighbors)
 
     def fit(self, data: FitData, ctx: RunContext) -> KNearestNeighbours:
@@ -122,9 +118,7 @@ class RandomForest(Method):
     randomized trees".
     """
 
-
-
-    def __init__(self, n_estimators: int = 300, min_samples_leaf: int = 1) -> None:
+    def __init__(self, *, n_estimators: int, min_samples_leaf: int) -> None:
         self.n_estimators = int(n_estimators)
         self.min_samples_leaf = int(min_samples_leaf)
 

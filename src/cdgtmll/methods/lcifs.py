@@ -182,22 +182,21 @@ class LCIFSMethod(BCEMethod):
     """LCIFS feature selection (l2,1 projection + learned label correlations), then
     the shared BCE model on the selected features. See the module docstring."""
 
-
     def supports_images(self) -> bool:
         """Selects columns of ``X``: a feature matrix is needed."""
         return False
 
-
     def __init__(
         self,
-        feature_fraction: float = 0.5,
-        n_features: int | None = None,
-        alpha: float = 1.0,
-        beta: float = 0.1,
-        gamma: float = 0.01,
-        eps: float = 1e-8,
-        max_iter: int = 50,
-        tol: float = 1e-6,
+        *,
+        feature_fraction: float,
+        n_features: int | None,
+        alpha: float,
+        beta: float,
+        gamma: float,
+        eps: float,
+        max_iter: int,
+        tol: float,
         **trainer: Any,
     ) -> None:
         super().__init__(**trainer)

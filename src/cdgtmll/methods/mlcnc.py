@@ -372,24 +372,23 @@ class MLCNCMethod(NeuralMethod):
     class_aware_sampling=True, etf_classifier_trainable=True``.
     """
 
-
-
     def __init__(
         self,
-        n_tokens: int = 8,
-        d_model: int = 128,
-        n_heads: int = 4,
-        dropout: float = 0.1,
-        proj_dim: int = 20,
-        proto_temperature: float = 0.5,
-        tp: float = 4.0,
-        tn: float = 1.0,
-        warmup_epochs: int = 5,
-        weight_proto: float = 0.1,
-        weight_twoway: float = 1.0,
-        weight_align: float = 0.5,
-        class_aware_sampling: bool = True,
-        etf_classifier_trainable: bool = True,
+        *,
+        n_tokens: int,
+        d_model: int,
+        n_heads: int,
+        dropout: float,
+        proj_dim: int,
+        proto_temperature: float,
+        tp: float,
+        tn: float,
+        warmup_epochs: int,
+        weight_proto: float,
+        weight_twoway: float,
+        weight_align: float,
+        class_aware_sampling: bool,
+        etf_classifier_trainable: bool,
         **trainer: Any,
     ) -> None:
         super().__init__(**trainer)

@@ -2,10 +2,10 @@
 loss-based "backbone + one linear head" family, and BCE.
 
 Every neural method shares the trainer hyper-parameters (App. E.1/E.2, Yeast values
-as defaults): ``epochs=100``, ``batch_size=256``, ``lr_backbone=2e-3`` (eta_0),
+as defaults, declared in :data:`cdgtmll.methods.spec.TRAINER_DEFAULTS`): ``epochs=100``, ``batch_size=256``, ``lr_backbone=2e-3`` (eta_0),
 ``lr_head=None`` (eta_head; ``None`` = eta_0, the paper gives no tabular eta_head),
 ``weight_decay=1e-4`` (AdamW), ``grad_clip=5.0`` (global norm), ``hidden_dim=512``
-(d'), ``select_epoch=DEFAULT_SELECT_EPOCH`` (which epoch's weights predict: ``last``, the
+(d'), ``select_epoch='last'`` (which epoch's weights predict: ``last``, the
 paper's protocol, or ``best_val``, the epoch with the best validation mAP, a reading of ours;
 :func:`cdgtmll.nn.trainer.epoch_selection`, docs/methods.md "Epoch selection"), ``optimizer_impl='auto'`` (AdamW's update:
 ``auto``, by device: torch's per-tensor path on CPU, its multi-tensor path on CUDA; or explicitly
@@ -66,11 +66,6 @@ from cdgtmll.nn.trainer import (
     train,
 )
 
-#: the default of ``select_epoch`` for every neural method: ``last``, the paper's protocol (App. E.1/E.2 train
-#: a fixed number of epochs with cosine decay and use the validation split only to tune thresholds);
-#: ``best_val`` is a reading of ours (docs/methods.md "Epoch selection")
-DEFAULT_SELECT_EPOCH = "last"
-
 
 class NeuralMethod(Method, TrainTask):
     """Base class: a :class:`Method` trained by :func:`cdgtmll.nn.trainer.train`.
@@ -80,21 +75,20 @@ class NeuralMethod(Method, TrainTask):
     state from the training data before the model is built.
     """
 
-
-
     def __init__(
         self,
-        epochs: int = 100,
-        batch_size: int = 256,
-        lr_backbone: float = 2e-3,
-        lr_head: float | None = None,
-        weight_decay: float = 1e-4,
-        grad_clip: float | None = 5.0,
-        hidden_dim: int = 512,
-        select_epoch: str = DEFAULT_SELECT_EPOCH,
-        optimizer_impl: str = "auto",
-        allow_tf32: bool = False,
-        cudnn_benchmark: str | bool = "auto",
+        *,
+        epochs: int,
+        batch_size: int,
+        lr_backbone: float,
+        lr_head: float | None,
+        weight_decay: float,
+        grad_clip: float | None,
+        hidden_dim: int,
+        select_epoch: str,
+        optimizer_impl: str,
+        allow_tf32: bool,
+        cudnn_benchmark: str | bool,
     ) -> None:
         self.epochs = int(epochs)
         self.batch_size = int(batch_size)

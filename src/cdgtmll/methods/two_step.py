@@ -190,10 +190,10 @@ SURROGATES: dict[str, type[nn.Module]] = {"squared": SquaredProperLoss, "exponen
 class PlugInMethod(LinearHeadTask, NeuralMethod):
     """Common two-step machinery: subclasses supply ``make_criterion`` and ``link``."""
 
-
     def __init__(
         self,
-        target: str = "macro",
+        *,
+        target: str,
         **trainer: Any,
     ) -> None:
         super().__init__(**trainer)
@@ -278,8 +278,6 @@ class PEMethod(PlugInMethod):
     Micro-F1) and one per label (macro rule, for Macro-/Rare-F1); ``target`` picks the set
     :meth:`decision_thresholds` returns. See the module docstring."""
 
-
-
     def make_criterion(self, data: FitData) -> nn.Module:
         return build_loss("bce", data.counts, data.n_train)
 
@@ -297,15 +295,13 @@ class SRBMethod(PlugInMethod):
     or 'exponential'), its inverse link to probabilities, then validation-tuned F1
     thresholds. See the module docstring."""
 
-
-
     _LINK_NAMES = {"squared": "clip((1+z)/2, 0, 1)", "exponential": "1/(1+exp(-2z))"}
-
 
     def __init__(
         self,
-        target: str = "macro",
-        surrogate: str = "squared",
+        *,
+        target: str,
+        surrogate: str,
         **trainer: Any,
     ) -> None:
         super().__init__(target=target, **trainer)

@@ -156,18 +156,17 @@ class CTranMethod(_ArchitectureMethod):
     the official default without LMT). ``lmt=False`` trains with every label unknown.
     """
 
-
-
     def __init__(
         self,
-        n_tokens: int = 8,
-        d_model: int = 128,
-        n_layers: int = 2,
-        n_heads: int = 4,
-        dropout: float = 0.1,
-        lmt: bool = True,
-        max_known_fraction: float = 0.75,
-        loss_labels: str = "unk",
+        *,
+        n_tokens: int,
+        d_model: int,
+        n_layers: int,
+        n_heads: int,
+        dropout: float,
+        lmt: bool,
+        max_known_fraction: float,
+        loss_labels: str,
         **trainer: Any,
     ) -> None:
         super().__init__(**trainer)
@@ -334,19 +333,18 @@ class MLDecoderMethod(_ArchitectureMethod):
     trainer's protocol applies, as for every neural method.
     """
 
-
-
     def __init__(
         self,
-        n_groups: int = 100,
-        n_tokens: int = 8,
-        d_model: int = 128,
-        n_heads: int = 4,
-        dim_feedforward: int = 512,
-        n_layers: int = 1,
-        dropout: float = 0.1,
-        learnable_queries: bool = False,
-        loss: str = "asl",
+        *,
+        n_groups: int,
+        n_tokens: int,
+        d_model: int,
+        n_heads: int,
+        dim_feedforward: int,
+        n_layers: int,
+        dropout: float,
+        learnable_queries: bool,
+        loss: str,
         **trainer: Any,
     ) -> None:
         super().__init__(**trainer)

@@ -145,12 +145,11 @@ class ClassifierChainMethod(_ArchitectureMethod):
     vectorised over rows and chains.
     """
 
-
-
     def __init__(
         self,
-        order: str = "random",
-        n_chains: int = 1,
+        *,
+        order: str,
+        n_chains: int,
         **trainer: Any,
     ) -> None:
         super().__init__(**trainer)
@@ -351,15 +350,14 @@ class MLGCNMethod(_ArchitectureMethod):
     The dense ``L x L`` graph suits conventional MLC (L <= a few thousand).
     """
 
-
-
     def __init__(
         self,
-        tau: float = 0.4,
-        p: float = 0.25,
-        label_embeddings: str | None = None,
-        embedding_dim: int = 300,
-        gcn_hidden: int = 1024,
+        *,
+        tau: float,
+        p: float,
+        label_embeddings: str | None,
+        embedding_dim: int,
+        gcn_hidden: int,
         **trainer: Any,
     ) -> None:
         super().__init__(**trainer)

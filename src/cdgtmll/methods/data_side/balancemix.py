@@ -179,13 +179,12 @@ class BalanceMixMethod(_BCEDataSide):
     probabilities, managed targets / weights and the last epoch's statistics.
     """
 
-
-
     def __init__(
         self,
-        warmup_epochs: int = 10,
-        mix_alpha: float = 4.0,
-        relabel_tau: float = 0.975,
+        *,
+        warmup_epochs: int,
+        mix_alpha: float,
+        relabel_tau: float,
         **trainer: Any,
     ) -> None:
         super().__init__(**trainer)

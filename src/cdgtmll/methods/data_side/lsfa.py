@@ -274,22 +274,20 @@ class LSFAMethod(_BCEDataSide):
     validation P@k); the generator trains on CPU.
     """
 
-
-
-
     def __init__(
         self,
-        head_min_count: int = 50,
-        n_synthetic: int = 10,
-        gen_epochs: int = 100,
-        gen_batch_size: int = 256,
-        gen_lr: float = 1e-3,
-        gen_hidden_dim: int = 512,
-        kl_weight: float = 0.005,
-        gen_patience: int = 10,
-        calib_epochs: int | None = None,
-        calib_warmup: int = 5,
-        calib_weight: float = 1.0,
+        *,
+        head_min_count: int,
+        n_synthetic: int,
+        gen_epochs: int,
+        gen_batch_size: int,
+        gen_lr: float,
+        gen_hidden_dim: int,
+        kl_weight: float,
+        gen_patience: int,
+        calib_epochs: int | None,
+        calib_warmup: int,
+        calib_weight: float,
         **trainer: Any,
     ) -> None:
         super().__init__(**trainer)

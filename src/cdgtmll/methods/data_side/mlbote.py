@@ -351,19 +351,18 @@ class MLBOTEMethod(_BCEDataSide):
     types differ in seed selection, weights and counts.
     """
 
-
-
     def __init__(
         self,
-        k_border: int = 3,
-        k_weight: int = 5,
-        ovr_threshold: float = 10.0,
-        resample_ratio: float = 0.01,
-        cross_threshold: float = 5.0,
-        interior_ratio: float = 1.0,
-        size_penalty: float = 1.0,
-        step_size: float = 1.0,
-        standardize: bool = True,
+        *,
+        k_border: int,
+        k_weight: int,
+        ovr_threshold: float,
+        resample_ratio: float,
+        cross_threshold: float,
+        interior_ratio: float,
+        size_penalty: float,
+        step_size: float,
+        standardize: bool,
         **trainer: Any,
     ) -> None:
         super().__init__(**trainer)

@@ -176,15 +176,13 @@ def etu_scores(eta: np.ndarray, weights: np.ndarray, k: int) -> np.ndarray:
 class ETUMethod(BCEMethod):
     """BCE marginals + the ETU top-k rule at prediction (module docstring)."""
 
-
-
-
     def __init__(
         self,
-        utility: str = "macro-recall",
-        k: int = 5,
-        prior_smoothing: float = 1.0,
-        priors: str = "xcolumns",
+        *,
+        utility: str,
+        k: int,
+        prior_smoothing: float,
+        priors: str,
         **trainer: Any,
     ) -> None:
         super().__init__(**trainer)
@@ -239,20 +237,19 @@ PECOS_PIN = "libpecos==1.2.8"
 class XRLinearMethod(ExternalMethod):
     """PECOS XR-Linear (XLinearModel) on the given features, in ``.venv/xmc/pecos`` (module docstring)."""
 
-
-
     def __init__(
         self,
-        nr_splits: int = 16,
-        max_leaf_size: int = 100,
-        Cp: float = 1.0,
-        Cn: float = 1.0,
-        threshold: float = 0.1,
-        beam_size: int = 10,
-        only_topk: int = 100,
-        post_processor: str = "l3-hinge",
-        normalize: bool = True,
-        threads: int = -1,
+        *,
+        nr_splits: int,
+        max_leaf_size: int,
+        Cp: float,
+        Cn: float,
+        threshold: float,
+        beam_size: int,
+        only_topk: int,
+        post_processor: str,
+        normalize: bool,
+        threads: int,
     ) -> None:
         self.nr_splits = int(nr_splits)
         self.max_leaf_size = int(max_leaf_size)
@@ -278,8 +275,7 @@ class XRLinearMethod(ExternalMethod):
 class _EncoderMethod(Method):
     """A method that needs a pretrained transformer text encoder (not implemented)."""
 
-
-    def __init__(self, encoder: str | None = None) -> None:
+    def __init__(self, *, encoder: str | None) -> None:
         self.encoder = None if encoder is None else str(encoder)
 
     def not_runnable_reason(self) -> str | None:

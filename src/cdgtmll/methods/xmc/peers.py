@@ -66,11 +66,9 @@ _TOP_K_SPACE = {"anyOf": [{"type": "null"}, {"type": "integer", "minimum": 1}]}
 class NapkinXCPLTMethod(ExternalMethod):
     """napkinXC's Probabilistic Label Tree with its defaults (module docstring; not in the paper)."""
 
-
-
-    def __init__(self, arity: int = 2, max_leaves: int = 100, liblinear_c: float = 10.0, liblinear_eps: float = 0.1,
-                 weights_threshold: float = 0.1, loss: str = "log", threads: int = 1,
-                 top_k: int | None = None) -> None:
+    def __init__(self, *, arity: int, max_leaves: int, liblinear_c: float, liblinear_eps: float,
+                 weights_threshold: float, loss: str, threads: int,
+                 top_k: int | None) -> None:
         self.arity, self.max_leaves = int(arity), int(max_leaves)
         self.liblinear_c, self.liblinear_eps = float(liblinear_c), float(liblinear_eps)
         self.weights_threshold, self.loss = float(weights_threshold), str(loss)
@@ -87,9 +85,7 @@ class NapkinXCPLTMethod(ExternalMethod):
 class LibMultiLabel1vsRestMethod(ExternalMethod):
     """LibMultiLabel's linear one-vs-rest with its defaults (module docstring; not in the paper)."""
 
-
-
-    def __init__(self, options: str = "", threads: int = 1, top_k: int | None = None) -> None:
+    def __init__(self, *, options: str, threads: int, top_k: int | None) -> None:
         self.options = str(options)
         self.threads = int(threads)
         self.top_k = None if top_k is None else int(top_k)
