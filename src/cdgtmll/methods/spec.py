@@ -71,6 +71,12 @@ TRAINER_DEFAULTS: dict[str, Any] = {
     "allow_tf32": False, "cudnn_benchmark": "auto",
 }  # fmt: skip
 TRAINER_NULLABLE = ("lr_head", "grad_clip")
+#: where a trainer default comes from, where it is not the paper's Yeast value (App. E.1/E.2)
+TRAINER_SOURCES = {
+    "lr_head": "ours: None is eta_0 (the paper gives no tabular eta_head)",
+    "select_epoch": "paper protocol: the last epoch (App. E.1/E.2); best_val is ours",
+    "optimizer_impl": "ours: by device", "allow_tf32": "ours: CUDA numerics", "cudnn_benchmark": "ours: CUDA numerics",
+}
 #: trainer settings an instance reports (``hparams()``, the checkpoint fingerprint) only when
 #: not their default, as the fingerprints of runs trained before the settings existed did
 TRAINER_WHEN_SET = ("optimizer_impl", "allow_tf32", "cudnn_benchmark")
@@ -96,7 +102,7 @@ def training_space(name: str, nullable: bool = False) -> dict[str, Any]:
 def trainer_hparams() -> dict[str, HParam]:
     """The shared trainer's hyper-parameters (:data:`TRAINER_DEFAULTS`), every method with
     ``trainer=True`` takes them."""
-    return {k: HParam(d, training_space(k, k in TRAINER_NULLABLE), "config schema, training block")
+    return {k: HParam(d, training_space(k, k in TRAINER_NULLABLE), TRAINER_SOURCES.get(k, "paper App. E.1/E.2 (Yeast)"))
             for k, d in TRAINER_DEFAULTS.items()}
 
 
