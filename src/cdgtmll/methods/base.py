@@ -127,8 +127,9 @@ class Method(ABC, metaclass=_SpecDefaults):
         """Whether the method can train end to end on images (``FitData.images``): a
         method that treats ``X`` as feature vectors (interpolates, selects or samples
         them, or fits a linear model on them) cannot, and is not scheduled on an image
-        dataset with ``image_backbone.mode: finetune`` (:func:`image_input_reason`)."""
-        return False
+        dataset with ``image_backbone.mode: finetune`` (:func:`image_input_reason`). Its
+        spec's ``supports_images``."""
+        return bool(self.spec is not None and self.spec.supports_images)
 
     def not_runnable_reason(self) -> str | None:
         """Why this configured method cannot run here (checked before scheduling), or None.

@@ -163,6 +163,7 @@ BUILTIN: tuple[MethodSpec, ...] = (
         },
     ),
     MethodSpec(
+        # generates feature vectors: needs feature vectors, not images
         "LSFA", impl="cdgtmll.methods.data_side.lsfa:LSFAMethod",
         description=(
             "MLP backbone (2x512, ReLU) + linear head, BCE (as the BCE row); then LSFA (Xu et al., AAAI 2023): CVAE trained"
@@ -189,6 +190,7 @@ BUILTIN: tuple[MethodSpec, ...] = (
         },
     ),
     MethodSpec(
+        # mixes input vectors: needs feature vectors, not images
         "BalanceMix", impl="cdgtmll.methods.data_side.balancemix:BalanceMixMethod",
         description=(
             "MLP backbone (2x512, ReLU) + linear head, BCE (as the BCE row); BalanceMix (Song et al., AAAI 2024): "
@@ -205,6 +207,7 @@ BUILTIN: tuple[MethodSpec, ...] = (
         },
     ),
     MethodSpec(
+        # interpolates input vectors: needs feature vectors, not images
         "MLBOTE", impl="cdgtmll.methods.data_side.mlbote:MLBOTEMethod",
         description=(
             "MLP backbone (2x512, ReLU) + linear head, BCE (as the BCE row); trained on real + MLBOTE synthetic rows (Teng "
@@ -292,6 +295,7 @@ BUILTIN: tuple[MethodSpec, ...] = (
         },
     ),
     MethodSpec(
+        # selects columns of X: needs a feature matrix, not images
         "LCIFS", impl="cdgtmll.methods.lcifs:LCIFSMethod",
         description=(
             "LCIFS feature selection (l2,1 projection with learned label correlations, reconstructed), then MLP backbone + "

@@ -182,10 +182,6 @@ class LCIFSMethod(BCEMethod):
     """LCIFS feature selection (l2,1 projection + learned label correlations), then
     the shared BCE model on the selected features. See the module docstring."""
 
-    def supports_images(self) -> bool:
-        """Selects columns of ``X``: a feature matrix is needed."""
-        return False
-
     def __init__(
         self,
         *,

@@ -154,9 +154,6 @@ class NeuralMethod(Method, TrainTask):
             fp["backbone"] = {"resnet50-finetune": self._image_cfg, "weights_sha256": self._weights_sha256()}
         return fp
 
-    def supports_images(self) -> bool:
-        return True
-
     def _weights_sha256(self) -> str:
         from cdgtmll.images.backbone import RANDOM_INIT, find_weights, weights_sha256
 

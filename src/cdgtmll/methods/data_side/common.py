@@ -35,8 +35,3 @@ class _BCEDataSide(LossHeadMethod):
         **trainer: Any,
     ) -> None:
         super().__init__(**trainer)
-
-    def supports_images(self) -> bool:
-        """BalanceMix mixes input vectors, MLBOTE interpolates them and LSFA generates
-        feature vectors: all three treat ``X`` as vectors (see ``Method.supports_images``)."""
-        return False
