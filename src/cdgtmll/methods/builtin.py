@@ -19,6 +19,13 @@ from cdgtmll.methods.spec import UNSET, HParam, MethodSpec
 #: where a default comes from (``HParam.source``)
 E1 = "paper App. E.1/E.2 (Yeast)"
 READING = "ours: a reading the paper leaves open, first value the default (docs/methods.md)"
+LOSS_DEFAULT = "the loss's own default (cdgtmll.nn.losses; cdgtmll.methods.loss_methods names its paper)"
+ASL_SRC = "official training scripts (Ridnik et al., ICCV 2021)"
+DBL_SRC = "paper's VOC values (Wu et al., ECCV 2020); COCO's via dataset_overrides"
+FOCAL_SRC = "paper: the RetinaNet setting (Lin et al., ICCV 2017)"
+CB_SRC = "paper (Cui et al., CVPR 2019)"
+LDAM_SRC = "paper (Cao et al., NeurIPS 2019)"
+LOGITADJ_SRC = "paper (Menon et al., ICLR 2021)"
 
 BUILTIN: tuple[MethodSpec, ...] = (
     MethodSpec(
@@ -70,11 +77,11 @@ BUILTIN: tuple[MethodSpec, ...] = (
         ),
         trainer=True, neural=True, supports_images=True, fixed={"loss": "asl"},
         hparams={
-            "clip": HParam(0.05, {"exclusiveMaximum": 1, "minimum": 0, "type": ["number", "null"]}),
-            "eps": HParam(UNSET, {"exclusiveMaximum": 1, "exclusiveMinimum": 0, "type": "number"}),
-            "focal_grad": HParam(UNSET, {"type": "boolean"}),
-            "gamma_neg": HParam(4.0, {"minimum": 0, "type": "number"}),
-            "gamma_pos": HParam(0.0, {"minimum": 0, "type": "number"}),
+            "clip": HParam(0.05, {"exclusiveMaximum": 1, "minimum": 0, "type": ["number", "null"]}, ASL_SRC),
+            "eps": HParam(UNSET, {"exclusiveMaximum": 1, "exclusiveMinimum": 0, "type": "number"}, LOSS_DEFAULT),
+            "focal_grad": HParam(UNSET, {"type": "boolean"}, LOSS_DEFAULT),
+            "gamma_neg": HParam(4.0, {"minimum": 0, "type": "number"}, ASL_SRC),
+            "gamma_pos": HParam(0.0, {"minimum": 0, "type": "number"}, ASL_SRC),
         },
     ),
     MethodSpec(
@@ -152,14 +159,14 @@ BUILTIN: tuple[MethodSpec, ...] = (
         ),
         trainer=True, neural=True, supports_images=True, fixed={"loss": "dbl"},
         hparams={
-            "bias_div_lam": HParam(UNSET, {"type": "boolean"}),
-            "focal_gamma": HParam(UNSET, {"anyOf": [{"const": 0}, {"minimum": 1, "type": "number"}]}),
-            "focal_scale": HParam(UNSET, {"exclusiveMinimum": 0, "type": "number"}),
-            "kappa": HParam(UNSET, {"minimum": 0, "type": "number"}),
-            "lam": HParam(5.0, {"exclusiveMinimum": 0, "type": "number"}),
-            "smooth_a": HParam(UNSET, {"minimum": 0, "type": "number"}),
-            "smooth_b": HParam(UNSET, {"minimum": 0, "type": "number"}),
-            "smooth_mu": HParam(0.3, {"minimum": 0, "type": "number"}),
+            "bias_div_lam": HParam(UNSET, {"type": "boolean"}, LOSS_DEFAULT),
+            "focal_gamma": HParam(UNSET, {"anyOf": [{"const": 0}, {"minimum": 1, "type": "number"}]}, LOSS_DEFAULT),
+            "focal_scale": HParam(UNSET, {"exclusiveMinimum": 0, "type": "number"}, LOSS_DEFAULT),
+            "kappa": HParam(UNSET, {"minimum": 0, "type": "number"}, LOSS_DEFAULT),
+            "lam": HParam(5.0, {"exclusiveMinimum": 0, "type": "number"}, DBL_SRC),
+            "smooth_a": HParam(UNSET, {"minimum": 0, "type": "number"}, LOSS_DEFAULT),
+            "smooth_b": HParam(UNSET, {"minimum": 0, "type": "number"}, LOSS_DEFAULT),
+            "smooth_mu": HParam(0.3, {"minimum": 0, "type": "number"}, DBL_SRC),
         },
     ),
     MethodSpec(
@@ -381,8 +388,8 @@ BUILTIN: tuple[MethodSpec, ...] = (
         ),
         trainer=True, neural=True, supports_images=True, fixed={"loss": "focal"},
         hparams={
-            "alpha": HParam(0.25, {"maximum": 1, "minimum": 0, "type": ["number", "null"]}),
-            "gamma": HParam(2.0, {"minimum": 0, "type": "number"}),
+            "alpha": HParam(0.25, {"maximum": 1, "minimum": 0, "type": ["number", "null"]}, FOCAL_SRC),
+            "gamma": HParam(2.0, {"minimum": 0, "type": "number"}, FOCAL_SRC),
         },
     ),
     MethodSpec(
@@ -393,7 +400,7 @@ BUILTIN: tuple[MethodSpec, ...] = (
         ),
         trainer=True, neural=True, supports_images=True, fixed={"loss": "cb"},
         hparams={
-            "beta": HParam(0.999, {"exclusiveMaximum": 1, "minimum": 0, "type": "number"}),
+            "beta": HParam(0.999, {"exclusiveMaximum": 1, "minimum": 0, "type": "number"}, CB_SRC),
         },
     ),
     MethodSpec(
@@ -404,8 +411,8 @@ BUILTIN: tuple[MethodSpec, ...] = (
         ),
         trainer=True, neural=True, supports_images=True, fixed={"loss": "ldam"},
         hparams={
-            "max_margin": HParam(0.5, {"minimum": 0, "type": "number"}),
-            "s": HParam(30.0, {"exclusiveMinimum": 0, "type": "number"}),
+            "max_margin": HParam(0.5, {"minimum": 0, "type": "number"}, LDAM_SRC),
+            "s": HParam(30.0, {"exclusiveMinimum": 0, "type": "number"}, LDAM_SRC),
         },
     ),
     MethodSpec(
@@ -416,7 +423,7 @@ BUILTIN: tuple[MethodSpec, ...] = (
         ),
         trainer=True, neural=True, supports_images=True, fixed={"loss": "logit_adjust"},
         hparams={
-            "tau": HParam(1.0, {"minimum": 0, "type": "number"}),
+            "tau": HParam(1.0, {"minimum": 0, "type": "number"}, LOGITADJ_SRC),
         },
     ),
     MethodSpec(
