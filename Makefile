@@ -20,8 +20,7 @@ export DVC_NO_ANALYTICS = 1
 # The environment: pip bootstraps uv (the version requirements.lock pins), uv makes the venv
 # exactly the lock for this platform (`uv pip sync`: the lock's markers pick the Linux or macOS
 # set) and installs this checkout editable, all compiled to bytecode (PYTHONDONTWRITEBYTECODE
-# machines would otherwise compile torch's Python again in every job), then caches the method
-# catalog (cdgtmll.methods.catalog: planning without importing torch). uv reads no pip.conf: UV_INDEX_URL / UV_FIND_LINKS
+# machines would otherwise compile torch's Python again in every job). uv reads no pip.conf: UV_INDEX_URL / UV_FIND_LINKS
 # name another index or local wheel folders; its cache is $(XDG_CACHE_HOME)/uv.
 UV_PIN = $(shell grep -m1 '^uv==' requirements.lock)
 $(BIN)/.installed: requirements.lock pyproject.toml
@@ -30,7 +29,6 @@ $(BIN)/.installed: requirements.lock pyproject.toml
 	$(BIN)/uv pip sync --quiet --compile-bytecode --python $(BIN)/python requirements.lock
 	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python --no-deps --no-build-isolation -e .
 	$(BIN)/python -m compileall -q src
-	$(BIN)/python -m cdgtmll.methods.catalog
 	touch $@
 
 venv: $(BIN)/.installed

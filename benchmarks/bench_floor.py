@@ -34,8 +34,8 @@ Rows (each with the ratio it should stay under):
    fp32 fit of this model can beat on this CPU.
 5. ``imports``: CPU seconds (user + system) of a fresh interpreter importing what a training job
    imports (``cdgtmll.train``, the method via the registry, the trainer, deterministic mode, an
-   AdamW step as the trainer takes it), with the method catalog of this source tree cached as a
-   workflow run leaves it; median of 3; it names any of scikit-learn, sympy,
+   AdamW step as the trainer takes it; the registry imports only the method's own module);
+   median of 3; it names any of scikit-learn, sympy,
    ``torch._inductor`` it finds loaded. Target <= 3 s.
 
 Data: MULAN train files under ``$CDGTMLL_DATA_MIRROR`` (default /work/shared/datasets); the
@@ -360,12 +360,6 @@ def row_floor(mirror: Path, epochs: int, rounds: int = 1,
 
 
 def row_imports(method: str = "CD-GTMLL", repeats: int = 3) -> dict:
-    # a training job starts after the workflow's parse, which caches the method catalog of this
-    # source tree (cdgtmll.methods.catalog; `make venv` too): without it, right after a code edit,
-    # build() imports every method module, scikit-learn included
-    from cdgtmll.methods.catalog import catalog
-
-    catalog()
     code = IMPORT_SNIPPET.format(method=method)
     env = dict(os.environ, OMP_NUM_THREADS="1")
     cpus, loaded = [], "?"

@@ -3,12 +3,13 @@
     python benchmarks/bench_parse.py [--config config/config.yaml] [--repeat 3]
 
 Each command runs in a child process under ``python -X importtime``; the script prints, per
-command and catalog state, the median user+system CPU seconds of the child (load on this
+command and cache state, the median user+system CPU seconds of the child (load on this
 machine does not inflate CPU time the way it inflates wall time), the wall time with the
 1-minute load beside it, and which of torch / scikit-learn / the method modules the child
-imported. Catalog states (:mod:`cdgtmll.methods.catalog`): ``warm`` (cached for this source
-tree, as after ``make venv``) and ``cold`` (an empty ``XDG_CACHE_HOME``: built on the way, as
-on the first parse after a code change). Target: a warm dry run of the default profile under
+imported. Cache states (``$XDG_CACHE_HOME/cdgtmll/``: the source files' sha256 that
+:mod:`cdgtmll.data.acquire` remembers): ``warm`` (as after an earlier parse) and ``cold`` (an
+empty ``XDG_CACHE_HOME``). Planning reads the method specs (:mod:`cdgtmll.methods.spec`), which
+import no method. Target: a warm dry run of the default profile under
 3 s of CPU, importing neither torch nor scikit-learn.
 """
 
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             wall = statistics.median(r[1] for r in rows)
             load = statistics.mean(r[2] for r in rows)
             imported = sorted(set().union(*(r[3] for r in rows)))
-            print(f"RESULT catalog={state} command='{name}' cpu_s={cpu:.2f} wall_s={wall:.2f} load1={load:.2f} "
+            print(f"RESULT cache={state} command='{name}' cpu_s={cpu:.2f} wall_s={wall:.2f} load1={load:.2f} "
                   f"imports={','.join(imported) or 'none of ' + '/'.join(WATCH)}")
     return 0
 

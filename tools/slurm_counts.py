@@ -160,7 +160,7 @@ def neural_kind(config: dict, dataset: str, gpu: str) -> str:
 def count(out: str, config: dict, local: set[str]) -> dict:
     """The numbers of one dry run (``config``: the loaded config, to tell neural methods apart)."""
     from cdgtmll.config import plan
-    from cdgtmll.methods import catalog
+    from cdgtmll.methods import base
 
     jobs, groups = parse_jobs(out), parse_groups(out)
     stats = STATS.findall(out)
@@ -179,7 +179,7 @@ def count(out: str, config: dict, local: set[str]) -> dict:
         gpu = j["resources"].get("gpu", "0")
         if kind in TRAIN_RULES:
             method, dataset = j["wildcards"]["method"], j["wildcards"]["dataset"]
-            neural = catalog.is_neural(plan.resolve_method(config, method)[0])
+            neural = base.spec_of(plan.resolve_method(config, method)[0]).neural
             kind = f"{kind}, {neural_kind(config, dataset, gpu) if neural else method}"
             kind_datasets.setdefault(kind, set()).add(dataset)
         elif kind in local:

@@ -71,7 +71,7 @@ def _check_config(path: Path) -> int:
 
 def _methods(config: Path | None) -> int:
     from cdgtmll.config.schema import ConfigError
-    from cdgtmll.methods import catalog
+    from cdgtmll.methods import base
 
     try:
         added = _load_plugins(config)
@@ -79,9 +79,9 @@ def _methods(config: Path | None) -> int:
         print(exc, file=sys.stderr)
         return 2
     plugin_of = {name: mod for mod, names in added.items() for name in names}
-    for name in catalog.available():
+    for name in base.available():
         tag = f"  [plugin {plugin_of[name]}, {config}]" if name in plugin_of else ""
-        print(f"{name:16s} {catalog.description(name)}{tag}")
+        print(f"{name:16s} {base.spec_of(name).description}{tag}")
     return 0
 
 
@@ -149,7 +149,7 @@ def _envs(path: Path) -> int:
     config at ``path`` run in, studies included."""
     from cdgtmll.config import loader, plan
     from cdgtmll.config.schema import ConfigError
-    from cdgtmll.methods import catalog
+    from cdgtmll.methods import base
 
     try:
         cfg = loader.load(path)
@@ -157,8 +157,7 @@ def _envs(path: Path) -> int:
         print(exc, file=sys.stderr)
         return 2
     names = list(cfg["experiments"]["methods"]) + [m for jobs in plan.study_jobs(cfg).values() for _, _, m in jobs]
-    entries = catalog.catalog()["methods"]
-    envs = {entries[r]["env"] for r in (plan.resolve_method(cfg, m)[0] for m in names) if r in entries}
+    envs = {base.spec_of(plan.resolve_method(cfg, m)[0]).env for m in names}
     print("\n".join(sorted(e for e in envs if e)))
     return 0
 

@@ -234,8 +234,8 @@ def run_seeds(job):
     return SEEDS + EXTRA_SEEDS if run in POWERED_RUNS else SEEDS
 
 
-# Methods whose fit does not depend on the seed (Method.deterministic, read from the method
-# catalog; cdgtmll.config.plan.fit_seeds): their run folders hold one seed folder, the first of
+# Methods whose fit does not depend on the seed (deterministic in the method's spec;
+# cdgtmll.config.plan.fit_seeds): their run folders hold one seed folder, the first of
 # SEEDS, trained by rule train_once and evaluated by rule evaluate_once (their method wildcard
 # matches only these names, and ruleorder puts them before train and evaluate, whose outputs name
 # every seed); power adds no seed to them. Every table, claim and figure reads them as n = 1.

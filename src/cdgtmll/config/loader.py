@@ -8,8 +8,8 @@ Validation happens in two layers before any job starts:
    wildcard value (``data.custom`` datasets, aliases, method entries) matches the one pattern of
    :mod:`cdgtmll.config.names`, dataset names exist in the dataset
    registry (or ``data.custom``), method names exist in the method registry, every
-   method's hyper-parameters are accepted by its constructor and lie in the range or
-   type its class declares (``hparam_space``, :func:`cdgtmll.methods.base.check_hparams`),
+   method's hyper-parameters are declared by its spec and lie in the range or type declared
+   there (:class:`cdgtmll.methods.spec.HParam`, :func:`cdgtmll.methods.base.check_hparams`),
    wherever they are set: ``methods``, ``aliases``, ``dataset_overrides`` or an
    ``@key=value`` override.
 
@@ -63,7 +63,7 @@ def _default_figures(config: dict) -> None:
 
 def _semantic_checks(config: dict, source: str) -> None:
     from cdgtmll.data.registry import get_spec
-    from cdgtmll.methods import base, catalog
+    from cdgtmll.methods import base
 
     import_plugins(config.get("plugins", []), source)
 
@@ -107,7 +107,7 @@ def _semantic_checks(config: dict, source: str) -> None:
         if d != "default":
             check_dataset(d, f"training.{d}")
     aliases = config.get("aliases", {})
-    known_methods = catalog.available()
+    known_methods = base.available()
     for a, spec in aliases.items():
         if (problem := name_problem(a, "alias")) is not None:
             fail(f"aliases.{a}", problem)
@@ -127,7 +127,7 @@ def _semantic_checks(config: dict, source: str) -> None:
             fail(key, f"unknown method '{m}'; registered: {', '.join(known_methods)}"
                       + (f"; aliases: {', '.join(sorted(aliases))}" if aliases else ""))
         try:
-            catalog.check(registered, method_hparams(config, dataset or "", m))
+            base.check_hparams(registered, method_hparams(config, dataset or "", m))
         except base.HparamError as exc:  # out of range: name the key that set it, down to the parameter
             base_name, at_over = split_method(m)
             d_over = config.get("dataset_overrides", {}).get(dataset or "", {})

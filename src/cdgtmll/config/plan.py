@@ -105,10 +105,10 @@ def finetunes_images(config: dict, dataset: str) -> bool:
 def not_runnable(config: dict, dataset: str, method: str) -> str | None:
     """The method's own reason it cannot run on this dataset here (e.g. no pretrained
     encoder, or it needs feature vectors while the dataset is fine-tuned on images)."""
-    from cdgtmll.methods import catalog
+    from cdgtmll.methods import base
 
     registered, _ = resolve_method(config, method)
-    return catalog.not_runnable(registered, method_hparams(config, dataset, method), finetunes_images(config, dataset))
+    return base.not_runnable(registered, method_hparams(config, dataset, method), finetunes_images(config, dataset))
 
 
 def gpus_wanted(config: dict) -> bool:
@@ -141,7 +141,7 @@ def train_cells(config: dict, dataset: str) -> int | None:
 
 def train_gpus(config: dict, dataset: str, method: str) -> int:
     """GPUs of the training job of ``method`` on ``dataset``: none unless :func:`gpus_wanted`,
-    and none for a method that trains no torch model (:func:`cdgtmll.methods.catalog.is_neural`:
+    and none for a method that trains no torch model (:attr:`cdgtmll.methods.spec.MethodSpec.neural`:
     linear models and external libraries). A neural method's job asks for one with
     ``experiments.device: cuda``, on an image dataset, on an XMC dataset (registry kind
     ``xmc``), on a dataset whose size :func:`train_cells` does not know, and on any other
@@ -149,12 +149,12 @@ def train_gpus(config: dict, dataset: str, method: str) -> int:
     with device ``auto`` on a cluster, it asks for none, and the job trains on the CPU
     (:func:`cdgtmll.pipeline.env.job_device`)."""
     from cdgtmll.data.registry import get_spec
-    from cdgtmll.methods import catalog
+    from cdgtmll.methods import base
 
     if not gpus_wanted(config):
         return 0
     registered, _ = resolve_method(config, method)
-    if not catalog.is_neural(registered):
+    if not base.spec_of(registered).neural:
         return 0
     if config["experiments"].get("device", "auto") == "cuda" or is_image_dataset(config, dataset):
         return 1
@@ -216,10 +216,10 @@ def train_runtime(config: dict, dataset: str, method: str, n_train: int | None, 
 
 def is_deterministic(config: dict, method: str) -> bool:
     """Whether ``method`` (a name, alias or ``@`` variant) declares that its fit and predictions do
-    not depend on the seed (``Method.deterministic``, read from the method catalog)."""
-    from cdgtmll.methods import catalog
+    not depend on the seed (``MethodSpec.deterministic``)."""
+    from cdgtmll.methods import base
 
-    return catalog.is_deterministic(resolve_method(config, method)[0])
+    return base.spec_of(resolve_method(config, method)[0]).deterministic
 
 
 def fit_seeds(config: dict, method: str) -> list[int]:
@@ -234,29 +234,26 @@ def fit_seeds(config: dict, method: str) -> list[int]:
 
 def _resolved_hparams(config: dict, dataset: str, method: str) -> dict:
     """Every hyper-parameter the job's method uses, code defaults included
-    (:func:`cdgtmll.methods.catalog.resolved_hparams`): a changed default re-runs the job."""
-    from cdgtmll.methods import catalog
+    (:func:`cdgtmll.methods.base.resolved_hparams`): a changed default re-runs the job."""
+    from cdgtmll.methods import base
 
     registered, _ = resolve_method(config, method)
-    hp = catalog.resolved_hparams(registered, method_hparams(config, dataset, method), training_protocol(config, dataset))
+    hp = base.resolved_hparams(registered, method_hparams(config, dataset, method), training_protocol(config, dataset))
     return json.loads(canonical_json(hp))
 
 
 def method_protocol(config: dict, dataset: str, method: str) -> dict:
     """The part of the dataset's training protocol (``training.<dataset>`` over ``training.default``)
-    that ``method`` reads: all of it for a method that trains a torch model (``Method.neural``: the
+    that ``method`` reads: all of it for a method that trains a torch model (``MethodSpec.neural``: the
     shared trainer reads every key, ``ctx.extra['training']``), else only the keys its constructor
     accepts (:func:`cdgtmll.methods.base.build_for_protocol` passes no other; for the built-in
     classical methods, none), so that ``training.<dataset>.epochs`` re-runs no BR-LogReg job."""
-    from cdgtmll.methods import base, catalog
+    from cdgtmll.methods import base
 
     registered, _ = resolve_method(config, method)
     proto = training_protocol(config, dataset)
-    if catalog.is_neural(registered):
-        return proto
-    entry = catalog.catalog()["methods"].get(registered)
-    accepted = set(entry["accepted"]) if entry is not None else base.hparam_names(base.get(registered))[0]
-    return {k: v for k, v in proto.items() if k in accepted}
+    spec = base.spec_of(registered)
+    return proto if spec.neural else spec.from_protocol(proto)
 
 
 def run_spec(config: dict, dataset: str, variant: str, method: str) -> dict:
@@ -354,7 +351,7 @@ def study_under_datasets(config: dict, study: str) -> list[str]:
 
 
 def _check_under_key(config: dict, study: str, where: str, key: str, value) -> None:
-    from cdgtmll.methods import base, catalog
+    from cdgtmll.methods import base
 
     def fail(msg: str):
         raise ConfigError(f"config error at '{where}': {msg}")
@@ -372,13 +369,12 @@ def _check_under_key(config: dict, study: str, where: str, key: str, value) -> N
         if key in over:
             fail(f"the study's method '{m}' sets '{key}' itself ({key}={_scalar_text(over[key])}); "
                  "a reading must change another hyper-parameter")
-        entry = catalog.catalog()["methods"].get(registered)
-        declared = sorted(entry["accepted"] if entry is not None else base.hparam_names(base.get(registered))[0])
-        if key not in declared:  # also for a method open to more keywords: a reading names a declared one
+        declared = base.spec_of(registered).accepted()
+        if key not in declared:
             fail(f"'{key}' is not a hyper-parameter of '{registered}' (run by study '{study}' as '{m}'); "
                  f"its hyper-parameters: {', '.join(declared)}")
         try:
-            catalog.check(registered, {key: value})
+            base.check_hparams(registered, {key: value})
         except base.HparamError as exc:
             fail(f"expected {exc.expected} (a hyper-parameter of '{registered}', run by study '{study}' "
                  f"as '{m}'), got {base.format_value(value)}")
@@ -544,10 +540,10 @@ STAGE1_FIELDS = ("dataset", "variant", "training", "device", "data", "r_variants
 
 def base_method(config: dict, method: str) -> str | None:
     """The registered method whose trained model ``method``'s first stage is
-    (:attr:`cdgtmll.methods.base.Method.builds_on`: PE, ETU, LSFA -> BCE), or None."""
-    from cdgtmll.methods import catalog
+    (:attr:`cdgtmll.methods.spec.MethodSpec.builds_on`: PE, ETU, LSFA -> BCE), or None."""
+    from cdgtmll.methods import base
 
-    return catalog.builds_on(resolve_method(config, method)[0])
+    return base.spec_of(resolve_method(config, method)[0]).builds_on
 
 
 def base_job(config: dict, jobs, dataset: str, variant: str, method: str, own=()) -> tuple[str, str, str] | None:
@@ -571,10 +567,9 @@ def base_job(config: dict, jobs, dataset: str, variant: str, method: str, own=()
 
 
 def _accepted(name: str) -> set[str]:
-    from cdgtmll.methods import base, catalog
+    from cdgtmll.methods import base
 
-    entry = catalog.catalog()["methods"].get(name)
-    return set(entry["accepted"]) if entry is not None else set(base.hparam_names(base.get(name))[0])
+    return set(base.spec_of(name).accepted())
 
 
 def base_run(config: dict, spec: dict, base: tuple[str, str, str] | None, base_seeds) -> dict:
@@ -586,7 +581,7 @@ def base_run(config: dict, spec: dict, base: tuple[str, str, str] | None, base_s
     (the seeds its run folder trains) holding every seed of ``spec``. Otherwise
     ``{method, dir: None, reason}``: the run fits its first stage itself, and says why."""
     from cdgtmll.io import config_hash
-    from cdgtmll.methods import catalog
+    from cdgtmll.methods import base as methods
 
     b = base_method(config, spec["method"])
     where = f"{spec['dataset']}/{spec['variant']}"
@@ -603,7 +598,7 @@ def base_run(config: dict, spec: dict, base: tuple[str, str, str] | None, base_s
     registered = resolve_method(config, spec["method"])[0]
     shared = _accepted(b) & _accepted(registered)
     mine = {k: v for k, v in spec["resolved_hparams"].items() if k in shared}
-    want = json.loads(canonical_json(catalog.resolved_hparams(b, mine, training_protocol(config, spec["dataset"]))))
+    want = json.loads(canonical_json(methods.resolved_hparams(b, mine, training_protocol(config, spec["dataset"]))))
     have = bspec["resolved_hparams"]
     diff = sorted(k for k in set(want) | set(have) if canonical_json(want.get(k)) != canonical_json(have.get(k)))
     if diff:

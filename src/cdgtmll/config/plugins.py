@@ -64,10 +64,9 @@ def import_plugins(modules: list[str], source: str = "config",
     import importlib
     import sys
 
-    from cdgtmll.methods import base, catalog
-    from cdgtmll.methods.catalog import BUILTIN_MODULES
+    from cdgtmll.methods import base
 
-    builtin = set(catalog.catalog()["methods"])
+    builtin = set(base.builtin_names())
 
     dirs = [Path(d) for d in (search or [])]
     for d in reversed(dirs):
@@ -83,7 +82,7 @@ def import_plugins(modules: list[str], source: str = "config",
             raise ConfigError(f"{source}: config error at 'plugins[{i}]': "
                               f"{_plugin_failure(mod, exc, dirs)}") from None
         now = base.registered()
-        added[mod] = sorted(n for n in set(now) - before if now[n].__module__ not in BUILTIN_MODULES)
+        added[mod] = sorted(set(now) - before)
         clash = [n for n in added[mod] if n in builtin]
         if clash:
             raise ConfigError(f"{source}: config error at 'plugins[{i}]': '{mod}' registers {clash}, "

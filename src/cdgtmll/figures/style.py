@@ -41,19 +41,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cdgtmll.figures.intervals import PERCENT, seed_interval
+from cdgtmll.methods.builtin import BUILTIN
 
 PALETTE = "colorblind"
 PROPOSED = "CD-GTMLL"
-#: Every built-in method (tests check this against :func:`cdgtmll.methods.base.available`): the
-#: proposed method, then the methods most often drawn together (the robustness study's BCE,
-#: ASL, MLC-NC and the reference BR-LogReg), then the paper's table order (config/config.yaml),
-#: then the XMC reference rows of config/paper.yaml. A newly registered method goes at the end
-#: (appending keeps every other method's style).
-BUILTIN_ORDER = (
-    "CD-GTMLL", "BCE", "ASL", "MLC-NC", "BR-LogReg", "PE", "SRB", "DBL", "LSFA", "BalanceMix",
-    "MLBOTE", "CC", "ML-GCN", "C-Tran", "ML-Decoder", "LCIFS", "XR-Transformer", "MatchXML", "XR-Linear",
-    "ETU", "Focal", "CB", "LDAM", "LogitAdj", "napkinXC-PLT", "LibMultiLabel-1vsRest", "kNN-15", "RF-300",
-)  # fmt: skip
+#: Every built-in method, in the order of their specs (:data:`cdgtmll.methods.builtin.BUILTIN`,
+#: whose docstring says why): a method's style follows from its position.
+BUILTIN_ORDER = tuple(spec.name for spec in BUILTIN)
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 LINESTYLES = ("-", "--", ":", "-.")
 HATCHES = ("", "////", "\\\\\\\\", "xxxx")

@@ -182,13 +182,11 @@ def identity(roots: Iterable[str]) -> dict[str, Any]:
 
 
 def method_module(method: str) -> str | None:
-    """The module that defines registered method ``method`` (the catalog for a built-in: no import)."""
-    from cdgtmll.methods import base, catalog
+    """The module that defines registered method ``method`` (its spec's ``impl``: no import), or None."""
+    from cdgtmll.methods import base
 
-    entry = catalog.catalog()["methods"].get(method)
-    if entry is not None:
-        return entry["module"]
-    return base.get(method).__module__ if method in base.registered() else None
+    spec = base.registered().get(method)
+    return spec.module if spec is not None else None
 
 
 def train_roots(spec: dict) -> list[str]:

@@ -7,22 +7,24 @@ of shape ``[n, L]``. Thresholding and metrics happen outside the method, in
 :mod:`cdgtmll.metrics.evaluate_run`, identically for every method, so that only the method
 differs between rows of a table.
 
-Hyper-parameters come from config (``methods.<name>`` in config.yaml) as keyword
-arguments of the constructor; unknown keys are an error. Each method class declares
-the valid range of every hyper-parameter as a JSON-schema fragment
-(:attr:`Method.hparam_space`, next to its ``__init__``); :func:`build` checks the given
-values against them (:func:`check_hparams`) before the constructor runs, so a bad value
-stops config validation, naming the method, the hyper-parameter, the value and the range.
+Each method is declared once, as data (:class:`cdgtmll.methods.spec.MethodSpec`: the
+built-ins in :mod:`cdgtmll.methods.builtin`, a plugin's passed to :func:`register`). The
+registry maps a name to its spec, and to its class once the class's module is imported
+(:func:`get` imports only that module). Planning and config validation read the specs alone
+(:func:`check_hparams`, :func:`resolved_hparams`, :func:`not_runnable`), so they import neither
+torch nor scikit-learn. Hyper-parameters come from config (``methods.<name>`` in config.yaml);
+unknown names and values outside their declared space stop config validation, naming the
+method, the hyper-parameter, the value and the range; :func:`build` calls the class with every
+default of the spec filled in.
 """
 
 from __future__ import annotations
 
-import copy
-import functools
-import inspect
+import dataclasses
+import importlib
 import math
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from abc import ABC, ABCMeta, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -31,6 +33,9 @@ import jsonschema
 import numpy as np
 
 from cdgtmll.labels import label_counts, tail_labels
+from cdgtmll.methods.builtin import BUILTIN
+from cdgtmll.methods.requirements import encoder_reason, env_hparams, env_reason
+from cdgtmll.methods.spec import MethodSpec
 
 if TYPE_CHECKING:
     from cdgtmll.nn.progress import RunProgress
@@ -88,41 +93,29 @@ class NotRunnable(RuntimeError):
     that is not configured). The pipeline does not schedule it; tables say why."""
 
 
-class Method(ABC):
+class _SpecDefaults(ABCMeta):
+    """Calling a method class fills in its spec's defaults (:meth:`MethodSpec.arguments`): a
+    constructor declares its hyper-parameters without defaults, and ``CDGTMLL()`` is CD-GTMLL
+    with the defaults of its spec, as :func:`build` makes it."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        spec = getattr(cls, "spec", None)
+        if spec is not None:
+            kwargs = spec.arguments(kwargs)
+        return super().__call__(*args, **kwargs)
+
+
+class Method(ABC, metaclass=_SpecDefaults):
     """Base class. Subclasses set ``name`` and implement ``fit`` and ``predict_proba``."""
 
-    name: str = ""
-    #: free text shown in the methods page and tables' footnotes
-    description: str = ""
-    #: valid values of the hyper-parameters this class's ``__init__`` adds: one JSON-schema
-    #: fragment per name, e.g. ``{"C": {"type": "number", "exclusiveMinimum": 0}}``.
-    #: Subclasses inherit their parents' (:func:`hparam_space_of` merges them along the
-    #: ``**trainer`` chain); every hyper-parameter of a registered method has one.
-    hparam_space: ClassVar[dict[str, dict]] = {}
-    #: whether ``fit`` trains on ``RunContext.device`` (a torch model: a GPU speeds it up).
-    #: A cluster run asks a GPU for exactly these methods' training jobs
-    #: (:func:`cdgtmll.config.plan.train_gpus`); the others (linear models, external
-    #: libraries) run on CPUs.
+    #: the method's declaration (:class:`~cdgtmll.methods.spec.MethodSpec`); :func:`register` and
+    #: :func:`get` set it, and the attributes below, from the spec: a class declares none of them
+    spec: ClassVar[MethodSpec | None] = None
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
     neural: ClassVar[bool] = False
-    #: the registered method whose trained model this method's first stage is, bit for bit
-    #: (PE, ETU and LSFA: ``"BCE"``), or None. Planning then gives the run the base method's run
-    #: of the same dataset, variant, settings and seeds as an input (``base_run`` in the run
-    #: spec: :func:`cdgtmll.config.plan.base_run`) and the method reads that run's model instead
-    #: of training it again (:meth:`cdgtmll.methods.neural.NeuralMethod.fit`).
     builds_on: ClassVar[str | None] = None
-    #: whether ``fit`` and the predictions provably do not depend on ``RunContext.seed`` (nor on
-    #: any generator :func:`cdgtmll.train.set_seed` seeds): every seed would write the same bytes.
-    #: Planning then trains such a method's run once, on the first seed of its list, and every
-    #: table, claim and figure reads it as one run (n = 1: :func:`cdgtmll.config.plan.fit_seeds`).
-    #: Declared per class only after reading its code; ``tests/unit/methods/test_deterministic.py``
-    #: trains each declared method with two seeds on real data and compares the bytes.
     deterministic: ClassVar[bool] = False
-
-    @classmethod
-    def open_hparam_space(cls) -> dict[str, dict]:
-        """Spaces of the free keywords an open ``__init__`` takes (e.g. a loss-head
-        method's loss hyper-parameters, :class:`cdgtmll.methods.neural.LossHeadMethod`)."""
-        return {}
 
     @abstractmethod
     def fit(self, data: FitData, ctx: RunContext) -> Method: ...
@@ -134,8 +127,9 @@ class Method(ABC):
         """Whether the method can train end to end on images (``FitData.images``): a
         method that treats ``X`` as feature vectors (interpolates, selects or samples
         them, or fits a linear model on them) cannot, and is not scheduled on an image
-        dataset with ``image_backbone.mode: finetune`` (:func:`image_input_reason`)."""
-        return False
+        dataset with ``image_backbone.mode: finetune`` (:func:`image_input_reason`). Its
+        spec's ``supports_images``."""
+        return bool(self.spec is not None and self.spec.supports_images)
 
     def not_runnable_reason(self) -> str | None:
         """Why this configured method cannot run here (checked before scheduling), or None.
@@ -180,140 +174,145 @@ def image_input_reason(method: Method) -> str | None:
     return None if method.supports_images() else image_reason_text(method.name)
 
 
-_REGISTRY: dict[str, type[Method]] = {}
-
-#: imports the built-in method modules: :func:`cdgtmll.methods.catalog.load_builtins`, set when that
-#: package is imported (always before this module); this module imports none of them
-_BUILTIN_LOADER: list[Callable[..., None]] = []
-
-
-def set_builtin_loader(load: Callable[..., None]) -> None:
-    _BUILTIN_LOADER[:] = [load]
+#: name -> spec of every method: the built-ins (:data:`cdgtmll.methods.builtin.BUILTIN`, in their
+#: order) and the plugins registered so far
+_SPECS: dict[str, MethodSpec] = {s.name: s for s in BUILTIN}
+#: name -> class of the methods whose implementation is imported
+_CLASSES: dict[str, type[Method]] = {}
 
 
-def _load_builtins(name: str | None = None) -> None:
-    """Import the built-in method modules: all of them, or (``name``) the one that defines ``name``
-    where that is known without importing (:func:`cdgtmll.methods.catalog.load_builtins`)."""
-    for load in _BUILTIN_LOADER:
-        load(name)
+def builtin_names() -> list[str]:
+    """The built-in methods, in the order of :data:`cdgtmll.methods.builtin.BUILTIN` (the figures')."""
+    return [s.name for s in BUILTIN]
 
 
-def registered() -> dict[str, type[Method]]:
-    """The methods registered so far (built-ins only once something loaded them; plugins
-    once imported), without importing anything."""
-    return dict(_REGISTRY)
+def registered() -> dict[str, MethodSpec]:
+    """Every method's spec: the built-ins and the plugins imported so far. Imports nothing."""
+    return dict(_SPECS)
 
 
-def register(name: str) -> Callable[[type[Method]], type[Method]]:
-    """Register a method class under ``name``. The name becomes a run folder and a Snakemake
-    wildcard value, so it must be one :func:`cdgtmll.config.names.name_problem` accepts; a
-    plugin registering another is refused here, naming its module, before any job is planned."""
+def spec_of(name: str) -> MethodSpec:
+    """The spec of method ``name``; a KeyError naming the registered methods otherwise."""
+    try:
+        return _SPECS[name]
+    except KeyError:
+        raise KeyError(f"unknown method '{name}'; registered methods: {', '.join(available())}") from None
+
+
+def register(spec: MethodSpec | str) -> Callable[[type[Method]], type[Method]]:
+    """Register a method class: ``@register(MethodSpec("Prior", description=..., hparams=...))`` for
+    a plugin (``impl`` may be left empty: it is the decorated class), ``@register("BCE")`` for a
+    class that implements a spec declared already (a built-in's, :mod:`cdgtmll.methods.builtin`).
+    A plain name without a declared spec registers a method without hyper-parameters.
+
+    The name becomes a run folder and a Snakemake wildcard value, so it must be one
+    :func:`cdgtmll.config.names.name_problem` accepts; a plugin registering another is refused
+    here, naming its module, before any job is planned."""
     from cdgtmll.config.names import name_problem
 
     def deco(cls: type[Method]) -> type[Method]:
+        impl = f"{cls.__module__}:{cls.__qualname__}"
+        if isinstance(spec, str):
+            declared = _SPECS.get(spec) or MethodSpec(spec, impl=impl, description=cls.description)
+        else:
+            declared = dataclasses.replace(spec, impl=spec.impl or impl)
+        name = declared.name
         problem = name_problem(name, "method")
         if problem is not None:
             raise ValueError(f"{cls.__module__}.{cls.__qualname__}: register({name!r}): {problem}")
-        if name in _REGISTRY and _REGISTRY[name] is not cls:
+        if declared.impl != impl:
+            raise ValueError(f"method '{name}' is declared as {declared.impl}, not {impl}")
+        if (name in _CLASSES and _CLASSES[name] is not cls) or (name in _SPECS and _SPECS[name] != declared):
             raise ValueError(f"method '{name}' registered twice")
-        cls.name = name
-        _REGISTRY[name] = cls
+        _bind(cls, declared)
+        _SPECS[name] = declared
+        _CLASSES[name] = cls
         return cls
 
     return deco
 
 
+def _bind(cls: type[Method], spec: MethodSpec) -> None:
+    """Give the class what its spec says of it (the class declares none of it itself)."""
+    cls.spec = spec
+    cls.name = spec.name
+    cls.description = spec.description
+    cls.neural = spec.neural
+    cls.builds_on = spec.builds_on
+    cls.deterministic = spec.deterministic
+
+
 def available() -> list[str]:
-    """Every registered method: the built-ins (imported now if need be) and the plugins imported."""
-    _load_builtins()
-    return sorted(_REGISTRY)
+    """Every registered method: the built-ins and the plugins imported so far. Imports nothing."""
+    return sorted(_SPECS)
 
 
 def get(name: str) -> type[Method]:
-    if name not in _REGISTRY:
-        _load_builtins(name)
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise KeyError(f"unknown method '{name}'; registered methods: {', '.join(available())}") from None
+    """The class of method ``name``, its module imported on first use (only that one)."""
+    if name not in _CLASSES:
+        spec = spec_of(name)
+        module = importlib.import_module(spec.module)
+        if name not in _CLASSES:  # a class without @register: bind it here
+            cls = getattr(module, spec.class_name)
+            _bind(cls, spec)
+            _CLASSES[name] = cls
+    return _CLASSES[name]
 
 
-FORWARDED = "trainer"  # a ``**trainer`` parameter passes its keys on to the parent class
-
-
-def hparam_names(cls: type) -> tuple[set[str], bool]:
-    """Hyper-parameters a method class accepts: the named parameters of its ``__init__``
-    and, through ``**trainer``, of its parents' (so subclasses of NeuralMethod need not
-    repeat the trainer's). ``open`` is True when some ``__init__`` takes other free
-    keywords (e.g. a loss's hyper-parameters), which that class validates itself."""
-    names: set[str] = set()
-    open_ = False
-    for klass in cls.__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is None or klass is object:
-            continue
-        params = inspect.signature(init).parameters.values()
-        names |= {p.name for p in params if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
-        var_kw = [p.name for p in params if p.kind is p.VAR_KEYWORD]
-        if not var_kw:
-            break
-        open_ = open_ or any(n != FORWARDED for n in var_kw)
-    return names, open_
+def check_hparams(name: str, hparams: dict[str, Any]) -> None:
+    """Check configured hyper-parameters of method ``name`` against its spec: an unknown name is a
+    ValueError naming the allowed ones; a value outside its space is an :class:`HparamError`
+    (a ValueError), e.g. ``method 'BR-LogReg': hyper-parameter 'C' = -1: expected a number > 0``."""
+    spec = spec_of(name)
+    unknown = spec.unknown(hparams)
+    if unknown:
+        raise ValueError(f"method '{name}': unknown hyper-parameter(s) {unknown}; allowed: {spec.accepted()}")
+    check_values(f"method '{name}'", spec.space(), hparams)
 
 
 def build(name: str, hparams: dict[str, Any] | None = None) -> Method:
-    """Instantiate a registered method; unknown hyper-parameters name themselves."""
-    cls = get(name)
+    """Instantiate method ``name``: its hyper-parameters checked, every default of its spec filled
+    in (:meth:`~cdgtmll.methods.spec.MethodSpec.arguments`), its class imported and called."""
     hparams = dict(hparams or {})
-    names, open_ = hparam_names(cls)
-    if not open_:
-        unknown = sorted(set(hparams) - names)
-        if unknown:
-            raise ValueError(f"method '{name}': unknown hyper-parameter(s) {unknown}; allowed: {sorted(names)}")
     check_hparams(name, hparams)
-    return cls(**hparams)
+    return get(name)(**spec_of(name).arguments(hparams))
 
 
 def build_for_protocol(name: str, hparams: dict[str, Any], training: dict[str, Any]) -> Method:
     """Instantiate ``name`` with its hyper-parameters plus those keys of the dataset's
-    training protocol (epochs, batch_size, learning rates, ...) that its constructor
-    accepts; classical methods accept none of them and ignore the protocol."""
-    accepted, _ = hparam_names(get(name))
-    merged = {k: v for k, v in training.items() if k in accepted}
-    merged.update(hparams)
-    return build(name, merged)
-
-
-def constructor_defaults(cls: type) -> dict[str, Any]:
-    """Default values of the constructor parameters along the ``**trainer`` chain
-    (the most derived class wins), as :func:`hparam_names` walks it."""
-    out: dict[str, Any] = {}
-    for klass in cls.__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is None or klass is object:
-            continue
-        params = inspect.signature(init).parameters.values()
-        for p in params:
-            if p.default is not p.empty and p.name != "self":
-                out.setdefault(p.name, p.default)
-        if not any(p.kind is p.VAR_KEYWORD for p in params):
-            break
-    return out
+    training protocol (epochs, batch_size, learning rates, ...) that it takes; classical
+    methods take none of them and ignore the protocol."""
+    return build(name, {**spec_of(name).from_protocol(training), **hparams})
 
 
 def resolved_hparams(name: str, hparams: dict[str, Any], training: dict[str, Any]) -> dict[str, Any]:
-    """Every hyper-parameter value a run of ``name`` actually uses: the constructor
-    defaults, overlaid by the protocol keys and the configured values, plus what the
-    method itself reports (``hparams()``, e.g. a loss's own defaults). Part of the run
-    spec, so that a changed *code default* re-runs exactly the affected jobs, as a
-    changed config value does."""
-    m = build_for_protocol(name, hparams, training)
-    accepted, _ = hparam_names(type(m))
-    out = {**constructor_defaults(type(m)), **{k: v for k, v in training.items() if k in accepted}, **hparams}
-    own = getattr(m, "hparams", None)
-    if callable(own):
-        out.update(own())
+    """Every hyper-parameter value a run of ``name`` uses, from its spec alone (nothing imported):
+    the defaults, overlaid by the protocol keys it takes, its ``fixed`` entries and the configured
+    values, plus an external library's environment entries (folder, lock and its sha256, pin).
+    Part of the run spec, so that a changed *default* re-runs exactly the affected jobs, as a
+    changed config value does. Entries of a class's ``hparams()`` that depend on an argument
+    (ML-Decoder's ``loss_hparams`` follow ``loss``) are not here; the class reports them."""
+    spec = spec_of(name)
+    check_hparams(name, {**spec.from_protocol(training), **hparams})
+    out = spec.resolved(hparams, training)
+    if spec.env:
+        out.update(env_hparams(spec.env))
     return out
+
+
+def not_runnable(name: str, hparams: dict[str, Any], finetunes_images: bool) -> str | None:
+    """Why ``name`` with ``hparams`` cannot run here, or None, from its spec (nothing built or
+    downloaded): no usable encoder (``needs_encoder``), an environment not built (``env``), then,
+    on a dataset fine-tuned on images, a method that needs feature vectors (``supports_images``)."""
+    spec = spec_of(name)
+    reason = None
+    if spec.needs_encoder:
+        reason = encoder_reason({**spec.defaults(), **hparams}.get("encoder"))
+    elif spec.env:
+        reason = env_reason(spec.env)
+    if reason is None and finetunes_images and not spec.supports_images:
+        reason = image_reason_text(name)
+    return reason
 
 
 # ------------------------------------------------------------- hyper-parameter ranges
@@ -326,36 +325,6 @@ class HparamError(ValueError):
     def __init__(self, owner: str, param: str, value: Any, expected: str) -> None:
         self.owner, self.param, self.value, self.expected = owner, param, value, expected
         super().__init__(f"{owner}: hyper-parameter '{param}' = {format_value(value)}: expected {expected}")
-
-
-def hparam_space_of(cls: type) -> dict[str, dict]:
-    """The hyper-parameter space of a method class: the ``hparam_space`` declarations
-    merged along the chain :func:`hparam_names` walks (the most derived class wins), plus
-    the spaces of an open ``__init__``'s free keywords (:meth:`Method.open_hparam_space`)."""
-    out: dict[str, dict] = {}
-    for klass in cls.__mro__:
-        if klass is object:
-            continue
-        for k, frag in klass.__dict__.get("hparam_space", {}).items():
-            out.setdefault(k, frag)
-        init = klass.__dict__.get("__init__")
-        if init is not None and not any(
-            p.kind is p.VAR_KEYWORD for p in inspect.signature(init).parameters.values()
-        ):
-            break
-    extra = getattr(cls, "open_hparam_space", None)
-    for k, frag in (extra() if callable(extra) else {}).items():
-        out.setdefault(k, frag)
-    return out
-
-
-def check_hparams(name: str, hparams: dict[str, Any]) -> None:
-    """Check the given hyper-parameter values of method ``name`` against its declared
-    space; raises :class:`HparamError` (a ValueError) naming the first bad one, e.g.
-    ``method 'BR-LogReg': hyper-parameter 'C' = -1: expected a number > 0``. Keys
-    without a declared space are left to the constructor (unknown keys are reported
-    by :func:`build`)."""
-    check_values(f"method '{name}'", hparam_space_of(get(name)), hparams)
 
 
 def check_values(owner: str, space: dict[str, dict], values: dict[str, Any]) -> None:
@@ -416,24 +385,3 @@ def describe_space(frag: dict) -> str:
     parts += [_TYPE_NAMES.get(t, f"a {t}") + (bound if t in ("number", "integer") else "")
               for t in types if t != "null"]
     return " or ".join(parts) or "a value" + bound
-
-
-@functools.cache
-def _training_properties() -> dict[str, dict]:
-    from cdgtmll.config.schema import schema_document
-
-    return schema_document()["$defs"]["training"]["properties"]
-
-
-def training_hparam_space(names: Iterable[str], nullable: Iterable[str] = ()) -> dict[str, dict]:
-    """The config schema's ``training`` block fragments of ``names`` (the shared
-    trainer's hyper-parameters): one source of truth for their ranges, whether set under
-    ``training.<dataset>`` or ``methods.<name>``. ``nullable`` names also accept None."""
-    props, nullable = _training_properties(), set(nullable)
-    out = {}
-    for n in names:
-        frag = {k: v for k, v in copy.deepcopy(props[n]).items() if k != "description"}
-        if n in nullable:
-            frag["type"] = [frag["type"], "null"]
-        out[n] = frag
-    return out

@@ -28,15 +28,7 @@ class BinaryRelevanceLogReg(Method):
     does not take the seed at all and its run is trained once (``Method.deterministic``).
     """
 
-    description = "per-label logistic regression (scikit-learn), standardised features"
-    deterministic = True
-
-    hparam_space = {
-        "C": {"type": "number", "exclusiveMinimum": 0},  # inverse L2 strength (scikit-learn: > 0)
-        "max_iter": {"type": "integer", "minimum": 1},  # lbfgs iterations
-    }
-
-    def __init__(self, C: float = 1.0, max_iter: int = 1000) -> None:
+    def __init__(self, *, C: float, max_iter: int) -> None:
         self.C = float(C)
         self.max_iter = int(max_iter)
         self._models: list[Any] = []
@@ -94,14 +86,7 @@ class KNearestNeighbours(Method):
     algorithms" (multioutput classification).
     """
 
-    description = "k-nearest neighbours, k=15 (scikit-learn), standardised features"
-    deterministic = True
-
-    hparam_space = {
-        "n_neighbors": {"type": "integer", "minimum": 1},
-    }
-
-    def __init__(self, n_neighbors: int = 15) -> None:
+    def __init__(self, *, n_neighbors: int) -> None:
         self.n_neighbors = int(n_neighbors)
 
     def fit(self, data: FitData, ctx: RunContext) -> KNearestNeighbours:
@@ -133,14 +118,7 @@ class RandomForest(Method):
     randomized trees".
     """
 
-    description = "random forest, 300 trees (scikit-learn), seeded by the run's seed"
-
-    hparam_space = {
-        "n_estimators": {"type": "integer", "minimum": 1},
-        "min_samples_leaf": {"type": "integer", "minimum": 1},
-    }
-
-    def __init__(self, n_estimators: int = 300, min_samples_leaf: int = 1) -> None:
+    def __init__(self, *, n_estimators: int, min_samples_leaf: int) -> None:
         self.n_estimators = int(n_estimators)
         self.min_samples_leaf = int(min_samples_leaf)
 

@@ -182,36 +182,17 @@ class LCIFSMethod(BCEMethod):
     """LCIFS feature selection (l2,1 projection + learned label correlations), then
     the shared BCE model on the selected features. See the module docstring."""
 
-    description = (
-        "LCIFS feature selection (l2,1 projection with learned label correlations, "
-        "reconstructed), then MLP backbone + linear head + BCE on the selected features"
-    )
-
-    def supports_images(self) -> bool:
-        """Selects columns of ``X``: a feature matrix is needed."""
-        return False
-
-    hparam_space = {
-        "feature_fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
-        "n_features": {"type": ["integer", "null"], "minimum": 1},  # None: feature_fraction * d
-        "alpha": {"type": "number", "minimum": 0},  # objective weights (lcifs_solve)
-        "beta": {"type": "number", "exclusiveMinimum": 0},
-        "gamma": {"type": "number", "exclusiveMinimum": 0},
-        "eps": {"type": "number", "exclusiveMinimum": 0},
-        "max_iter": {"type": "integer", "minimum": 0},  # 0: the ridge initialisation only
-        "tol": {"type": "number", "minimum": 0},
-    }
-
     def __init__(
         self,
-        feature_fraction: float = 0.5,
-        n_features: int | None = None,
-        alpha: float = 1.0,
-        beta: float = 0.1,
-        gamma: float = 0.01,
-        eps: float = 1e-8,
-        max_iter: int = 50,
-        tol: float = 1e-6,
+        *,
+        feature_fraction: float,
+        n_features: int | None,
+        alpha: float,
+        beta: float,
+        gamma: float,
+        eps: float,
+        max_iter: int,
+        tol: float,
         **trainer: Any,
     ) -> None:
         super().__init__(**trainer)
@@ -225,19 +206,6 @@ class LCIFSMethod(BCEMethod):
         self.max_iter, self.tol = int(max_iter), float(tol)
         self.selected_: np.ndarray | None = None
         self.selection_: LCIFSResult | None = None
-
-    def hparams(self) -> dict[str, Any]:
-        return {
-            **super().hparams(),
-            "feature_fraction": self.feature_fraction,
-            "n_features": self.n_features,
-            "alpha": self.alpha,
-            "beta": self.beta,
-            "gamma": self.gamma,
-            "eps": self.eps,
-            "max_iter": self.max_iter,
-            "tol": self.tol,
-        }
 
     def n_keep(self, d: int) -> int:
         k = self.n_features if self.n_features is not None else math.ceil(self.feature_fraction * d)

@@ -44,66 +44,11 @@ from __future__ import annotations
 
 from cdgtmll.methods.neural import register_loss_method
 
-_BACKBONE = "MLP backbone (2x512, ReLU) + linear head (as BCE)"
-
-ASLMethod = register_loss_method(
-    "ASL",
-    "asl",
-    defaults={"gamma_neg": 4.0, "gamma_pos": 0.0, "clip": 0.05},
-    description=(
-        f"{_BACKBONE}; asymmetric loss (Ridnik et al., ICCV 2021): negatives focused with "
-        "gamma-=4 on the shifted probability max(p-0.05, 0), positives plain log-loss (gamma+=0)"
-    ),
-)
-
-DBLMethod = register_loss_method(
-    "DBL",
-    "dbl",
-    defaults={"smooth_mu": 0.3, "lam": 5.0},
-    description=(
-        f"{_BACKBONE}; distribution-balanced loss (Wu et al., ECCV 2020): smoothed re-balancing "
-        "weights + negative-tolerant regularisation + focal factor; VOC values mu=0.3, lambda=5 "
-        "(COCO mu=0.2, lambda=2 via config dataset_overrides)"
-    ),
-)
-
-FocalMethod = register_loss_method(
-    "Focal",
-    "focal",
-    defaults={"gamma": 2.0, "alpha": 0.25},
-    description=(
-        f"{_BACKBONE}; sigmoid focal loss (Lin et al., ICCV 2017): BCE x (1-p_t)^2, alpha=0.25"
-    ),
-)
-
-CBMethod = register_loss_method(
-    "CB",
-    "cb",
-    defaults={"beta": 0.999},
-    description=(
-        f"{_BACKBONE}; class-balanced sigmoid CE (Cui et al., CVPR 2019): effective-number weights, "
-        "beta=0.999, averaged over an instance's positive labels"
-    ),
-)
-
-LDAMMethod = register_loss_method(
-    "LDAM",
-    "ldam",
-    defaults={"max_margin": 0.5, "s": 30.0},
-    description=(
-        f"{_BACKBONE}; LDAM (Cao et al., NeurIPS 2019), per-label sigmoid form: margin "
-        "~ n_k^(-1/4) (max 0.5) subtracted from positive logits, scale s=30, no DRW"
-    ),
-)
-
-LogitAdjMethod = register_loss_method(
-    "LogitAdj",
-    "logit_adjust",
-    defaults={"tau": 1.0},
-    description=(
-        f"{_BACKBONE}; logit-adjusted loss (Menon et al., ICLR 2021), per-label sigmoid form: "
-        "BCE on z + tau*log(pi_k), tau=1; predicts with unadjusted logits"
-    ),
-)
+ASLMethod = register_loss_method("ASL")
+DBLMethod = register_loss_method("DBL")
+FocalMethod = register_loss_method("Focal")
+CBMethod = register_loss_method("CB")
+LDAMMethod = register_loss_method("LDAM")
+LogitAdjMethod = register_loss_method("LogitAdj")
 
 __all__ = ["ASLMethod", "DBLMethod", "FocalMethod", "CBMethod", "LDAMMethod", "LogitAdjMethod"]

@@ -372,42 +372,23 @@ class MLCNCMethod(NeuralMethod):
     class_aware_sampling=True, etf_classifier_trainable=True``.
     """
 
-    description = ("MLC-NC (Tao 2025): ETF-query cross-attention over h(x)-tokens, ETF alignment + "
-                   "contrastive prototype + Two-Way loss, class-aware sampler")
-
-    hparam_space = {
-        "n_tokens": {"type": "integer", "minimum": 1},  # must also divide hidden_dim (checked in __init__)
-        "d_model": {"type": "integer", "minimum": 1},
-        "n_heads": {"type": "integer", "minimum": 1},  # must also divide d_model (checked in __init__)
-        "dropout": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
-        "proj_dim": {"type": "integer", "minimum": 1},
-        "proto_temperature": {"type": "number", "exclusiveMinimum": 0},  # temperatures divide logits
-        "tp": {"type": "number", "exclusiveMinimum": 0},
-        "tn": {"type": "number", "exclusiveMinimum": 0},
-        "warmup_epochs": {"type": "integer", "minimum": 0},
-        "weight_proto": {"type": "number", "minimum": 0},  # weights of minimised loss terms
-        "weight_twoway": {"type": "number", "minimum": 0},
-        "weight_align": {"type": "number", "minimum": 0},
-        "class_aware_sampling": {"type": "boolean"},
-        "etf_classifier_trainable": {"type": "boolean"},
-    }
-
     def __init__(
         self,
-        n_tokens: int = 8,
-        d_model: int = 128,
-        n_heads: int = 4,
-        dropout: float = 0.1,
-        proj_dim: int = 20,
-        proto_temperature: float = 0.5,
-        tp: float = 4.0,
-        tn: float = 1.0,
-        warmup_epochs: int = 5,
-        weight_proto: float = 0.1,
-        weight_twoway: float = 1.0,
-        weight_align: float = 0.5,
-        class_aware_sampling: bool = True,
-        etf_classifier_trainable: bool = True,
+        *,
+        n_tokens: int,
+        d_model: int,
+        n_heads: int,
+        dropout: float,
+        proj_dim: int,
+        proto_temperature: float,
+        tp: float,
+        tn: float,
+        warmup_epochs: int,
+        weight_proto: float,
+        weight_twoway: float,
+        weight_align: float,
+        class_aware_sampling: bool,
+        etf_classifier_trainable: bool,
         **trainer: Any,
     ) -> None:
         super().__init__(**trainer)
@@ -436,16 +417,6 @@ class MLCNCMethod(NeuralMethod):
         self._seed = 0
         self._n_epochs = self.epochs
         self.sampler: ClassAwareSampler | None = None
-
-    def hparams(self) -> dict[str, Any]:
-        return {
-            **super().hparams(), "n_tokens": self.n_tokens, "d_model": self.d_model, "n_heads": self.n_heads,
-            "dropout": self.dropout, "proj_dim": self.proj_dim, "proto_temperature": self.proto_temperature,
-            "tp": self.tp, "tn": self.tn, "warmup_epochs": self.warmup_epochs, "weight_proto": self.weight_proto,
-            "weight_twoway": self.weight_twoway, "weight_align": self.weight_align,
-            "class_aware_sampling": self.class_aware_sampling,
-            "etf_classifier_trainable": self.etf_classifier_trainable,
-        }
 
     # -- schedule ------------------------------------------------------------------------
     def epoch_index(self, progress: float) -> int:

@@ -2,10 +2,10 @@
 loss-based "backbone + one linear head" family, and BCE.
 
 Every neural method shares the trainer hyper-parameters (App. E.1/E.2, Yeast values
-as defaults): ``epochs=100``, ``batch_size=256``, ``lr_backbone=2e-3`` (eta_0),
+as defaults, declared in :data:`cdgtmll.methods.spec.TRAINER_DEFAULTS`): ``epochs=100``, ``batch_size=256``, ``lr_backbone=2e-3`` (eta_0),
 ``lr_head=None`` (eta_head; ``None`` = eta_0, the paper gives no tabular eta_head),
 ``weight_decay=1e-4`` (AdamW), ``grad_clip=5.0`` (global norm), ``hidden_dim=512``
-(d'), ``select_epoch=DEFAULT_SELECT_EPOCH`` (which epoch's weights predict: ``last``, the
+(d'), ``select_epoch='last'`` (which epoch's weights predict: ``last``, the
 paper's protocol, or ``best_val``, the epoch with the best validation mAP, a reading of ours;
 :func:`cdgtmll.nn.trainer.epoch_selection`, docs/methods.md "Epoch selection"), ``optimizer_impl='auto'`` (AdamW's update:
 ``auto``, by device: torch's per-tensor path on CPU, its multi-tensor path on CUDA; or explicitly
@@ -33,16 +33,15 @@ each run's provenance.
 
 Adding a loss-based baseline is one line once its loss is in :mod:`cdgtmll.nn.losses`::
 
-    register_loss_method("ASL", "asl", defaults={"gamma_neg": 4.0, "gamma_pos": 0.0})
+    ASLMethod = register_loss_method("ASL")
 
-The method then accepts the trainer hyper-parameters plus the loss's own
-constructor arguments (unknown ones raise at construction).
+beside its spec (:mod:`cdgtmll.methods.builtin`: ``fixed={"loss": "asl"}``, the trainer's
+hyper-parameters and the loss's, with the method's defaults).
 """
 
 from __future__ import annotations
 
 import inspect
-import re
 from typing import Any
 
 import numpy as np
@@ -50,9 +49,10 @@ import torch
 from torch import nn
 
 from cdgtmll.images.trainer_input import ImageInput, build_finetune_backbone, resolve_workers
-from cdgtmll.methods.base import FitData, Method, RunContext, hparam_names, register, training_hparam_space
+from cdgtmll.methods.base import FitData, Method, RunContext, register, spec_of
+from cdgtmll.methods.spec import TRAINER_DEFAULTS, TRAINER_WHEN_SET, UNSET, MethodSpec, trainer_hparams
 from cdgtmll.nn.backbone import MLPBackbone
-from cdgtmll.nn.losses.registry import build_loss, loss_class, loss_hparam_space, loss_module
+from cdgtmll.nn.losses.registry import build_loss, loss_class
 from cdgtmll.nn.sparse import SparseLinearBackbone, use_sparse_backbone
 from cdgtmll.nn.trainer import (
     TrainConfig,
@@ -66,11 +66,6 @@ from cdgtmll.nn.trainer import (
     train,
 )
 
-#: the default of ``select_epoch`` for every neural method: ``last``, the paper's protocol (App. E.1/E.2 train
-#: a fixed number of epochs with cosine decay and use the validation split only to tune thresholds);
-#: ``best_val`` is a reading of ours (docs/methods.md "Epoch selection")
-DEFAULT_SELECT_EPOCH = "last"
-
 
 class NeuralMethod(Method, TrainTask):
     """Base class: a :class:`Method` trained by :func:`cdgtmll.nn.trainer.train`.
@@ -80,31 +75,20 @@ class NeuralMethod(Method, TrainTask):
     state from the training data before the model is built.
     """
 
-    neural = True
-
-    #: the trainer's hyper-parameters have exactly the ranges of the config schema's
-    #: ``training`` block (one source of truth, whether set under ``training.<dataset>``
-    #: or ``methods.<name>``); here ``lr_head`` and ``grad_clip`` may also be None
-    #: (eta_head = eta_0; no clipping)
-    hparam_space = training_hparam_space(
-        ("epochs", "batch_size", "lr_backbone", "lr_head", "weight_decay", "grad_clip", "hidden_dim", "select_epoch",
-         "optimizer_impl", "allow_tf32", "cudnn_benchmark"),
-        nullable=("lr_head", "grad_clip"),
-    )
-
     def __init__(
         self,
-        epochs: int = 100,
-        batch_size: int = 256,
-        lr_backbone: float = 2e-3,
-        lr_head: float | None = None,
-        weight_decay: float = 1e-4,
-        grad_clip: float | None = 5.0,
-        hidden_dim: int = 512,
-        select_epoch: str = DEFAULT_SELECT_EPOCH,
-        optimizer_impl: str = "auto",
-        allow_tf32: bool = False,
-        cudnn_benchmark: str | bool = "auto",
+        *,
+        epochs: int,
+        batch_size: int,
+        lr_backbone: float,
+        lr_head: float | None,
+        weight_decay: float,
+        grad_clip: float | None,
+        hidden_dim: int,
+        select_epoch: str,
+        optimizer_impl: str,
+        allow_tf32: bool,
+        cudnn_benchmark: str | bool,
     ) -> None:
         self.epochs = int(epochs)
         self.batch_size = int(batch_size)
@@ -134,21 +118,19 @@ class NeuralMethod(Method, TrainTask):
 
     # -- configuration ---------------------------------------------------------------
     def hparams(self) -> dict[str, Any]:
-        """Constructor hyper-parameters (part of the checkpoint fingerprint)."""
-        return {
-            "epochs": self.epochs,
-            "batch_size": self.batch_size,
-            "lr_backbone": self.lr_backbone,
-            "lr_head": self.lr_head,
-            "weight_decay": self.weight_decay,
-            "grad_clip": self.grad_clip,
-            "hidden_dim": self.hidden_dim,
-            "select_epoch": self.select_epoch,
-            # only when not the default, so that every earlier run spec keeps its hash
-            **({"optimizer_impl": self.optimizer_impl} if self.optimizer_impl != "auto" else {}),
-            **({"allow_tf32": self.allow_tf32} if self.allow_tf32 else {}),
-            **({"cudnn_benchmark": self.cudnn_benchmark} if self.cudnn_benchmark != "auto" else {}),
-        }
+        """The hyper-parameter values this instance trains with (part of the checkpoint
+        fingerprint and of ``method_outputs.json``), derived from its spec: every hyper-parameter
+        the spec declares that the instance keeps under its own name (a loss's keywords are kept
+        in ``loss_hparams``: :class:`LossHeadMethod` adds them), the trainer's
+        :data:`~cdgtmll.methods.spec.TRAINER_WHEN_SET` only when not their default."""
+        declared = self.spec.all_hparams() if getattr(self, "spec", None) is not None else trainer_hparams()
+        out: dict[str, Any] = {}
+        for k, h in declared.items():
+            value = getattr(self, k, UNSET)
+            if value is UNSET or callable(value) or (k in TRAINER_WHEN_SET and value == h.default):
+                continue
+            out[k] = value
+        return out
 
     def train_config(self, ctx: RunContext) -> TrainConfig:
         return TrainConfig(
@@ -171,9 +153,6 @@ class NeuralMethod(Method, TrainTask):
         if self._images is not None:
             fp["backbone"] = {"resnet50-finetune": self._image_cfg, "weights_sha256": self._weights_sha256()}
         return fp
-
-    def supports_images(self) -> bool:
-        return True
 
     def _weights_sha256(self) -> str:
         from cdgtmll.images.backbone import RANDOM_INIT, find_weights, weights_sha256
@@ -243,8 +222,7 @@ class NeuralMethod(Method, TrainTask):
         hyper-parameters computes: its name and ``hparams()``, and this fit's backbone entries."""
         from cdgtmll.methods.base import build
 
-        trainer_keys, _ = hparam_names(NeuralMethod)
-        other = build(self.builds_on, {k: v for k, v in self.hparams().items() if k in trainer_keys})
+        other = build(self.builds_on, {k: v for k, v in self.hparams().items() if k in TRAINER_DEFAULTS})
         return {**self.fingerprint(), "method": other.name or type(other).__name__, "hparams": other.hparams()}
 
     def _read_base_run(self, base: dict[str, Any], X_train: Any, Y_train: Any, X_val: Any, Y_val: Any,
@@ -339,24 +317,17 @@ class LinearHeadTask:
 class LossHeadMethod(LinearHeadTask, NeuralMethod):
     """Backbone + one linear head over all L labels, trained on a registered loss.
 
-    Subclasses (normally made by :func:`register_loss_method`) set ``loss_name`` and
-    ``loss_defaults``. Extra keyword arguments are the loss's hyper-parameters and are
-    validated against its constructor. Prediction: ``sigmoid(logits)``.
+    The loss is the spec's ``fixed["loss"]`` (:func:`register_loss_method`, or a subclass's
+    ``loss_name``). Keyword arguments besides the trainer's are the loss's hyper-parameters,
+    validated against its constructor; those the spec gives a default default to it (ASL's
+    ``gamma_neg=4``), the others to the loss's own. Prediction: ``sigmoid(logits)``.
     """
 
     loss_name: str = ""
-    loss_defaults: dict[str, Any] = {}
-
-    @classmethod
-    def open_hparam_space(cls) -> dict[str, dict]:
-        """The free keywords are the loss's hyper-parameters: its declared space
-        (:func:`cdgtmll.nn.losses.registry.loss_hparam_space`)."""
-        return loss_hparam_space(cls.loss_name) if loss_module(cls.loss_name) else {}
 
     def __init__(self, **hparams: Any) -> None:
-        trainer_keys, _ = hparam_names(NeuralMethod)
-        super().__init__(**{k: v for k, v in hparams.items() if k in trainer_keys})
-        loss_hparams = {k: v for k, v in hparams.items() if k not in trainer_keys}
+        super().__init__(**{k: v for k, v in hparams.items() if k in TRAINER_DEFAULTS})
+        loss_hparams = {k: v for k, v in hparams.items() if k not in TRAINER_DEFAULTS}
         try:
             loss_cls = loss_class(self.loss_name)
         except KeyError as exc:
@@ -372,7 +343,8 @@ class LossHeadMethod(LinearHeadTask, NeuralMethod):
                 f"method '{self.name}': unknown hyper-parameter(s) {unknown}; "
                 f"allowed: {sorted(set(super().hparams()) | allowed)}"
             )
-        self.loss_hparams = {**self.loss_defaults, **loss_hparams}
+        declared = {k: h.default for k, h in self.spec.hparams.items() if k in allowed and h.default is not UNSET}
+        self.loss_hparams = {**declared, **loss_hparams}
         self._criterion: nn.Module | None = None
 
     def hparams(self) -> dict[str, Any]:
@@ -385,28 +357,24 @@ class LossHeadMethod(LinearHeadTask, NeuralMethod):
         return torch.sigmoid(model(x))
 
 
-def register_loss_method(
-    method_name: str, loss_name: str, defaults: dict[str, Any] | None = None, description: str | None = None
-) -> type[LossHeadMethod]:
-    """Register ``method_name`` as backbone + linear head trained with loss ``loss_name``
-    (from :mod:`cdgtmll.nn.losses`), with default loss hyper-parameters ``defaults``."""
-    cls_name = re.sub(r"\W", "_", method_name) + "Method"
+def register_loss_method(method: str | MethodSpec) -> type[LossHeadMethod]:
+    """The class of a method that is backbone + linear head trained with the loss its spec names
+    (``fixed["loss"]``, from :mod:`cdgtmll.nn.losses`), registered: ``method`` is a built-in's
+    name (its spec is :mod:`cdgtmll.methods.builtin`'s) or a plugin's spec, whose ``impl`` names
+    the module and the class name the class gets (the module that calls this assigns it there)."""
+    spec = method if isinstance(method, MethodSpec) else spec_of(method)
+    loss_name = spec.fixed["loss"]
     cls = type(
-        cls_name,
+        spec.class_name,
         (LossHeadMethod,),
         {
             "loss_name": loss_name,
-            "loss_defaults": dict(defaults or {}),
-            "description": description
-            or f"MLP backbone (2x512, ReLU) + linear head, loss '{loss_name}' (cdgtmll.nn.losses)",
-            "__module__": __name__,
+            "__module__": spec.module,
+            "__qualname__": spec.class_name,
             "__doc__": f"Backbone + linear head trained with the '{loss_name}' loss.",
         },
     )
-    globals().setdefault(cls_name, cls)
-    return register(method_name)(cls)
+    return register(spec)(cls)
 
 
-BCEMethod = register_loss_method(
-    "BCE", "bce", description="MLP backbone (2x512, ReLU) + linear head, binary cross-entropy"
-)
+BCEMethod = register_loss_method("BCE")

@@ -1,7 +1,8 @@
 """What a method needs from this machine before it can run, as pure functions of its
 hyper-parameters (no torch, nothing built or downloaded): the method classes call them from
-``not_runnable_reason`` and ``hparams``, and planning calls them through
-:mod:`cdgtmll.methods.catalog` without importing the classes.
+``not_runnable_reason`` and ``hparams``, and planning calls them from the methods' specs
+(:func:`cdgtmll.methods.base.not_runnable`, :func:`~cdgtmll.methods.base.resolved_hparams`)
+without importing the classes.
 """
 
 from __future__ import annotations

@@ -190,11 +190,10 @@ SURROGATES: dict[str, type[nn.Module]] = {"squared": SquaredProperLoss, "exponen
 class PlugInMethod(LinearHeadTask, NeuralMethod):
     """Common two-step machinery: subclasses supply ``make_criterion`` and ``link``."""
 
-    hparam_space = {"target": {"enum": list(TARGETS)}}  # which tuned thresholds decision_thresholds returns
-
     def __init__(
         self,
-        target: str = "macro",
+        *,
+        target: str,
         **trainer: Any,
     ) -> None:
         super().__init__(**trainer)
@@ -215,9 +214,6 @@ class PlugInMethod(LinearHeadTask, NeuralMethod):
 
     def link_name(self) -> str:
         raise NotImplementedError
-
-    def hparams(self) -> dict[str, Any]:
-        return {**super().hparams(), "target": self.target}
 
     def prepare(self, data: FitData, ctx: RunContext) -> None:
         if data.X_val is None or data.Y_val is None or np.shape(data.Y_val)[0] == 0:
@@ -282,14 +278,6 @@ class PEMethod(PlugInMethod):
     Micro-F1) and one per label (macro rule, for Macro-/Rare-F1); ``target`` picks the set
     :meth:`decision_thresholds` returns. See the module docstring."""
 
-    #: step 1 is the BCE row's model (same loss, backbone, trainer and seed): read from BCE's run
-    builds_on = "BCE"
-
-    description = (
-        "Plug-in estimator (Koyejo et al., NeurIPS 2015): BCE model (same backbone/trainer as BCE), "
-        "then F1-optimal thresholds tuned on validation (one shared for Micro-F1, per label for Macro-/Rare-F1)"
-    )
-
     def make_criterion(self, data: FitData) -> nn.Module:
         return build_loss("bce", data.counts, data.n_train)
 
@@ -307,24 +295,13 @@ class SRBMethod(PlugInMethod):
     or 'exponential'), its inverse link to probabilities, then validation-tuned F1
     thresholds. See the module docstring."""
 
-    description = (
-        "Surrogate regret bounds (Kotlowski & Dembczynski, MLJ 2017): strongly proper composite "
-        "surrogate (squared (1-y'z)^2, link clip((1+z)/2); or exponential, link sigmoid(2z)) on the "
-        "BCE backbone/trainer, then F1-optimal thresholds tuned on validation"
-    )
-
-    #: step 1 trains a strongly proper surrogate other than the logistic loss: a model of its own,
-    #: not BCE's, so there is no run to build on
-    builds_on = None
-
     _LINK_NAMES = {"squared": "clip((1+z)/2, 0, 1)", "exponential": "1/(1+exp(-2z))"}
-
-    hparam_space = {"surrogate": {"enum": sorted(SURROGATES)}}  # strongly proper composite; logistic is PE
 
     def __init__(
         self,
-        target: str = "macro",
-        surrogate: str = "squared",
+        *,
+        target: str,
+        surrogate: str,
         **trainer: Any,
     ) -> None:
         super().__init__(target=target, **trainer)
@@ -335,9 +312,6 @@ class SRBMethod(PlugInMethod):
             )
         self.surrogate = surrogate
         self._link: Callable[[torch.Tensor], torch.Tensor] = SURROGATES[surrogate].link
-
-    def hparams(self) -> dict[str, Any]:
-        return {**super().hparams(), "surrogate": self.surrogate}
 
     def make_criterion(self, data: FitData) -> nn.Module:
         return SURROGATES[self.surrogate](data.counts, data.n_train)

@@ -1,15 +1,12 @@
 """Config validation: schema + registries, errors name the key, defaults are filled."""
 
 import copy
-import json
-import os
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-import cdgtmll as cdgtmll_pkg
 from cdgtmll import io
 from cdgtmll.config import loader, plan, plugins, schema
 from cdgtmll.variants import naming
@@ -105,39 +102,29 @@ def test_run_spec_hash_stable_and_sensitive(default_cfg):
     assert io.config_hash(plan.run_spec(cfg3, "yeast", "clean", "BR-LogReg")) == io.config_hash(a)
 
 
-def test_code_default_change_changes_run_spec(tmp_path):
+def test_code_default_change_changes_run_spec(monkeypatch):
     """A hyper-parameter the config does not set still enters the run spec with the value
-    the code uses, so changing a code default re-runs the job (here CD-GTMLL's payoff
-    weights, whose default changed from rarity to uniform). The run spec is planned from the
-    method catalog, cached under the source's sha256: an edited source file is seen at once."""
-    import shutil
-    import subprocess
-    import sys
+    the method's spec declares, so changing a default re-runs the job (here CD-GTMLL's payoff
+    weights, whose default changed from rarity to uniform)."""
+    import dataclasses
 
-    src = Path(cdgtmll_pkg.__file__).resolve().parent
-    copy_root = tmp_path / "src"
-    shutil.copytree(src, copy_root / "cdgtmll", ignore=shutil.ignore_patterns("__pycache__"))
-    code = ("import json, sys\n"
-            "from cdgtmll.config import loader, plan\n"
-            f"cfg = loader.load({str(ROOT / 'config' / 'config.yaml')!r})\n"
-            "cfg['methods']['CD-GTMLL'].pop('payoff_weights', None)\n"
-            "print(json.dumps(plan.run_spec(cfg, 'yeast', 'clean', 'CD-GTMLL')))\n")
+    from cdgtmll.methods import base
+    from cdgtmll.methods.spec import HParam
 
-    def spec() -> dict:
-        env = {**os.environ, "PYTHONPATH": str(copy_root), "XDG_CACHE_HOME": str(tmp_path / "cache")}
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-        return json.loads(out.stdout)
-
-    a = spec()
+    cfg = loader.load(ROOT / "config" / "config.yaml")
+    cfg["methods"]["CD-GTMLL"].pop("payoff_weights", None)
+    a = plan.run_spec(cfg, "yeast", "clean", "CD-GTMLL")
     assert a["resolved_hparams"]["payoff_weights"] == "uniform"
-    assert a["resolved_hparams"]["epochs"] == loader.load(ROOT / "config" / "config.yaml")["training"]["default"]["epochs"]
-    model = copy_root / "cdgtmll" / "methods" / "cdgtmll" / "model.py"
-    text = model.read_text()
-    assert 'payoff_weights: str = "uniform"' in text
-    model.write_text(text.replace('payoff_weights: str = "uniform"', 'payoff_weights: str = "rarity"'))
-    b = spec()
+    assert a["resolved_hparams"]["epochs"] == cfg["training"]["default"]["epochs"]
+    spec = base.spec_of("CD-GTMLL")
+    assert spec.hparams["payoff_weights"].default == "uniform"
+    edited = dataclasses.replace(spec, hparams={**spec.hparams, "payoff_weights": HParam(
+        "rarity", spec.hparams["payoff_weights"].space)})
+    monkeypatch.setitem(base._SPECS, "CD-GTMLL", edited)
+    b = plan.run_spec(cfg, "yeast", "clean", "CD-GTMLL")
     assert b["resolved_hparams"]["payoff_weights"] == "rarity"
     assert io.config_hash(a) != io.config_hash(b)
+    assert {k: v for k, v in a.items() if k != "resolved_hparams"} == {k: v for k, v in b.items() if k != "resolved_hparams"}
 
 
 def test_coco_dbl_uses_official_coco_settings():

@@ -13,7 +13,7 @@ from cdgtmll.config import loader
 from cdgtmll.config.names import DATASET_WILDCARD, METHOD_WILDCARD, name_problem
 from cdgtmll.config.schema import ConfigError
 from cdgtmll.data.registry import REGISTRY
-from cdgtmll.methods import base, catalog
+from cdgtmll.methods import base
 from tests.support.paths import ROOT
 
 HOSTILE = ["a b", "../../../tmp/x", "..", ".", "Bad/Alias", "<img src=x onerror=alert(1)>", "O'Brien LR",
@@ -30,7 +30,7 @@ def test_the_workflow_constrains_its_wildcards_with_the_checked_patterns():
 def test_every_builtin_name_and_setting_is_accepted():
     for d in REGISTRY:
         assert name_problem(d, "dataset") is None and re.fullmatch(DATASET_WILDCARD, d)
-    for m in catalog.available():
+    for m in base.available():
         assert name_problem(m, "method") is None and re.fullmatch(METHOD_WILDCARD, m)
     for m in ("CD-GTMLL@alpha=0.7,n_players=5", "CD-GTMLL@lr=1e-3", "CD-GTMLL@payoff_scale=sum", "No-Curiosity"):
         assert name_problem(m, "method-entry") is None and re.fullmatch(METHOD_WILDCARD, m)

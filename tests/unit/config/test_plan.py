@@ -9,7 +9,7 @@ import pytest
 from cdgtmll.config import loader, plan
 from cdgtmll.config.schema import ConfigError
 from cdgtmll.data.registry import get_spec
-from cdgtmll.methods import catalog
+from cdgtmll.methods import base
 from tests.support.paths import ROOT
 
 # methods of the paper config that train no torch model (linear models, external libraries)
@@ -37,7 +37,7 @@ def test_paper_methods_split_into_neural_and_classical(paper):
     methods = {plan.resolve_method(paper, m)[0] for m in paper["experiments"]["methods"]}
     assert methods & CLASSICAL and methods - CLASSICAL
     for m in methods:
-        assert catalog.is_neural(m) is (m not in CLASSICAL), m
+        assert base.spec_of(m).neural is (m not in CLASSICAL), m
 
 
 @pytest.mark.parametrize("device,cluster,neural", [

@@ -74,13 +74,13 @@ def test_power_studies_are_study_names(default):
 @pytest.mark.parametrize("reading", ["select_epoch=best_val", "divergence=kl", "ema_decay=0.0", "rarity=count",
                                      "n_players=1,alpha=0.0"])
 def test_the_five_new_readings_are_default_readings_that_change_the_run(default, reading):
-    from cdgtmll.methods import catalog
+    from cdgtmll.methods import base
 
     assert reading in plan.DEFAULT_READINGS
     method = f"CD-GTMLL@{reading}"
     name, over = plan.split_method(method)
     assert name == "CD-GTMLL" and over == dict(plan.split_method(f"x@{reading}")[1])
-    catalog.check("CD-GTMLL", plan.method_hparams(default, "yeast", method))  # a hyper-parameter in range
+    base.check_hparams("CD-GTMLL", plan.method_hparams(default, "yeast", method))  # a hyper-parameter in range
     spec = plan.run_spec(default, "yeast", "clean", method)
     assert all(spec["resolved_hparams"][k] == v for k, v in over.items())
     assert plan.result_key(spec) != plan.result_key(plan.run_spec(default, "yeast", "clean", "CD-GTMLL"))

@@ -15,7 +15,7 @@ from cdgtmll.config import loader, plan
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.io import config_hash
 from cdgtmll.labels import tail_labels
-from cdgtmll.methods import catalog
+from cdgtmll.methods import base as methods
 from cdgtmll.nn.checkpoint import BaseRunError
 from tests.support.mirror import yeast_processed_npz
 from tests.support.paths import ROOT
@@ -73,8 +73,8 @@ def bce_run(yeast, tmp_path_factory):
     return cfg, spec, run(yeast, spec, root / "yeast" / "clean" / "BCE")
 
 
-def test_the_catalog_says_what_builds_on_bce():
-    assert {m: catalog.builds_on(m) for m in (*BUILT, "SRB", "BCE", "BalanceMix", "CD-GTMLL")} == {
+def test_the_specs_say_what_builds_on_bce():
+    assert {m: methods.spec_of(m).builds_on for m in (*BUILT, "SRB", "BCE", "BalanceMix", "CD-GTMLL")} == {
         "PE": "BCE", "ETU": "BCE", "LSFA": "BCE", "SRB": None, "BCE": None, "BalanceMix": None, "CD-GTMLL": None}
 
 

@@ -14,7 +14,7 @@ import torch
 from sklearn.metrics import average_precision_score
 
 from cdgtmll.labels import ascending_order, label_counts, prevalence, tail_labels
-from cdgtmll.methods.base import FitData, RunContext, build
+from cdgtmll.methods.base import FitData, RunContext, build, spec_of
 from cdgtmll.methods.cdgtmll.model import CDGTMLL, PLAYER_ACC_FILE, RARITIES, rarity_weights
 from cdgtmll.methods.cdgtmll.partition import PARTITION_ORDERS, Partition, make_partition
 from tests.support.runs import yeast_fit_data
@@ -63,7 +63,7 @@ def fit(data: FitData, workdir: Path, seed: int = 0, **hp) -> CDGTMLL:
 
 def test_rarity_reading_is_registered_with_prevalence_the_default():
     assert RARITIES == ("prevalence", "count") and CDGTMLL().rarity == "prevalence"
-    assert CDGTMLL.hparam_space["rarity"] == {"enum": ["prevalence", "count"]}
+    assert spec_of("CD-GTMLL").hparams["rarity"].space == {"enum": ["prevalence", "count"]}
     assert CDGTMLL(rarity="count").hparams()["rarity"] == "count"
     with pytest.raises(ValueError, match="rarity must be one of"):
         CDGTMLL(rarity="inverse")
@@ -112,7 +112,7 @@ def test_rarity_prevalence_leaves_the_default_run_byte_identical(yeast, tmp_path
 
 def test_partition_order_is_registered_with_shuffled_the_default():
     assert PARTITION_ORDERS == ("shuffled", "fixed") and CDGTMLL().partition_order == "shuffled"
-    assert CDGTMLL.hparam_space["partition_order"] == {"enum": ["shuffled", "fixed"]}
+    assert spec_of("CD-GTMLL").hparams["partition_order"].space == {"enum": ["shuffled", "fixed"]}
     with pytest.raises(ValueError, match="partition_order must be one of"):
         CDGTMLL(partition_order="random")
     with pytest.raises(ValueError, match="partition_order must be one of"):

@@ -14,7 +14,7 @@ import hashlib
 import numpy as np
 import pytest
 
-from cdgtmll.methods import catalog
+from cdgtmll.methods import base
 
 SEEDS = (0, 1)
 
@@ -47,12 +47,12 @@ def _predictions(yeast_data, tmp_path, method: str, hparams: dict) -> list[bytes
 
 
 def _declared() -> list[str]:
-    return sorted(n for n in catalog.catalog()["methods"] if catalog.is_deterministic(n))
+    return sorted(n for n in base.builtin_names() if base.spec_of(n).deterministic)
 
 
 def test_the_declared_methods_are_the_classical_ones_that_take_no_seed():
     assert _declared() == ["BR-LogReg", "kNN-15"]
-    assert not catalog.is_deterministic("RF-300") and not catalog.is_deterministic("BCE")
+    assert not base.spec_of("RF-300").deterministic and not base.spec_of("BCE").deterministic
 
 
 @pytest.mark.parametrize("method", _declared())

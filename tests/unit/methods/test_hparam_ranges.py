@@ -1,11 +1,10 @@
 """Every hyper-parameter is range-checked before any job starts.
 
-Each method class declares a JSON-schema fragment per hyper-parameter
-(``Method.hparam_space``; the loss-head methods' loss keywords come from the loss class's
-``hparam_space``); ``methods.base.build`` checks the given values before the constructor
-runs, so ``cdgtmll.config.loader.validate`` (and every job) rejects a bad value naming the key
-down to the parameter, e.g. ``config error at 'methods.BR-LogReg.C': expected a number > 0,
-got -1``.
+Each method's spec declares a JSON-schema fragment per hyper-parameter
+(:class:`cdgtmll.methods.spec.HParam`; a loss-head method's loss keywords too);
+``methods.base.build`` checks the given values before the constructor runs, so
+``cdgtmll.config.loader.validate`` (and every job) rejects a bad value naming the key down to
+the parameter, e.g. ``config error at 'methods.BR-LogReg.C': expected a number > 0, got -1``.
 """
 
 from __future__ import annotations
@@ -19,10 +18,9 @@ import yaml
 
 from cdgtmll.config import loader, schema
 from cdgtmll.methods import base
-from cdgtmll.nn.losses.registry import build_loss, loss_class, loss_names
+from cdgtmll.methods.spec import TRAINER_DEFAULTS, UNSET, trainer_hparams
+from cdgtmll.nn.losses.registry import build_loss, loss_class, loss_hparam_space, loss_names
 from tests.support.paths import ROOT
-
-TRAINER_KEYS = ("epochs", "batch_size", "lr_backbone", "lr_head", "weight_decay", "grad_clip", "hidden_dim")
 
 
 @pytest.fixture(scope="module")
@@ -36,67 +34,61 @@ def _loss_keywords(loss: str) -> dict[str, object]:
     return {p.name: p.default for p in params if p.name not in ("self", "label_counts", "n_train")}
 
 
-def _loss_of(cls: type) -> str | None:
-    from cdgtmll.methods.neural import LossHeadMethod
-
-    return cls.loss_name if issubclass(cls, LossHeadMethod) else None
-
-
 # ------------------------------------------------------------------- (a) completeness
 
 
 @pytest.mark.parametrize("name", base.available())
-def test_every_hyperparameter_has_a_declared_space(name):
-    cls = base.get(name)
-    names, _ = base.hparam_names(cls)
-    loss = _loss_of(cls)
-    if loss is not None:  # the open **kwargs of a loss-head method are its loss's keywords
-        names = names | set(_loss_keywords(loss))
-    space = base.hparam_space_of(cls)
-    assert not sorted(names - set(space)), f"{name}: no declared space for {sorted(names - set(space))}"
-    assert not sorted(set(space) - names), f"{name}: declared space for non-parameters {sorted(set(space) - names)}"
-    for key, frag in space.items():  # numbers have a range, strings of a fixed set an enum
+def test_every_hyperparameter_has_a_range_and_a_default_inside_it(name):
+    """Numbers have a range, strings of a fixed set an enum; every declared default lies in its
+    space, and the class takes every declared hyper-parameter (build passes them all)."""
+    spec = base.spec_of(name)
+    for key, frag in spec.space().items():
         types = frag.get("type", [])
         types = {types} if isinstance(types, str) else set(types)
         if types & {"number", "integer"}:
             assert {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"} & set(frag), f"{name}.{key}: no range"
+    base.check_values(f"method '{name}'", spec.space(), spec.defaults())
+    base.build(name)
+
+
+@pytest.mark.parametrize("name", [n for n in base.available() if "loss" in base.spec_of(n).fixed])
+def test_a_loss_head_declares_its_loss_keywords_with_the_loss_spaces(name):
+    """A method trained on a registered loss (``fixed["loss"]``) takes exactly the loss's keywords
+    besides its own, with the loss's declared spaces (:mod:`cdgtmll.nn.losses`, which checks them
+    again in every job); those it leaves UNSET keep the loss's own default."""
+    spec = base.spec_of(name)
+    loss = spec.fixed["loss"]
+    keywords = _loss_keywords(loss)
+    declared = {k: h for k, h in spec.hparams.items() if k in keywords}
+    assert set(declared) == set(keywords), name
+    assert {k: h.space for k, h in declared.items()} == loss_hparam_space(loss), name
+    m = base.build(name)
+    assert m.loss_hparams == {k: h.default for k, h in declared.items() if h.default is not UNSET}
 
 
 @pytest.mark.parametrize("loss", loss_names())
 def test_every_loss_hyperparameter_has_a_declared_space(loss):
-    from cdgtmll.nn.losses.registry import loss_hparam_space
-
     assert set(loss_hparam_space(loss)) == set(_loss_keywords(loss))
 
 
-@pytest.mark.parametrize("name", base.available())
-def test_code_defaults_lie_in_their_spaces(name):
-    cls = base.get(name)
-    values = dict(base.constructor_defaults(cls))
-    loss = _loss_of(cls)
-    if loss is not None:
-        values.update({k: v for k, v in _loss_keywords(loss).items() if v is not inspect.Parameter.empty})
-        values.update(cls.loss_defaults)
-    base.check_values(f"method '{name}'", base.hparam_space_of(cls), values)
-    base.build(name, values)
-
-
 def test_trainer_space_is_the_config_schemas_training_block():
-    """One source of truth: NeuralMethod's trainer hyper-parameters use the fragments of the
-    schema's ``training`` block (lr_head and grad_clip may also be None in a method)."""
+    """One source of truth: the trainer's hyper-parameters use the fragments of the schema's
+    ``training`` block (lr_head and grad_clip may also be None in a method), with the trainer's
+    defaults, in every method that takes them."""
     from cdgtmll.methods.neural import NeuralMethod
 
     props = schema.schema_document()["$defs"]["training"]["properties"]
-    space = base.hparam_space_of(NeuralMethod)
-    for key in TRAINER_KEYS:
-        frag, ref = dict(space[key]), {k: v for k, v in props[key].items() if k != "description"}
+    trainer = trainer_hparams()
+    for key in TRAINER_DEFAULTS:
+        frag, ref = dict(trainer[key].space), {k: v for k, v in props[key].items() if k != "description"}
         if key in ("lr_head", "grad_clip"):
             assert frag.pop("type") == [ref.pop("type"), "null"]
         assert frag == ref, key
     for name in base.available():
-        if issubclass(base.get(name), NeuralMethod):
-            s = base.hparam_space_of(base.get(name))
-            assert all(s[k] == space[k] for k in TRAINER_KEYS), name
+        spec = base.spec_of(name)
+        assert spec.trainer == issubclass(base.get(name), NeuralMethod), name
+        if spec.trainer:
+            assert all(spec.all_hparams()[k] == trainer[k] for k in TRAINER_DEFAULTS), name
 
 
 # ---------------------------------------------------------------- messages and build

@@ -50,12 +50,26 @@ def test_bce_registered_and_unknown_hparams():
         build("CD-GTMLL", {"gamma": 2.0})
 
 
-def test_loss_head_method_generic():
-    cls = type("TmpBCE", (LossHeadMethod,), {"loss_name": "bce"})
+def test_loss_head_method_generic(monkeypatch):
+    """A loss-head method is a spec naming its loss (``fixed["loss"]``) and one call; the class
+    gets the trainer's defaults from the spec; a loss nobody registered is a KeyError."""
+    from cdgtmll.methods import base
+    from cdgtmll.methods.neural import register_loss_method
+    from cdgtmll.methods.spec import MethodSpec
+
+    monkeypatch.setattr(base, "_SPECS", dict(base._SPECS))
+    monkeypatch.setattr(base, "_CLASSES", dict(base._CLASSES))
+
+    def spec(name: str, loss: str) -> MethodSpec:
+        return MethodSpec(name, impl=f"{__name__}:{name}", trainer=True, neural=True, fixed={"loss": loss})
+
+    cls = register_loss_method(spec("TmpBCE", "bce"))
+    assert issubclass(cls, LossHeadMethod)
     m = cls(epochs=2, **SMALL)
-    assert m.hparams()["loss"] == "bce"
+    assert m.hparams()["loss"] == "bce" and m.hparams()["epochs"] == 2 and m.hparams()["lr_backbone"] == 2e-3
+    assert base.build("TmpBCE", {"epochs": 2}).hparams() == {**cls().hparams(), "epochs": 2}
     with pytest.raises(KeyError):
-        type("TmpNope", (LossHeadMethod,), {"loss_name": "no-such-loss"})()
+        register_loss_method(spec("TmpNope", "no-such-loss"))()
 
 
 @pytest.mark.parametrize("name", ["BCE", "CD-GTMLL"])

@@ -156,29 +156,17 @@ class CTranMethod(_ArchitectureMethod):
     the official default without LMT). ``lmt=False`` trains with every label unknown.
     """
 
-    description = "C-Tran (Lanchantin 2021): transformer over h(x)-tokens + label/state tokens, label mask training"
-
-    hparam_space = {
-        "n_tokens": {"type": "integer", "minimum": 1},  # must also divide hidden_dim (checked in __init__)
-        "d_model": {"type": "integer", "minimum": 1},
-        "n_layers": {"type": "integer", "minimum": 1},
-        "n_heads": {"type": "integer", "minimum": 1},  # must also divide d_model (checked in __init__)
-        "dropout": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
-        "lmt": {"type": "boolean"},
-        "max_known_fraction": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
-        "loss_labels": {"enum": ["unk", "all"]},
-    }
-
     def __init__(
         self,
-        n_tokens: int = 8,
-        d_model: int = 128,
-        n_layers: int = 2,
-        n_heads: int = 4,
-        dropout: float = 0.1,
-        lmt: bool = True,
-        max_known_fraction: float = 0.75,
-        loss_labels: str = "unk",
+        *,
+        n_tokens: int,
+        d_model: int,
+        n_layers: int,
+        n_heads: int,
+        dropout: float,
+        lmt: bool,
+        max_known_fraction: float,
+        loss_labels: str,
         **trainer: Any,
     ) -> None:
         super().__init__(**trainer)
@@ -193,13 +181,6 @@ class CTranMethod(_ArchitectureMethod):
         self.n_tokens, self.d_model = int(n_tokens), int(d_model)
         self.n_layers, self.n_heads, self.dropout = int(n_layers), int(n_heads), float(dropout)
         self.lmt, self.max_known_fraction, self.loss_labels = bool(lmt), float(max_known_fraction), loss_labels
-
-    def hparams(self) -> dict[str, Any]:
-        return {
-            **super().hparams(), "n_tokens": self.n_tokens, "d_model": self.d_model, "n_layers": self.n_layers,
-            "n_heads": self.n_heads, "dropout": self.dropout, "lmt": self.lmt,
-            "max_known_fraction": self.max_known_fraction, "loss_labels": self.loss_labels,
-        }
 
     def build_model(self, X_train: np.ndarray, Y_train: np.ndarray) -> CTranNet:
         return CTranNet(self.backbone(X_train), Y_train.shape[1], self.n_tokens, self.d_model, self.n_layers,
@@ -352,31 +333,18 @@ class MLDecoderMethod(_ArchitectureMethod):
     trainer's protocol applies, as for every neural method.
     """
 
-    description = "ML-Decoder (Ridnik 2023): query cross-attention over h(x)-tokens, no self-attention, group FC, ASL"
-
-    hparam_space = {
-        "n_groups": {"type": "integer", "minimum": 1},
-        "n_tokens": {"type": "integer", "minimum": 1},  # must also divide hidden_dim (checked in __init__)
-        "d_model": {"type": "integer", "minimum": 1},
-        "n_heads": {"type": "integer", "minimum": 1},  # must also divide d_model (checked in __init__)
-        "dim_feedforward": {"type": "integer", "minimum": 1},
-        "n_layers": {"type": "integer", "minimum": 1},
-        "dropout": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
-        "learnable_queries": {"type": "boolean"},
-        "loss": {"enum": list(MLDECODER_LOSSES)},
-    }
-
     def __init__(
         self,
-        n_groups: int = 100,
-        n_tokens: int = 8,
-        d_model: int = 128,
-        n_heads: int = 4,
-        dim_feedforward: int = 512,
-        n_layers: int = 1,
-        dropout: float = 0.1,
-        learnable_queries: bool = False,
-        loss: str = "asl",
+        *,
+        n_groups: int,
+        n_tokens: int,
+        d_model: int,
+        n_heads: int,
+        dim_feedforward: int,
+        n_layers: int,
+        dropout: float,
+        learnable_queries: bool,
+        loss: str,
         **trainer: Any,
     ) -> None:
         super().__init__(**trainer)

@@ -145,17 +145,11 @@ class ClassifierChainMethod(_ArchitectureMethod):
     vectorised over rows and chains.
     """
 
-    description = "classifier chains (Read 2011) on the MLP backbone: teacher forcing, greedy hard-prediction chain"
-
-    hparam_space = {
-        "order": {"enum": ["random", "frequency"]},
-        "n_chains": {"type": "integer", "minimum": 1},  # order='frequency': 1 (checked in __init__)
-    }
-
     def __init__(
         self,
-        order: str = "random",
-        n_chains: int = 1,
+        *,
+        order: str,
+        n_chains: int,
         **trainer: Any,
     ) -> None:
         super().__init__(**trainer)
@@ -168,9 +162,6 @@ class ClassifierChainMethod(_ArchitectureMethod):
         self.order = order
         self.n_chains = int(n_chains)
         self.orders: np.ndarray | None = None
-
-    def hparams(self) -> dict[str, Any]:
-        return {**super().hparams(), "order": self.order, "n_chains": self.n_chains}
 
     def prepare(self, data: FitData, ctx: RunContext) -> None:
         super().prepare(data, ctx)
@@ -359,23 +350,14 @@ class MLGCNMethod(_ArchitectureMethod):
     The dense ``L x L`` graph suits conventional MLC (L <= a few thousand).
     """
 
-    description = "ML-GCN (Chen 2019): 2-layer GCN over the co-occurrence label graph -> per-label classifiers on h(x)"
-
-    hparam_space = {
-        "tau": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},  # binarises P(L_j | L_i) >= tau
-        "p": {"type": "number", "minimum": 0, "maximum": 1},  # re-weighting of the edges
-        "label_embeddings": {"type": ["string", "null"]},  # .npy [L, d_e]; None: learnable
-        "embedding_dim": {"type": "integer", "minimum": 1},
-        "gcn_hidden": {"type": "integer", "minimum": 1},
-    }
-
     def __init__(
         self,
-        tau: float = 0.4,
-        p: float = 0.25,
-        label_embeddings: str | None = None,
-        embedding_dim: int = 300,
-        gcn_hidden: int = 1024,
+        *,
+        tau: float,
+        p: float,
+        label_embeddings: str | None,
+        embedding_dim: int,
+        gcn_hidden: int,
         **trainer: Any,
     ) -> None:
         super().__init__(**trainer)
@@ -391,12 +373,6 @@ class MLGCNMethod(_ArchitectureMethod):
         self.adj_hat: np.ndarray | None = None
         self._emb: np.ndarray | None = None
         self._emb_sha256: str | None = None
-
-    def hparams(self) -> dict[str, Any]:
-        return {
-            **super().hparams(), "tau": self.tau, "p": self.p, "label_embeddings": self.label_embeddings,
-            "embedding_dim": self.embedding_dim, "gcn_hidden": self.gcn_hidden,
-        }
 
     def fingerprint(self) -> dict[str, Any]:
         return {**super().fingerprint(), "label_embeddings_sha256": self._emb_sha256}

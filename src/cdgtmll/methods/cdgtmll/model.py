@@ -529,53 +529,29 @@ class CDGTMLL(NeuralMethod):
     No-Overlap, ``beta_max=0`` no disagreement.
     """
 
-    description = "CD-GTMLL: N cooperating players on a shared MLP, curiosity + fusion (Alg. 1)"
-
-    hparam_space = {
-        "n_players": {"type": "integer", "minimum": 1},
-        "rho": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},  # overlap ratio (make_partition)
-        "alpha": {"type": "number", "minimum": 0},  # curiosity weight in Phi
-        "beta_max": {"type": "number", "minimum": 0},  # disagreement bonus after warm-up
-        "beta_warmup": {"type": "number", "minimum": 0, "maximum": 1},  # fraction of training steps
-        "ema_decay": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},  # 0 disables the EMA
-        "divergence": {"enum": list(DIVERGENCES)},
-        "payoff_weights": {"enum": list(PAYOFF_WEIGHTS)},
-        "eps": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 0.5},  # clip [eps, 1 - eps]
-        "tail_fraction": {"type": ["number", "null"], "minimum": 0, "maximum": 1},  # q of tail_labels
-        "partition_seed": {"type": ["integer", "null"], "minimum": 0},  # numpy seeds are >= 0
-        "clip_scope": {"enum": list(CLIP_SCOPES)},
-        "payoff_scale": {"enum": list(PAYOFF_SCALES)},
-        "divergence_form": {"enum": list(DIVERGENCE_FORMS)},
-        "peer_smoothing": {"enum": list(PEER_SMOOTHING)},
-        "tail_rule": {"enum": list(TAIL_RULES)},
-        "head_mass": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},  # tail_rule cumulative
-        "player_backbones": {"enum": list(PLAYER_BACKBONES)},
-        "rarity": {"enum": list(RARITIES)},
-        "partition_order": {"enum": list(PARTITION_ORDERS)},
-    }
-
     def __init__(
         self,
-        n_players: int = 3,
-        rho: float = 0.2,
-        alpha: float = 0.4,
-        beta_max: float = 0.3,
-        beta_warmup: float = 0.1,
-        ema_decay: float = 0.99,
-        divergence: str = "jsd",
-        payoff_weights: str = "uniform",
-        eps: float = 1e-6,
-        tail_fraction: float | None = None,
-        partition_seed: int | None = None,
-        clip_scope: str = "global",
-        payoff_scale: str = "mean",
-        divergence_form: str = "per_label",
-        peer_smoothing: str = "parameters",
-        tail_rule: str = "bottom_fraction",
-        head_mass: float = 0.1,
-        player_backbones: str = "shared",
-        rarity: str = "prevalence",
-        partition_order: str = "shuffled",
+        *,
+        n_players: int,
+        rho: float,
+        alpha: float,
+        beta_max: float,
+        beta_warmup: float,
+        ema_decay: float,
+        divergence: str,
+        payoff_weights: str,
+        eps: float,
+        tail_fraction: float | None,
+        partition_seed: int | None,
+        clip_scope: str,
+        payoff_scale: str,
+        divergence_form: str,
+        peer_smoothing: str,
+        tail_rule: str,
+        head_mass: float,
+        player_backbones: str,
+        rarity: str,
+        partition_order: str,
         **trainer: Any,
     ) -> None:
         super().__init__(**trainer)
@@ -631,20 +607,6 @@ class CDGTMLL(NeuralMethod):
         return (f"{cls.name}: payoff R is {R} (payoff_weights: {payoff}), {over}{bb}; scores are the unclipped fused "
                 f"probabilities; gradients clipped by {hparams.get('clip_scope', 'global')} norm; peers from {peers} "
                 f"(ema_decay {hparams.get('ema_decay', 0.99)}). See docs/methods.md.")
-
-    def hparams(self) -> dict[str, Any]:
-        return {
-            **super().hparams(),
-            **{
-                k: getattr(self, k)
-                for k in (
-                    "n_players", "rho", "alpha", "beta_max", "beta_warmup", "ema_decay", "divergence",
-                    "payoff_weights", "eps", "tail_fraction", "partition_seed", "clip_scope", "payoff_scale",
-                    "divergence_form", "peer_smoothing", "tail_rule", "head_mass", "player_backbones", "rarity",
-                    "partition_order",
-                )
-            },
-        }  # fmt: skip
 
     def fingerprint(self) -> dict[str, Any]:
         return {**super().fingerprint(), "partition": self.partition.to_json() if self.partition else None}

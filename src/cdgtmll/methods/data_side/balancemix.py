@@ -12,7 +12,7 @@ from sklearn.mixture import GaussianMixture
 from torch import nn
 
 from cdgtmll.methods.base import FitData, RunContext, register
-from cdgtmll.methods.data_side.common import _BACKBONE, _BCEDataSide, _derived_seed
+from cdgtmll.methods.data_side.common import _BCEDataSide, _derived_seed
 from cdgtmll.nn.losses.common import bce_terms, reduce
 from cdgtmll.nn.trainer import PREDICT_CHUNK, as_float32
 
@@ -179,23 +179,12 @@ class BalanceMixMethod(_BCEDataSide):
     probabilities, managed targets / weights and the last epoch's statistics.
     """
 
-    description = (
-        f"{_BACKBONE}; BalanceMix (Song et al., AAAI 2024): confidence-based minority sampler mixed with the "
-        "random batch (lambda=max(l',1-l'), l'~Beta(4,4)), label-wise GMM clean/re-label(0.975)/ambiguous "
-        "management after warm-up"
-    )
-
-    hparam_space = {
-        "warmup_epochs": {"type": "integer", "minimum": 0},
-        "mix_alpha": {"type": "number", "exclusiveMinimum": 0},  # Beta(alpha, alpha) needs alpha > 0
-        "relabel_tau": {"type": "number", "exclusiveMinimum": 0.5, "maximum": 1},  # p > tau -> 1, p < 1 - tau -> 0
-    }
-
     def __init__(
         self,
-        warmup_epochs: int = 10,
-        mix_alpha: float = 4.0,
-        relabel_tau: float = 0.975,
+        *,
+        warmup_epochs: int,
+        mix_alpha: float,
+        relabel_tau: float,
         **trainer: Any,
     ) -> None:
         super().__init__(**trainer)
@@ -219,14 +208,6 @@ class BalanceMixMethod(_BCEDataSide):
         self._W: torch.Tensor | None = None  # [n, L] label reliabilities
         self._managed = False
         self._last_stats: dict[str, float] = {}
-
-    def hparams(self) -> dict[str, Any]:
-        return {
-            **super().hparams(),
-            "warmup_epochs": self.warmup_epochs,
-            "mix_alpha": self.mix_alpha,
-            "relabel_tau": self.relabel_tau,
-        }
 
     # -- set-up ------------------------------------------------------------------------
     def prepare(self, data: FitData, ctx: RunContext) -> None:

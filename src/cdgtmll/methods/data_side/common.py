@@ -29,15 +29,9 @@ class _BCEDataSide(LossHeadMethod):
     """The BCE row (loss 'bce', same model/trainer); subclasses change the data path."""
 
     loss_name = "bce"
-    loss_defaults: dict[str, Any] = {}
 
     def __init__(
         self,
         **trainer: Any,
     ) -> None:
         super().__init__(**trainer)
-
-    def supports_images(self) -> bool:
-        """BalanceMix mixes input vectors, MLBOTE interpolates them and LSFA generates
-        feature vectors: all three treat ``X`` as vectors (see ``Method.supports_images``)."""
-        return False

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from cdgtmll.methods.base import FitData, RunContext, register
-from cdgtmll.methods.data_side.common import _BACKBONE, _BCEDataSide, _dense_labels, _derived_seed
+from cdgtmll.methods.data_side.common import _BCEDataSide, _dense_labels, _derived_seed
 from cdgtmll.nn.losses.common import bce_terms
 from cdgtmll.nn.progress import RunProgress, fmt_seconds
 from cdgtmll.nn.trainer import PREDICT_CHUNK, TrainConfig, TrainTask, as_float32, epoch_selection, train
@@ -274,41 +274,20 @@ class LSFAMethod(_BCEDataSide):
     validation P@k); the generator trains on CPU.
     """
 
-    #: stage 1 is the BCE row's model: read from BCE's run
-    builds_on = "BCE"
-
-    description = (
-        f"{_BACKBONE}; then LSFA (Xu et al., AAAI 2023): CVAE trained on head-label features generates 10 "
-        "features per tail label from its prototype, linear head retrained on frozen features (real + synthetic)"
-    )
-
-    hparam_space = {
-        "head_min_count": {"type": "integer", "minimum": 1},
-        "n_synthetic": {"type": "integer", "minimum": 1},
-        "gen_epochs": {"type": "integer", "minimum": 1},
-        "gen_batch_size": {"type": "integer", "minimum": 1},
-        "gen_lr": {"type": "number", "exclusiveMinimum": 0},  # Adam step size of the CVAE
-        "gen_hidden_dim": {"type": "integer", "minimum": 1},
-        "kl_weight": {"type": "number", "minimum": 0},
-        "gen_patience": {"type": "integer", "minimum": 1},
-        "calib_epochs": {"type": ["integer", "null"], "minimum": 1},  # None: the trainer's epochs
-        "calib_warmup": {"type": "integer", "minimum": 0},
-        "calib_weight": {"type": "number", "minimum": 0},  # weight of the synthetic rows' loss
-    }
-
     def __init__(
         self,
-        head_min_count: int = 50,
-        n_synthetic: int = 10,
-        gen_epochs: int = 100,
-        gen_batch_size: int = 256,
-        gen_lr: float = 1e-3,
-        gen_hidden_dim: int = 512,
-        kl_weight: float = 0.005,
-        gen_patience: int = 10,
-        calib_epochs: int | None = None,
-        calib_warmup: int = 5,
-        calib_weight: float = 1.0,
+        *,
+        head_min_count: int,
+        n_synthetic: int,
+        gen_epochs: int,
+        gen_batch_size: int,
+        gen_lr: float,
+        gen_hidden_dim: int,
+        kl_weight: float,
+        gen_patience: int,
+        calib_epochs: int | None,
+        calib_warmup: int,
+        calib_weight: float,
         **trainer: Any,
     ) -> None:
         super().__init__(**trainer)

@@ -9,7 +9,7 @@ import numpy as np
 from sklearn.neighbors import NearestNeighbors
 
 from cdgtmll.methods.base import FitData, RunContext, register
-from cdgtmll.methods.data_side.common import _BACKBONE, _BCEDataSide, _dense_labels, _derived_seed
+from cdgtmll.methods.data_side.common import _BCEDataSide, _dense_labels, _derived_seed
 from cdgtmll.nn.trainer import as_float32
 
 SELF, CROSS, INTERIOR = "self_borderline", "cross_borderline", "interior"
@@ -351,35 +351,18 @@ class MLBOTEMethod(_BCEDataSide):
     types differ in seed selection, weights and counts.
     """
 
-    description = (
-        f"{_BACKBONE}; trained on real + MLBOTE synthetic rows (Teng et al., Pattern Recognit. 2024): "
-        "self-borderline, cross-borderline and interior seeds, SMOTE interpolation within label sets"
-    )
-
-    hparam_space = {
-        "k_border": {"type": "integer", "minimum": 1},  # neighbour counts
-        "k_weight": {"type": "integer", "minimum": 1},
-        "ovr_threshold": {"type": "number", "minimum": 0},  # compared with ovrIR = (N - n_k) / n_k >= 0
-        "resample_ratio": {"type": "number", "minimum": 0},  # a count multiplier
-        # cross-borderline seeds are drawn with probability ~ rho - 1 among rho > cross_threshold
-        "cross_threshold": {"type": "number", "minimum": 1},
-        "interior_ratio": {"type": "number", "minimum": 0},  # compared with IRLbl_k / meanIR > 0
-        "size_penalty": {"type": "number", "minimum": 0},  # 1 + size_penalty * [0, 1) divides the weights
-        "step_size": {"type": "number", "minimum": 0},  # g ~ U(0, step_size)
-        "standardize": {"type": "boolean"},
-    }
-
     def __init__(
         self,
-        k_border: int = 3,
-        k_weight: int = 5,
-        ovr_threshold: float = 10.0,
-        resample_ratio: float = 0.01,
-        cross_threshold: float = 5.0,
-        interior_ratio: float = 1.0,
-        size_penalty: float = 1.0,
-        step_size: float = 1.0,
-        standardize: bool = True,
+        *,
+        k_border: int,
+        k_weight: int,
+        ovr_threshold: float,
+        resample_ratio: float,
+        cross_threshold: float,
+        interior_ratio: float,
+        size_penalty: float,
+        step_size: float,
+        standardize: bool,
         **trainer: Any,
     ) -> None:
         super().__init__(**trainer)

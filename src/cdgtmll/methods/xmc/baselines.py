@@ -93,7 +93,7 @@ same way.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -176,27 +176,13 @@ def etu_scores(eta: np.ndarray, weights: np.ndarray, k: int) -> np.ndarray:
 class ETUMethod(BCEMethod):
     """BCE marginals + the ETU top-k rule at prediction (module docstring)."""
 
-    #: the marginals are the BCE row's model: read from BCE's run
-    builds_on = "BCE"
-
-    description = (
-        "ETU inference rule (expected macro-recall@k: top-k of eta/prior) on the BCE model's "
-        "marginals (MLP backbone + linear head + BCE)"
-    )
-
-    hparam_space = {
-        "utility": {"enum": list(UTILITIES)},
-        "k": {"type": "integer", "minimum": 1},  # size of the top-k decision
-        "priors": {"enum": list(PRIORS)},  # xcolumns: n_l / n, weights 1/(pi + 1e-6); laplace: below
-        "prior_smoothing": {"type": "number", "exclusiveMinimum": 0},  # Laplace a of (n_l + a) / (n + 2a)
-    }
-
     def __init__(
         self,
-        utility: str = "macro-recall",
-        k: int = 5,
-        prior_smoothing: float = 1.0,
-        priors: str = "xcolumns",
+        *,
+        utility: str,
+        k: int,
+        prior_smoothing: float,
+        priors: str,
         **trainer: Any,
     ) -> None:
         super().__init__(**trainer)
@@ -214,10 +200,6 @@ class ETUMethod(BCEMethod):
         self.priors = priors
         self.priors_: np.ndarray | None = None
         self.weights_: np.ndarray | None = None
-
-    def hparams(self) -> dict[str, Any]:
-        return {**super().hparams(), "utility": self.utility, "k": self.k, "priors": self.priors,
-                "prior_smoothing": self.prior_smoothing}
 
     def prepare(self, data: FitData, ctx: RunContext) -> None:
         super().prepare(data, ctx)
@@ -255,36 +237,19 @@ PECOS_PIN = "libpecos==1.2.8"
 class XRLinearMethod(ExternalMethod):
     """PECOS XR-Linear (XLinearModel) on the given features, in ``.venv/xmc/pecos`` (module docstring)."""
 
-    description = "PECOS XR-Linear: PIFA + balanced hierarchical k-means label tree, linear rankers, beam search"
-    env_name = "pecos"
-
-    hparam_space = {
-        "nr_splits": {"type": "integer", "minimum": 2},  # tree out-degree (1 never merges the codes)
-        "max_leaf_size": {"type": "integer", "minimum": 1},
-        "Cp": {"type": "number", "exclusiveMinimum": 0},  # liblinear costs of positives / negatives
-        "Cn": {"type": "number", "exclusiveMinimum": 0},
-        "threshold": {"type": "number", "minimum": 0},  # |w| below it is pruned
-        "beam_size": {"type": "integer", "minimum": 1},
-        "only_topk": {"type": "integer", "minimum": 1},
-        # PECOS post-processors whose scores lie in [0, 1] (the log-* and noop ones do not,
-        # and predict_proba clips to [0, 1])
-        "post_processor": {"enum": ["sigmoid", "l1-hinge", "l2-hinge", "l3-hinge", "l4-hinge"]},
-        "normalize": {"type": "boolean"},
-        "threads": {"anyOf": [{"const": -1}, {"type": "integer", "minimum": 1}]},  # -1: all CPUs
-    }
-
     def __init__(
         self,
-        nr_splits: int = 16,
-        max_leaf_size: int = 100,
-        Cp: float = 1.0,
-        Cn: float = 1.0,
-        threshold: float = 0.1,
-        beam_size: int = 10,
-        only_topk: int = 100,
-        post_processor: str = "l3-hinge",
-        normalize: bool = True,
-        threads: int = -1,
+        *,
+        nr_splits: int,
+        max_leaf_size: int,
+        Cp: float,
+        Cn: float,
+        threshold: float,
+        beam_size: int,
+        only_topk: int,
+        post_processor: str,
+        normalize: bool,
+        threads: int,
     ) -> None:
         self.nr_splits = int(nr_splits)
         self.max_leaf_size = int(max_leaf_size)
@@ -310,10 +275,7 @@ class XRLinearMethod(ExternalMethod):
 class _EncoderMethod(Method):
     """A method that needs a pretrained transformer text encoder (not implemented)."""
 
-    hparam_space = {"encoder": {"type": ["string", "null"]}}  # local HuggingFace model directory
-    needs_encoder: ClassVar[bool] = True
-
-    def __init__(self, encoder: str | None = None) -> None:
+    def __init__(self, *, encoder: str | None) -> None:
         self.encoder = None if encoder is None else str(encoder)
 
     def not_runnable_reason(self) -> str | None:
@@ -336,11 +298,9 @@ class _EncoderMethod(Method):
 class XRTransformerMethod(_EncoderMethod):
     """XR-Transformer (Zhang et al. 2021): needs a pretrained text encoder; not run here."""
 
-    description = "XR-Transformer: needs a pretrained transformer text encoder (not run)"
 
 
 @register("MatchXML")
 class MatchXMLMethod(_EncoderMethod):
     """MatchXML (Ye et al. 2024): needs a pretrained text encoder; not run here."""
 
-    description = "MatchXML: needs a pretrained transformer text encoder (not run)"

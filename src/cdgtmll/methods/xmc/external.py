@@ -1,6 +1,6 @@
 """Base class of the methods whose library runs in an environment of its own.
 
-A subclass names its environment (``env_name``, :mod:`cdgtmll.external.envs`), the
+A method's spec names its environment (``env``, :mod:`cdgtmll.external.envs`); its class, the
 parameters it sends to its worker (:meth:`ExternalMethod.worker_params`) and how the
 library's raw scores become scores in [0, 1] (:meth:`ExternalMethod.to_unit`). Everything
 else is the ordinary :class:`~cdgtmll.methods.base.Method` contract: ``fit`` trains in the
@@ -18,7 +18,7 @@ versions the worker imported, its training wall time and CPU time and its peak R
 from __future__ import annotations
 
 import os
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -42,16 +42,14 @@ def job_threads(threads: int, all_cpus: int) -> int:
 
 
 class ExternalMethod(Method):
-    """A method run by a worker in ``.venv/xmc/<env_name>`` (module docstring)."""
-
-    env_name: ClassVar[str] = ""
+    """A method run by a worker in ``.venv/xmc/<spec.env>`` (module docstring)."""
 
     _client: WorkerClient | None = None
     n_labels: int = 0
     fit_info_: dict | None = None
 
     def env(self) -> ExternalEnv:
-        return ExternalEnv.of(self.env_name)
+        return ExternalEnv.of(self.spec.env)
 
     def worker_params(self) -> dict[str, Any]:
         """The library parameters sent to the worker with ``fit``."""
@@ -70,14 +68,14 @@ class ExternalMethod(Method):
         return np.clip(raw, 0.0, 1.0)
 
     def hparams(self) -> dict[str, Any]:
-        return env_hparams(self.env_name)
+        return env_hparams(self.spec.env)
 
     def not_runnable_reason(self) -> str | None:
-        return env_reason(self.env_name)
+        return env_reason(self.spec.env)
 
     def fit(self, data: FitData, ctx: RunContext) -> ExternalMethod:
         env = self.env()
-        reason = env_reason(self.env_name)
+        reason = env_reason(self.spec.env)
         if reason is not None:
             raise NotRunnable(f"{self.name}: not run: {reason}")
         self.close()

@@ -66,24 +66,9 @@ _TOP_K_SPACE = {"anyOf": [{"type": "null"}, {"type": "integer", "minimum": 1}]}
 class NapkinXCPLTMethod(ExternalMethod):
     """napkinXC's Probabilistic Label Tree with its defaults (module docstring; not in the paper)."""
 
-    description = ("napkinXC PLT (reference row, not in the paper): hierarchical k-means label tree, "
-                   "per-node logistic regression, exact top-k tree search")
-    env_name = "napkinxc"
-
-    hparam_space = {
-        "arity": {"type": "integer", "minimum": 2},
-        "max_leaves": {"type": "integer", "minimum": 1},
-        "liblinear_c": {"type": "number", "exclusiveMinimum": 0},
-        "liblinear_eps": {"type": "number", "exclusiveMinimum": 0},
-        "weights_threshold": {"type": "number", "minimum": 0},
-        "loss": {"enum": ["log", "l2"]},
-        "threads": {"type": "integer", "minimum": 0},  # 0: all CPUs (napkinXC; not reproducible), default 1
-        "top_k": _TOP_K_SPACE,  # labels scored per row; null: all when L <= 2000, else 100
-    }
-
-    def __init__(self, arity: int = 2, max_leaves: int = 100, liblinear_c: float = 10.0, liblinear_eps: float = 0.1,
-                 weights_threshold: float = 0.1, loss: str = "log", threads: int = 1,
-                 top_k: int | None = None) -> None:
+    def __init__(self, *, arity: int, max_leaves: int, liblinear_c: float, liblinear_eps: float,
+                 weights_threshold: float, loss: str, threads: int,
+                 top_k: int | None) -> None:
         self.arity, self.max_leaves = int(arity), int(max_leaves)
         self.liblinear_c, self.liblinear_eps = float(liblinear_c), float(liblinear_eps)
         self.weights_threshold, self.loss = float(weights_threshold), str(loss)
@@ -100,17 +85,7 @@ class NapkinXCPLTMethod(ExternalMethod):
 class LibMultiLabel1vsRestMethod(ExternalMethod):
     """LibMultiLabel's linear one-vs-rest with its defaults (module docstring; not in the paper)."""
 
-    description = ("LibMultiLabel linear one-vs-rest (reference row, not in the paper): one LIBLINEAR "
-                   "L2-loss SVM per label; scores sigmoid(decision value)")
-    env_name = "libmultilabel"
-
-    hparam_space = {
-        "options": {"type": "string"},  # LIBLINEAR option string (LibMultiLabel's; '' = its default -s 1)
-        "threads": {"type": "integer", "minimum": 1},  # training threads (> 1: not reproducible)
-        "top_k": _TOP_K_SPACE,
-    }
-
-    def __init__(self, options: str = "", threads: int = 1, top_k: int | None = None) -> None:
+    def __init__(self, *, options: str, threads: int, top_k: int | None) -> None:
         self.options = str(options)
         self.threads = int(threads)
         self.top_k = None if top_k is None else int(top_k)
