@@ -1,5 +1,6 @@
 """cdgtmll.workflow.scheduler: at most one pending re-evaluation timer in Snakemake's job
-scheduler, applied to the locked Snakemake, in a real Snakemake run, by the project's Snakefile."""
+scheduler, applied to the locked Snakemake, in a real Snakemake run. That the project's Snakefile
+applies it, and says so when it cannot: tests/integration/pipeline/test_snakefile_setup.py."""
 
 from __future__ import annotations
 
@@ -104,9 +105,3 @@ def test_a_real_snakemake_run_keeps_one_timer_instead_of_one_per_job(tmp_path):
         (line,) = [x for x in (res.stdout + res.stderr).splitlines() if x.startswith("PEAK_TIMERS=")]
         peak[one] = int(line.split("=")[1])
     assert peak["1"] <= 2 and peak["0"] >= 6, peak
-
-
-def test_the_projects_snakefile_applies_it_and_says_so_when_it_cannot():
-    text = (ROOT / "Snakefile").read_text()
-    assert "from cdgtmll.workflow.scheduler import one_reevaluation_timer" in text
-    assert "if not one_reevaluation_timer():" in text
