@@ -1,11 +1,14 @@
-"""The environment the Snakefile gives every job (src/cdgtmll/workflow/env.py). That a real job
-gets it is checked on the tiny pipeline's provenance (tests/integration/pipeline/test_pipeline_e2e.py)."""
+"""The environment the Snakefile gives every job (src/cdgtmll/workflow/env.py). That the Snakefile
+sets it is checked on the parsed workflow (tests/integration/pipeline/test_snakefile_setup.py), that
+a real job gets it on the tiny pipeline's provenance (tests/integration/pipeline/test_pipeline_e2e.py)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+
+import pytest
 
 from cdgtmll.workflow.env import (
     GPUS_BY_REQUEST_ENV,
@@ -15,7 +18,6 @@ from cdgtmll.workflow.env import (
     job_device,
     passive_openmp_waits,
 )
-from tests.support.paths import ROOT
 
 
 def test_passive_waits_are_set_when_unset_and_a_users_choice_is_kept():
@@ -28,14 +30,7 @@ def test_passive_waits_are_set_when_unset_and_a_users_choice_is_kept():
     assert passive_openmp_waits(empty) is True and empty["OMP_WAIT_POLICY"] == "PASSIVE"
 
 
-def test_the_snakefile_sets_it_before_its_rules():
-    """The call runs at the top of the Snakefile, before any rule file is included (every job
-    inherits Snakemake's environment)."""
-    text = (ROOT / "Snakefile").read_text()
-    call, first_include = text.index("\npassive_openmp_waits()"), text.index("\ninclude:")
-    assert call < first_include
-
-
+@pytest.mark.slow
 def test_a_process_started_with_it_keeps_torchs_results():
     """PASSIVE changes how OpenMP threads wait, not what they compute: a 2-thread matmul and
     convolution give the same bytes under both policies."""
@@ -64,11 +59,3 @@ def test_a_cluster_job_that_asked_for_no_gpu_trains_on_the_cpu():
     assert job_device("cuda", {**env, JOB_GPUS_ENV: "0"}) == "cuda"
     export_gpu_requests(False, env)
     assert job_device("auto", {**env, JOB_GPUS_ENV: "0"}) == "auto"
-
-
-def test_the_training_rules_put_the_jobs_gpu_in_its_environment():
-    """The rules train and train_more start the job with its gpu resource in JOB_GPUS_ENV, and
-    the rule file common.smk exports whether GPUs come by request before any job starts."""
-    text = (ROOT / "workflow/rules/train.smk").read_text()
-    assert text.count(f'"{JOB_GPUS_ENV}={{resources.gpu}} ') == 2 and text.count("gpu=train_gpu,") == 2
-    assert "\nexport_gpu_requests(gpus_wanted(config))\n" in (ROOT / "workflow/rules/common.smk").read_text()
