@@ -105,6 +105,7 @@ def test_run_spec_hash_stable_and_sensitive(default_cfg):
     assert io.config_hash(plan.run_spec(cfg3, "yeast", "clean", "BR-LogReg")) == io.config_hash(a)
 
 
+@pytest.mark.slow
 def test_code_default_change_changes_run_spec(tmp_path):
     """A hyper-parameter the config does not set still enters the run spec with the value
     the code uses, so changing a code default re-runs the job (here CD-GTMLL's payoff

@@ -77,6 +77,7 @@ def test_a_training_job_holds_its_method_and_its_loss_and_no_other(paper_specs):
     assert {"cdgtmll.train", "cdgtmll.nn.trainer", "cdgtmll.nn.losses.common"} <= shared
 
 
+@pytest.mark.slow
 def test_identity_is_deterministic_and_needs_no_torch(paper_specs):
     import subprocess
 

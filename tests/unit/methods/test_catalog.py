@@ -104,6 +104,7 @@ def test_the_cache_key_follows_every_source_file(tmp_path):
     assert catalog.cache_path(before) != catalog.cache_path(catalog.source_sha256(pkg))
 
 
+@pytest.mark.slow
 def test_check_config_and_run_specs_import_neither_torch_nor_sklearn(tmp_path):
     """With the catalog cached (``make venv`` does it), validating a profile and planning every
     job's spec, not-run reason and code identity imports no method module, and no scipy (0.14 s
@@ -144,6 +145,7 @@ def test_a_plugin_cannot_take_a_builtin_name(tmp_path):
         sys.modules.pop("takes_bce", None)
 
 
+@pytest.mark.slow
 def test_a_training_job_imports_only_its_methods_module(tmp_path):
     """With the catalog cached (``make venv`` caches it), building a method imports the module that
     defines it and not the other built-ins (scikit-learn alone is about 1.1 s of CPU per training

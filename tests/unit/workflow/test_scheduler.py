@@ -30,6 +30,7 @@ def _releases(sem: threading.Semaphore) -> int:
     return n
 
 
+@pytest.mark.slow
 def test_the_locked_snakemake_gets_the_workaround():
     """The installed Snakemake's method is the source the workaround was written against; an
     upgrade that changes it fails here, so that the workaround is re-checked, not dropped."""
@@ -46,6 +47,7 @@ def test_the_locked_snakemake_gets_the_workaround():
         JobScheduler._schedule_reevalutation = original
 
 
+@pytest.mark.slow  # imports Snakemake, whose Slurm plugin runs `which sacct` on import
 def test_requests_while_one_is_pending_give_one_release_and_the_next_request_arms_again():
     """Five passes asking for a re-evaluation within the delay: upstream's method releases the
     semaphore five times (five chains), the workaround once; once that timer has fired, the
