@@ -30,9 +30,9 @@ TESTS = Path(__file__).resolve().parent
 #: every test below one of these folders gets the marker (registered in pyproject.toml)
 FOLDER_MARKERS = {TESTS / "integration": "integration", TESTS / "cuda": "cuda"}
 #: tests with one of these markers may start processes; every other test (the fast loop,
-#: ``pytest -m "not integration and not slow"``) may not (:func:`pytest_runtest_protocol`)
+#: ``pytest -m "not integration and not slow"``) may not (:func:`pytest_runtest_protocol`),
+#: ``git`` excepted (:func:`_is_git`)
 PROCESS_MARKERS = ("slow", "integration", "cuda")
-#: ``git`` is the exception (:func:`_is_git`)
 #: where a process starts: ``subprocess`` (run, check_output, Popen, os.popen, asyncio), what
 #: ``multiprocessing``'s spawn and forkserver call, ``fork`` (its fork start method, torch
 #: DataLoader workers), ``posix_spawn`` and ``os.system``
