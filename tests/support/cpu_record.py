@@ -54,7 +54,7 @@ def pytest_sessionfinish(session):
         PARTS.rmdir()
     slow = {t: round(s, 2) for t, s in sorted(seconds.items(), key=lambda kv: -kv[1]) if s >= THRESHOLD_CPU_S}
     record = {"threshold_cpu_s": THRESHOLD_CPU_S, "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-              "machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "load": list(os.getloadavg()),
+              "machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "load": [round(x, 2) for x in os.getloadavg()],
               "tests_measured": len(seconds), "cpu_s_of_the_rest": round(sum(s for s in seconds.values()
                                                                               if s < THRESHOLD_CPU_S), 1),
               "slow": slow}
