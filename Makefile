@@ -15,7 +15,7 @@ export MPLCONFIGDIR ?= $(CURDIR)/.cache/matplotlib
 export XDG_CACHE_HOME ?= $(CURDIR)/.cache
 export DVC_NO_ANALYTICS = 1
 
-.PHONY: all test venv lock lint report clean-results
+.PHONY: all test test-fast venv lock lint report clean-results
 
 # The environment: pip bootstraps uv (the version requirements.lock pins), uv makes the venv
 # exactly the lock for this platform (`uv pip sync`: the lock's markers pick the Linux or macOS
@@ -52,6 +52,10 @@ all: venv
 # scheduler (measured: docs/testing.md)
 test: venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -n 3 --dist loadfile -q
+
+# the fast loop: no process start (git excepted), no Snakemake, no fine-tuning (docs/testing.md)
+test-fast: venv
+	$(BIN)/python -m pytest -m "not integration and not slow" -q
 
 report: venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --report results/report.html --configfile "$(CONFIG)"

@@ -9,7 +9,11 @@ subprocesses; ``cuda/`` needs a CUDA device; ``support/`` holds the helpers test
 
 from __future__ import annotations
 
+import _posixsubprocess
 import json
+import os
+import platform
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -25,6 +29,20 @@ passive_openmp_waits()
 TESTS = Path(__file__).resolve().parent
 #: every test below one of these folders gets the marker (registered in pyproject.toml)
 FOLDER_MARKERS = {TESTS / "integration": "integration", TESTS / "cuda": "cuda"}
+#: tests with one of these markers may start processes; every other test (the fast loop,
+#: ``pytest -m "not integration and not slow"``) may not (:func:`pytest_runtest_protocol`),
+#: ``git`` excepted (:func:`_is_git`)
+PROCESS_MARKERS = ("slow", "integration", "cuda")
+#: where a process starts: ``subprocess`` (run, check_output, Popen, os.popen, asyncio), what
+#: ``multiprocessing``'s spawn and forkserver call, ``fork`` (its fork start method, torch
+#: DataLoader workers), ``posix_spawn`` and ``os.system``
+PROCESS_STARTS = ((subprocess.Popen, "_execute_child"), (_posixsubprocess, "fork_exec"), (os, "fork"),
+                  (os, "posix_spawn"), (os, "posix_spawnp"), (os, "system"))
+STARTED = pytest.StashKey[list]()
+
+
+class ProcessStartInFastTest(RuntimeError):
+    """A test without a marker of :data:`PROCESS_MARKERS` tried to start a process."""
 
 
 @pytest.fixture(scope="session")
@@ -55,10 +73,23 @@ def pytest_configure(config):
         config.option.loadscopereorder = False
 
 
+def pytest_sessionstart(session):
+    """Two answers a process gets once, by starting a process, are asked for here, before any
+    test, so that the fast tests that need them start none: the processor's name, which
+    ``platform.processor()`` reads from ``uname -p`` (each run's provenance records it), and the
+    number of physical cores, which joblib's loky counts with ``lscpu`` when scikit-learn first
+    asks (its OpenMP helpers: KMeans, GaussianMixture)."""
+    from joblib.externals.loky import cpu_count
+
+    platform.processor()
+    cpu_count(only_physical_cores=True)
+
+
 @pytest.hookimpl(tryfirst=True)  # marked before `-m` deselects
 def pytest_collection_modifyitems(config, items):
-    """Mark every test under ``tests/integration/`` ``integration`` and every test under
-    ``tests/cuda/`` ``cuda`` (so ``pytest -m "not integration"`` is the fast loop).
+    """Mark every test under ``tests/integration/`` ``integration``, every test under
+    ``tests/cuda/`` ``cuda``, and the tests :func:`recorded_slow_tests` names ``slow`` (so
+    ``pytest -m "not integration and not slow"`` is the fast loop).
 
     Then run the longest test files first: by the seconds per file that docs/timings.json
     records from the last measured ``make test`` (:func:`recorded_file_seconds`, written by
@@ -69,12 +100,78 @@ def pytest_collection_modifyitems(config, items):
     grouping: https://github.com/pytest-dev/pytest-xdist/issues/1386), and each idle worker takes
     the next file: longest first, the workers finish within about one short file of each
     other instead of one running a long file alone at the end."""
+    heavy = recorded_slow_tests()
     for item in items:
         for folder, marker in FOLDER_MARKERS.items():
             if item.path.is_relative_to(folder):
                 item.add_marker(marker)
+        if item.nodeid in heavy:
+            item.add_marker("slow")
     seconds = recorded_file_seconds()
     items.sort(key=lambda item: (-seconds.get(item.nodeid.split("::")[0], 0.0), item.get_closest_marker("slow") is None))
+
+
+def _is_git(args) -> bool:
+    """Whether a command line runs ``git``: the one process a fast test may start. The lineage
+    code reads the repository's state through git (cdgtmll.lineage: provenance, work tree, audit)
+    and every training run records it; a git command costs milliseconds, a Python process a
+    second or more."""
+    argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args or [])
+    return bool(argv) and os.path.basename(os.fsdecode(argv[0])) == "git"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """A test of the fast loop starts no process: while it runs (its fixtures' set-up and
+    tear-down included), each of :data:`PROCESS_STARTS` raises :class:`ProcessStartInFastTest`,
+    and the test fails (:func:`pytest_runtest_makereport`) even where the code under test
+    catches the error. A test that needs a process is marked ``slow`` or lives under
+    ``tests/integration/``."""
+    if any(item.get_closest_marker(m) for m in PROCESS_MARKERS):
+        return (yield)
+    started = item.stash[STARTED] = []
+    saved = [(owner, name, getattr(owner, name)) for owner, name in PROCESS_STARTS if hasattr(owner, name)]
+
+    def refuse(name, original):
+        def start(*args, **kwargs):
+            what = args[1] if name == "_execute_child" and len(args) > 1 else args[:1]
+            if name == "_execute_child" and _is_git(what):
+                return original(*args, **kwargs)
+            started.append(f"{name}({what!r:.200})")
+            raise ProcessStartInFastTest(f"{item.nodeid} starts a process ({started[-1]}): a test without the "
+                                         "slow marker runs in-process (tests/conftest.py, docs/testing.md)")
+        return start
+
+    for owner, name, original in saved:
+        setattr(owner, name, refuse(name, original))
+    try:
+        return (yield)
+    finally:
+        for owner, name, original in saved:
+            setattr(owner, name, original)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Fails a passing phase of a test that tried to start a process (the code under test may
+    have caught :class:`ProcessStartInFastTest`)."""
+    report = yield
+    started = item.stash.get(STARTED, [])
+    if started and report.passed:
+        report.outcome = "failed"
+        report.longrepr = f"{item.nodeid} tried to start a process: {'; '.join(started)}; mark it slow or run it in-process"
+    started.clear()  # each attempt fails one phase, not the next one again
+    return report
+
+
+def recorded_slow_tests(path: Path = TESTS / "slow_tests.json") -> set[str]:
+    """The tests that took at least the record's threshold of CPU time when last measured
+    (``slow`` in ``tests/slow_tests.json``, written by :mod:`tests.support.cpu_record`): they are
+    marked ``slow``, so the fast loop stays under a minute of CPU (docs/testing.md)."""
+    try:
+        return set(json.loads(path.read_text())["slow"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()
 
 
 def recorded_file_seconds(path: Path = TESTS.parent / "docs" / "timings.json") -> dict[str, float]:

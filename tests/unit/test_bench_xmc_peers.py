@@ -65,6 +65,7 @@ def test_table_has_cpu_wall_with_load_and_rss_per_dataset(bench):
     assert xr[5:] == ["failed", "", "", ""]
 
 
+@pytest.mark.slow
 def test_worker_reports_the_cpu_time_of_fit_not_its_wall_time(tmp_path):
     """A fit that burns 0.3 s of CPU and sleeps 0.4 s: ``fit_cpu_seconds`` counts the first
     only, ``fit_seconds`` both."""

@@ -8,10 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from cdgtmll.data.registry import RIVER_YEAST, get_spec
 from tests.support.paths import ROOT
+
+pytestmark = pytest.mark.slow  # the command line in a subprocess
 
 PLUGIN = '''"""A bring-your-own method: predicts each label's training prevalence."""
 import numpy as np

@@ -14,6 +14,8 @@ import pytest
 
 from tests.support.paths import ROOT
 
+pytestmark = pytest.mark.slow  # each test runs the shell tool or a Python process
+
 TOOL = ROOT / "tools" / "gpu_check.sh"
 PARTS = ("sync", "cuda", "finetune", "tabular")
 ENV = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT / "src")}

@@ -83,6 +83,7 @@ def _python(tmp_path, *args, log=None):
     return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
+@pytest.mark.slow
 def test_the_process_log_holds_each_python_process_cpu_time(tmp_path):
     log = tmp_path / "procs.jsonl"
     _python(tmp_path, "-c", "pass")  # no CDGTMLL_PROC_LOG: the hook does nothing

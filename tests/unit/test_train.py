@@ -46,6 +46,7 @@ def _job(data: Path, method: str, out: Path, threads: str | None, preload_torch:
     return json.loads(res.stdout.splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_classical_job_never_loads_torch_and_a_neural_job_gets_the_thread_budget(yeast_npz, tmp_path):
     classical = _job(yeast_npz, "BR-LogReg", tmp_path / "br", threads="1")
     assert classical == {"rc": 0, "torch": False, "sklearn": True, "threads": None}
@@ -54,6 +55,7 @@ def test_classical_job_never_loads_torch_and_a_neural_job_gets_the_thread_budget
     assert (tmp_path / "br/seed0/predictions.npz").is_file() and (tmp_path / "bce/seed0/predictions.npz").is_file()
 
 
+@pytest.mark.slow
 def test_torch_is_seeded_whether_or_not_it_was_imported_before_the_method(yeast_npz, tmp_path):
     """torch loaded at start (as a plugin or a fine-tuning input may) or first by the method's
     module: the same predictions, byte for byte."""

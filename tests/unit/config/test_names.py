@@ -20,13 +20,6 @@ HOSTILE = ["a b", "../../../tmp/x", "..", ".", "Bad/Alias", "<img src=x onerror=
            " yeast", "yeast ", "ye\nast", "ye\x00ast", "a..b", ""]
 
 
-def test_the_workflow_constrains_its_wildcards_with_the_checked_patterns():
-    common = (ROOT / "workflow/rules/common.smk").read_text()
-    assert re.search(r"^\s+dataset=DATASET_WILDCARD,$", common, re.M)
-    assert re.search(r"^\s+method=METHOD_WILDCARD,$", common, re.M)
-    assert "from cdgtmll.config.names import DATASET_WILDCARD, METHOD_WILDCARD" in common
-
-
 def test_every_builtin_name_and_setting_is_accepted():
     for d in REGISTRY:
         assert name_problem(d, "dataset") is None and re.fullmatch(DATASET_WILDCARD, d)

@@ -73,6 +73,7 @@ def _prior_ranking(Y_train, n_rows):
 # ----------------------------------------------------------------- real P@k, each library
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dataset", sorted(DATASETS))
 @pytest.mark.parametrize("method", list(ENVS))
 def test_real_precision_at_k(method, dataset, mulan, tmp_path):
@@ -146,6 +147,7 @@ DIRECT = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", list(ENVS))
 def test_worker_round_trip_equals_direct_library_call(method, mulan, tmp_path):
     """Bibtex (first 2,000 training and 500 test rows): the method's scores (worker process,
@@ -178,6 +180,7 @@ def test_worker_round_trip_equals_direct_library_call(method, mulan, tmp_path):
     assert np.array_equal(S, expected)
 
 
+@pytest.mark.slow
 def test_each_environment_is_its_lock(tmp_path):
     """Each environment holds exactly its lock's pins (libpecos with numpy < 2 beside a
     numpy-2 project environment)."""
@@ -215,6 +218,7 @@ def _scratch_checkout(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_unbuildable_environment_is_a_not_run_reason_in_the_tables(tmp_path, monkeypatch):
     """No Python 3.11 for the venv (PY of mk/xmc-envs.mk): the build (as `make xmc-envs` runs
     it) fails at once, offline; the reason names the environment, the lock and the log, reaches
@@ -282,6 +286,7 @@ def test_lock_change_changes_the_run_spec(tmp_path, monkeypatch):
 # ------------------------------------------------------------------------ worker protocol
 
 
+@pytest.mark.slow
 def test_worker_errors_and_death_are_reported(tmp_path):
     env = require_env("napkinxc")
     c = WorkerClient(env, "napkinXC-PLT")

@@ -68,6 +68,7 @@ def check_print_rules(fig: Figure, forbidden: tuple[str, ...] = ("yeast/", "R0.5
 # --------------------------------------------------------------------- the style itself
 
 
+@pytest.mark.slow
 def test_builtin_order_lists_every_registered_method():
     # the built-in registry of a fresh process: other tests register plugin methods in this one
     import subprocess

@@ -33,6 +33,9 @@ from cdgtmll.train import run_seed
 from cdgtmll.variants import naming, occlusion
 from tests.support.finetune import IMG_CFG, TRAINING, L, N, make_image_data, spec
 
+#: a test that fine-tunes the ResNet-50 (seconds each on a CPU, worker processes in one) is slow
+FINETUNES = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> ProcessedData:
@@ -46,6 +49,7 @@ def _run(data, tmp, method, **training):
 
 
 # ------------------------------------------------------------------------ input pipeline
+@pytest.mark.slow
 def test_augmented_batches_do_not_depend_on_workers_and_change_per_epoch(data):
     src = trainer_input.ImageSource.from_data(data)
     X_tr = data.part("train")[0]
@@ -110,6 +114,7 @@ def test_image_source_occludes_training_rows_only(data):
 
 
 # ------------------------------------------------------------------------ training
+@FINETUNES
 def test_finetuning_learns_from_pixels_and_records_the_backbone(data, tmp_path):
     pred, prov, out = _run(data, tmp_path, "BCE")
     Y_test = data.part("test")[1]
@@ -124,6 +129,7 @@ def test_finetuning_learns_from_pixels_and_records_the_backbone(data, tmp_path):
     assert ck["fingerprint_obj"]["task"]["backbone"]["weights_sha256"] == "random init"
 
 
+@FINETUNES
 def test_finetuning_is_bit_identical_and_resumes_exactly(data, tmp_path):
     p1, _, _ = _run(data, tmp_path / "a", "CD-GTMLL", epochs=2)
     p2, _, _ = _run(data, tmp_path / "b", "CD-GTMLL", epochs=2)
@@ -143,6 +149,7 @@ def test_finetuning_is_bit_identical_and_resumes_exactly(data, tmp_path):
     assert np.array_equal(m2.predict_proba(data.part("test")[0]), p1["test"])
 
 
+@FINETUNES
 def test_changed_image_file_invalidates_the_checkpoint(tmp_path):
     d = make_image_data(tmp_path / "imgs", seed=1)
     _run(d, tmp_path / "r1", "BCE", epochs=1)
@@ -171,6 +178,7 @@ IMAGE_METHODS = ["ASL", "DBL", "Focal", "CB", "LDAM", "LogitAdj", "PE", "SRB", "
                  "ML-Decoder", "MLC-NC"]
 
 
+@FINETUNES
 @pytest.mark.parametrize("method", IMAGE_METHODS)
 def test_other_image_capable_methods_train_on_images(data, tmp_path, method):
     pred, prov, _ = _run(data, tmp_path, method, epochs=1)
@@ -178,6 +186,7 @@ def test_other_image_capable_methods_train_on_images(data, tmp_path, method):
     assert prov["backbone"]["frozen"] is False
 
 
+@FINETUNES
 def test_workers_do_not_change_a_run(data, tmp_path, monkeypatch):
     """MLC-NC draws its own class-aware batches (trainer hook ``epoch_batches``); with 2
     persistent DataLoader workers the whole run is bit-identical to decoding in-process. The 2

@@ -145,6 +145,7 @@ def test_voc_from_official_tars_and_unsafe_tars(voc_main, tmp_path):
         datasets.extract_members(make_voc_tar(tmp_path / "abs.tar", [], extra=[("/tmp/x.jpg", b"x")]), dest, set())
 
 
+@pytest.mark.slow
 def test_prepare_then_features_end_to_end(voc_main, tmp_path, capsys, monkeypatch):
     """prepare (30 images: real label lines, generated JPEGs) -> frozen ResNet-50
     features (random init, 64 px) -> a ProcessedData with 2048 columns."""

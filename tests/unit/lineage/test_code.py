@@ -1,7 +1,6 @@
 """Code identities (src/cdgtmll/lineage/code.py): what a job's code is, and that an edit
 changes exactly the identities whose closure holds the edited module."""
 
-import re
 import sys
 import textwrap
 
@@ -78,6 +77,7 @@ def test_a_training_job_holds_its_method_and_its_loss_and_no_other(paper_specs):
     assert {"cdgtmll.train", "cdgtmll.nn.trainer", "cdgtmll.nn.losses.common"} <= shared
 
 
+@pytest.mark.slow
 def test_identity_is_deterministic_and_needs_no_torch(paper_specs):
     import subprocess
 
@@ -90,14 +90,3 @@ def test_identity_is_deterministic_and_needs_no_torch(paper_specs):
     assert torch_loaded is False
 
 
-def test_every_rule_that_runs_package_code_has_its_code_as_a_param():
-    for smk in sorted((ROOT / "workflow/rules").glob("*.smk")):
-        for block in re.split(r"\n(?=rule \w+:)", smk.read_text()):
-            mods = re.findall(r"python -m (cdgtmll[\w.]*)", block)
-            if not mods or not block.startswith("rule "):
-                continue
-            name = block.split(":")[0]
-            found = re.search(r"\n        code=(.+),\n", block)
-            assert found, f"{smk.name}: {name} runs {mods} without a code= param"
-            if name not in ("rule train", "rule train_more", "rule train_once"):  # a training job's closure adds its method's modules
-                assert found.group(1) == "code_of(" + ", ".join(f'"{m}"' for m in dict.fromkeys(mods)) + ")", (smk.name, name)

@@ -216,6 +216,7 @@ def test_xr_linear_environment_pins_numpy_1(tmp_path, monkeypatch):
         m.fit(FitData(X, Y, None, None, list("abcd")), RunContext(seed=0, workdir=tmp_path))
 
 
+@pytest.mark.slow
 def test_xr_linear_trains_on_synthetic(tmp_path):
     from tests.support.external_envs import require_env
 

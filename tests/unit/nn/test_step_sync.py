@@ -95,6 +95,7 @@ def test_guard_catches_a_host_read(yeast, tmp_path, monkeypatch):
         fit("CD-GTMLL", yeast, tmp_path / "cpu-path")
 
 
+@pytest.mark.slow  # fine-tunes the ResNet-50
 @pytest.mark.parametrize("method", ["BCE", "CD-GTMLL", "C-Tran"])
 def test_image_steps_read_nothing_on_the_host(tmp_path, monkeypatch, method):
     """Fine-tuning the (random-init) ResNet-50 on the toy JPEGs: the steps under the guard (the

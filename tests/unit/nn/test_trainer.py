@@ -281,6 +281,7 @@ print("NOT STOPPED")
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
 def test_signal_checkpoints_the_epoch_then_stops_and_resume_is_bit_identical(tmp_path, sig):
     """SIGTERM/SIGINT in the middle of epoch 3 (of 4, no cadence checkpoint before the end): the
@@ -317,6 +318,7 @@ def test_signal_checkpoints_the_epoch_then_stops_and_resume_is_bit_identical(tmp
     assert strip_timing(read_log(tmp_path / "full" / TRAIN_LOG)) == strip_timing(read_log(wd / TRAIN_LOG))
 
 
+@pytest.mark.slow
 def test_deterministic_mode_without_the_compiler_stack():
     """Training sets deterministic algorithms on CPU without importing the compiler stack
     (torch._dynamo, torch._inductor, sympy: +1.6 s of CPU per process), neither through

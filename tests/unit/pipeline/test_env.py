@@ -22,10 +22,3 @@ def test_a_cluster_job_that_asked_for_no_gpu_trains_on_the_cpu():
     export_gpu_requests(False, env)
     assert job_device("auto", {**env, JOB_GPUS_ENV: "0"}) == "auto"
 
-
-def test_the_training_rules_put_the_jobs_gpu_in_its_environment():
-    """The rules train and train_more start the job with its gpu resource in JOB_GPUS_ENV, and
-    the rule file common.smk exports whether GPUs come by request before any job starts."""
-    text = (ROOT / "workflow/rules/train.smk").read_text()
-    assert text.count(f'"{JOB_GPUS_ENV}={{resources.gpu}} ') == 2 and text.count("gpu=train_gpu,") == 2
-    assert "\nexport_gpu_requests(gpus_wanted(config))\n" in (ROOT / "workflow/rules/common.smk").read_text()

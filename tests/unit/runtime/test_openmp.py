@@ -1,11 +1,14 @@
-"""OpenMP's wait policy for the workflow's jobs (src/cdgtmll/runtime/openmp.py). That a real job
-gets it is checked on the tiny pipeline's provenance (tests/integration/pipeline/test_pipeline_e2e.py)."""
+"""OpenMP's wait policy for the workflow's jobs (src/cdgtmll/runtime/openmp.py). That the Snakefile
+sets it is checked on the parsed workflow (tests/integration/pipeline/test_snakefile_setup.py), that
+a real job gets it on the tiny pipeline's provenance (tests/integration/pipeline/test_pipeline_e2e.py)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+
+import pytest
 
 from cdgtmll.runtime.openmp import OPENMP_WAIT_POLICY, passive_openmp_waits
 from tests.support.paths import ROOT
@@ -21,14 +24,7 @@ def test_passive_waits_are_set_when_unset_and_a_users_choice_is_kept():
     assert passive_openmp_waits(empty) is True and empty["OMP_WAIT_POLICY"] == "PASSIVE"
 
 
-def test_the_snakefile_sets_it_before_its_rules():
-    """The call runs at the top of the Snakefile, before any rule file is included (every job
-    inherits Snakemake's environment)."""
-    text = (ROOT / "Snakefile").read_text()
-    call, first_include = text.index("\npassive_openmp_waits()"), text.index("\ninclude:")
-    assert call < first_include
-
-
+@pytest.mark.slow
 def test_a_process_started_with_it_keeps_torchs_results():
     """PASSIVE changes how OpenMP threads wait, not what they compute: a 2-thread matmul and
     convolution give the same bytes under both policies."""

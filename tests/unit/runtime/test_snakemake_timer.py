@@ -1,6 +1,7 @@
 """cdgtmll.runtime.snakemake_timer: at most one pending re-evaluation timer in Snakemake's job
-scheduler, applied to the locked Snakemake, in a real Snakemake run, by the project's Snakefile;
-any other scheduler is left as it is."""
+scheduler, applied to the locked Snakemake, in a real Snakemake run; any other scheduler is left
+as it is. That the project's Snakefile applies it, and says so when it cannot:
+tests/integration/pipeline/test_snakefile_setup.py."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ def _releases(sem: threading.Semaphore) -> int:
     return n
 
 
+@pytest.mark.slow
 def test_the_locked_snakemake_gets_the_workaround():
     """The installed Snakemake's method is the source the workaround was written against; an
     upgrade that changes it fails here, so that the workaround is re-checked, not dropped."""
@@ -46,6 +48,7 @@ def test_the_locked_snakemake_gets_the_workaround():
         JobScheduler._schedule_reevalutation = original
 
 
+@pytest.mark.slow  # imports Snakemake, whose Slurm plugin runs `which sacct` on import
 def test_a_changed_or_missing_upstream_method_is_left_alone(monkeypatch):
     """The guard: a Snakemake whose method has another source, or none, keeps its own scheduler
     (the fallback), and the call says it did not patch."""
@@ -64,6 +67,7 @@ def test_a_changed_or_missing_upstream_method_is_left_alone(monkeypatch):
     assert not hasattr(JobScheduler, "_schedule_reevalutation")
 
 
+@pytest.mark.slow  # imports Snakemake, whose Slurm plugin runs `which sacct` on import
 def test_requests_while_one_is_pending_give_one_release_and_the_next_request_arms_again():
     """Five passes asking for a re-evaluation within the delay: upstream's method releases the
     semaphore five times (five chains), the workaround once; once that timer has fired, the
@@ -123,9 +127,3 @@ def test_a_real_snakemake_run_keeps_one_timer_instead_of_one_per_job(tmp_path):
         (line,) = [x for x in (res.stdout + res.stderr).splitlines() if x.startswith("PEAK_TIMERS=")]
         peak[one] = int(line.split("=")[1])
     assert peak["1"] <= 2 and peak["0"] >= 6, peak
-
-
-def test_the_projects_snakefile_applies_it_and_says_so_when_it_cannot():
-    text = (ROOT / "Snakefile").read_text()
-    assert "from cdgtmll.runtime.snakemake_timer import one_reevaluation_timer" in text
-    assert "if not one_reevaluation_timer():" in text

@@ -116,6 +116,7 @@ def _pdflatex():
     return exe
 
 
+@pytest.mark.slow
 def test_tex_escape_compiles_to_the_text(tmp_path):
     """Typeset, every special character comes out as itself (pdftotext would need poppler:
     the test checks that pdflatex accepts it, without errors or missing characters)."""
@@ -128,6 +129,7 @@ def test_tex_escape_compiles_to_the_text(tmp_path):
     assert "Missing character" not in (tmp_path / "t.log").read_text(errors="replace")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", [NAME, "plain", "toy=Toy (MULAN)", "O'Brien", "", "a{b}c", "tab\tx"])
 def test_report_shell_word_is_inert_text_that_bash_reads_back(value):
     word = report_shell_word(value)
@@ -140,6 +142,7 @@ def test_report_label_holds_no_markup():
     assert report_label("quick (config/a<b>&`c`\n.yaml)") == "quick (config/a?b???c??.yaml)"
 
 
+@pytest.mark.slow
 def test_style_cli_args_carry_a_display_name_as_inert_bash_words():
     cfg = {"experiments": {"methods": ["BCE"]}, "data": {"custom": {"toy": {"display_name": NAME}}}}
     args = style.style_cli_args(cfg)

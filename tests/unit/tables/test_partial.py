@@ -175,6 +175,7 @@ def test_builder_writes_staged_partial_results_of_the_runs_there_now(runs, tmp_p
     assert not (part / "tables").exists() and not (part / "plan.json").exists()
 
 
+@pytest.mark.slow  # starts the refresher process
 def test_refresh_soon_needs_a_plan_and_starts_one_refresher(runs, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert refresh_soon(Path("results/partial/plan.json")) is False  # no plan: nothing started

@@ -179,6 +179,7 @@ def test_method_deviation_footnote_from_the_runs_hparams(tmp_path):
 
 
 
+@pytest.mark.slow
 def test_training_records_the_footnote_and_tables_read_it_without_importing_torch(tmp_path):
     """The training job records its method's footnote (``table_note`` in provenance.json, from
     the class and the run's hyper-parameters); the tables print that record and import no method
