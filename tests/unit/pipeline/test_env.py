@@ -5,7 +5,6 @@ pipeline's provenance (tests/integration/pipeline/test_pipeline_e2e.py)."""
 from __future__ import annotations
 
 from cdgtmll.pipeline.env import GPUS_BY_REQUEST_ENV, JOB_GPUS_ENV, export_gpu_requests, job_device
-from tests.support.paths import ROOT
 
 
 def test_a_cluster_job_that_asked_for_no_gpu_trains_on_the_cpu():

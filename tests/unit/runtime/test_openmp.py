@@ -11,7 +11,6 @@ import sys
 import pytest
 
 from cdgtmll.runtime.openmp import OPENMP_WAIT_POLICY, passive_openmp_waits
-from tests.support.paths import ROOT
 
 
 def test_passive_waits_are_set_when_unset_and_a_users_choice_is_kept():
