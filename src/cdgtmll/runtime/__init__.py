@@ -13,6 +13,7 @@ the dependency's own behaviour when the dependency changes, tested in tests/unit
   algorithms and torch's optimizers without importing the compiler stack (torch 2.14.1;
   pytorch/pytorch#165950, #127325), used by the trainer (:mod:`cdgtmll.nn.trainer`).
 
-Nothing here imports another ``cdgtmll`` module; the rest of the package imports these modules
+The guard they share is :func:`cdgtmll.runtime.guard.source_is`. Nothing here imports a
+``cdgtmll`` module outside this package; the rest of the package imports these modules
 where it applies them.
 """

@@ -45,9 +45,9 @@ case, so that an upgrade re-checks the workaround instead of silently dropping i
 
 from __future__ import annotations
 
-import hashlib
-import inspect
 import threading
+
+from cdgtmll.runtime.guard import source_is
 
 #: sha256 of ``inspect.getsource(JobScheduler._schedule_reevalutation)`` in snakemake 9.27.1
 UPSTREAM_SHA256 = "bb09f100ea5766bbab2a2fa26d28d2a7488140ed6e74224adcebab65112bbf69"
@@ -85,11 +85,7 @@ def one_reevaluation_timer() -> bool:
         return False
     if current is _schedule_reevaluation_once:
         return True
-    try:
-        source = inspect.getsource(current)
-    except (OSError, TypeError):
-        return False
-    if hashlib.sha256(source.encode()).hexdigest() != UPSTREAM_SHA256:
+    if not source_is(current, UPSTREAM_SHA256):
         return False
     JobScheduler._schedule_reevalutation = _schedule_reevaluation_once
     return True

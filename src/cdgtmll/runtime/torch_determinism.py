@@ -26,12 +26,12 @@ the locked torch if the bypass stops applying, so that an upgrade re-checks it.
 from __future__ import annotations
 
 import functools
-import hashlib
-import inspect
 import sys
 from collections.abc import Callable
 
 import torch
+
+from cdgtmll.runtime.guard import source_is
 
 #: sha256 of ``inspect.getsource(torch.use_deterministic_algorithms)`` in torch 2.14.1
 UPSTREAM_SHA256 = "d487404c86f9e76e6d57c2796d5bcdb84c514fcc616c1b50ed48ec8ff32e577b"
@@ -41,11 +41,7 @@ UPSTREAM_SHA256 = "d487404c86f9e76e6d57c2796d5bcdb84c514fcc616c1b50ed48ec8ff32e5
 def _bypass_applies(public: Callable, setter: Callable | None) -> bool:
     if setter is None:
         return False
-    try:
-        source = inspect.getsource(public)
-    except (OSError, TypeError):
-        return False
-    return hashlib.sha256(source.encode()).hexdigest() == UPSTREAM_SHA256
+    return source_is(public, UPSTREAM_SHA256)
 
 
 def bypass_applies() -> bool:

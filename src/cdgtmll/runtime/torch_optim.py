@@ -35,7 +35,6 @@ torch if they stop applying, so that an upgrade re-checks them.
 from __future__ import annotations
 
 import functools
-import hashlib
 import inspect
 import sys
 from collections.abc import Callable
@@ -44,6 +43,8 @@ import torch
 import torch._compile
 from torch.optim import lr_scheduler
 from torch.optim import optimizer as optimizer_module
+
+from cdgtmll.runtime.guard import source_is
 
 #: the :class:`torch.optim.Optimizer` methods torch wraps with ``torch._compile._disable_dynamo``
 DYNAMO_WRAPPED = ("zero_grad", "state_dict", "load_state_dict", "add_param_group")
@@ -71,14 +72,7 @@ def _upstream() -> dict[str, Callable | None]:
 
 @functools.lru_cache(maxsize=4)
 def _as_written(functions: tuple[tuple[str, Callable | None], ...]) -> bool:
-    for name, fn in functions:
-        try:
-            source = inspect.getsource(fn)
-        except (OSError, TypeError):
-            return False
-        if hashlib.sha256(source.encode()).hexdigest() != UPSTREAM_SHA256.get(name):
-            return False
-    return True
+    return all(source_is(fn, UPSTREAM_SHA256.get(name)) for name, fn in functions)
 
 
 def bypass_applies() -> bool:
