@@ -35,6 +35,7 @@ import pytest
 import yaml
 
 from cdgtmll.lineage.seal import SEAL_FIELD, seal_problem
+from cdgtmll.methods import base
 from tests.support.paths import ROOT
 from tests.support.tools import load_tool
 from tests.support.workflow import checkout_ignore, snakemake_env
@@ -58,8 +59,13 @@ CONFIGS = ["--configfile", "config/quick.yaml", "config/scale.yaml"]
 # takes 15-25 s here (two Snakemake start-ups in each)
 QUICK_CHECKS = ["--slurm-init-seconds-before-status-checks", "8"]
 SUBMITTED = re.compile(r"Job \S+ has been submitted with SLURM jobid (\d+) \(log: (\S+)\)")  # a group's id is a uuid
-# the sbatch job of one run: its training and evaluation (group run_{dataset}_{variant}_{method})
-RUN_GROUP = "run_yeast_clean_{}_evaluate_train"
+# the sbatch job of one run: its training and evaluation (group run_{dataset}_{variant}_{method}),
+# named by the group's rules: train_once and evaluate_once for a deterministic method (BR-LogReg)
+
+
+def run_group(method: str) -> str:
+    rules = "evaluate_once_train_once" if base.spec_of(method).deterministic else "evaluate_train"
+    return f"run_yeast_clean_{method}_{rules}"
 
 
 # ------------------------------------------------------------------ the profile (fast)
@@ -503,7 +509,7 @@ def _wait_for_checkpoint(proc: subprocess.Popen, ckpt: Path, log_csv: Path) -> N
 def _running_job(repo: Path, method: str) -> str:
     """The Slurm job id of ``method``'s run on Yeast's clean split, running now."""
     running = [jid for jid, state, comment in _squeue(repo)
-               if comment == "rule_" + RUN_GROUP.format(method) and state == "RUNNING"]
+               if comment == "rule_" + run_group(method) and state == "RUNNING"]
     assert len(running) == 1, _squeue(repo)
     return running[0]
 
@@ -616,13 +622,13 @@ def test_quick_profile_on_slurm_matches_local_and_resumes_after_scancel(mirror, 
     last_job = {Path(log).parent.name: jid for jid, log in train}  # group_run_yeast_clean_<method>_evaluate_train
     for d in run_dirs:
         sched = json.loads((d / "seed0/provenance.json").read_text())["scheduler"]
-        assert sched["kind"] == "slurm" and sched["slurm_job_id"] == last_job["group_" + RUN_GROUP.format(d.name)], \
+        assert sched["kind"] == "slurm" and sched["slurm_job_id"] == last_job["group_" + run_group(d.name)], \
             (d, sched, last_job)
     states = {jid: (state, comment) for jid, state, comment in _squeue(slurm, "-j", ",".join(j for j, _ in train))}
     for jid, log in train:
         want = "CANCELLED" if jid == cancelled else "COMPLETED"
         assert states[jid][0] == want and states[jid][1].startswith("rule_run_yeast_clean_"), states
-        assert Path(log).is_file() and "rule train:" in Path(log).read_text(), log
+        assert Path(log).is_file() and re.search(r"rule train(_once)?:", Path(log).read_text()), log
         job = subprocess.run(["scontrol", "show", "job", "-o", jid], capture_output=True, text=True).stdout
         # the group's request: the larger memory, the two rules' times added (240 + 10 min), 1 CPU;
         # the account the plugin found (the cluster's, for root); requeue after a node failure
@@ -631,7 +637,7 @@ def test_quick_profile_on_slurm_matches_local_and_resumes_after_scancel(mirror, 
         # one GPU for a neural method, none for BR-LogReg (tools/slurm_local.sh's node declares
         # GPUs without devices: the job is scheduled as on a GPU cluster and trains on the CPU)
         gpu = "TresPerJob=gres:gpu:1" in job
-        assert gpu is (not states[jid][1].startswith("rule_" + RUN_GROUP.format("BR-LogReg"))) and \
+        assert gpu is (not states[jid][1].startswith("rule_" + run_group("BR-LogReg"))) and \
             ("gres:gpu" in job) is gpu, job
     # sacct (slurmdbd) has every job as squeue does: what the plugin's status checks read
     acct, _ = _sacct(*(j for j, _ in train))
