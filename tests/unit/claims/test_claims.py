@@ -14,6 +14,7 @@ import pytest
 from scipy import stats
 
 from cdgtmll.claims import check, compare, paper, report, verdict
+from tests.support.claims import claim_record
 from tests.support.paths import SHARED
 
 TEX = Path(os.environ.get("CDGTMLL_PAPER_TEX", SHARED / "paper" / "cd-gtmll.tex"))
@@ -45,12 +46,7 @@ def _runs(records: list[dict]) -> pd.DataFrame:
 
 
 def _claim(**kw) -> dict:
-    base = {"claim_id": "x", "location": "", "line": 1, "quote": "", "kind": "value", "dataset": "yeast",
-            "setting": "clean", "metric": "rare_f1", "method": "CD-GTMLL", "other_method": "",
-            "paper_value": math.nan, "paper_value_hi": math.nan, "comparator": "=", "mode": "global",
-            "in_comment": False, "notes": ""}
-    base.update(kw)
-    return base
+    return claim_record(**kw)
 
 
 def _check(claim: dict, runs: pd.DataFrame, **kw) -> dict:

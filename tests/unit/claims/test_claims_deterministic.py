@@ -5,8 +5,6 @@ value claim on one, get no test on a single run and say why."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -14,6 +12,7 @@ from scipy import stats
 
 from cdgtmll.claims import compare
 from cdgtmll.claims.verdict import NC_FEW
+from tests.support.claims import claim_record
 from tests.support.once_runs import trained_runs
 
 
@@ -30,12 +29,8 @@ def runs(tmp_path_factory):
 
 
 def _claim(**kw) -> dict:
-    base = {"claim_id": "x", "location": "", "line": 1, "quote": "", "kind": "beats", "dataset": "yeast",
-            "setting": "clean", "metric": "micro_f1", "method": "RF-300", "other_method": "BR-LogReg",
-            "paper_value": math.nan, "paper_value_hi": math.nan, "comparator": ">", "mode": "global",
-            "in_comment": False, "notes": ""}
-    base.update(kw)
-    return base
+    return claim_record(**{"kind": "beats", "metric": "micro_f1", "method": "RF-300", "other_method": "BR-LogReg",
+                           "comparator": ">", **kw})
 
 
 def _check(claim: dict, runs: pd.DataFrame) -> dict:
