@@ -42,8 +42,8 @@ _DBL_COMMIT = "2567764a4bf5263e357c13e851d27cabf74170f6"
 #: the config's ``dataset_overrides``
 DBL_SRC = _code("wutong16/DistributionBalancedLoss", "configs/voc/LT_resnet50_pfc_DB.py", _DBL_COMMIT)
 FOCAL_SRC = "paper Lin et al., ICCV 2017 (the RetinaNet setting)"
-CB_SRC = "paper (Cui et al., CVPR 2019)"
-LDAM_SRC = "paper (Cao et al., NeurIPS 2019)"
+CB_SRC = "unverified: the cb loss's default (notes on Cui et al., CVPR 2019: beta in {0.9 .. 0.9999})"
+LDAM_SRC = _code("kaidic/LDAM-DRW", "losses.py", "3193f05c1e6e8c4798c5419e97c5a479d991e3e9") + " (LDAMLoss max_m=0.5, s=30)"
 LOGITADJ_SRC = "paper (Menon et al., ICLR 2021)"
 #: the attention heads' sizes, scaled down next to the 2 x 512 MLP backbone (the official value follows)
 SCALED = "ours: scaled to the 2x512 MLP backbone, official"
