@@ -51,7 +51,9 @@ UNSET: Any = _Unset()
 class HParam:
     """One hyper-parameter: its default (or :data:`UNSET`), its valid values as a JSON-schema
     fragment (``{"type": "number", "exclusiveMinimum": 0}``; numbers must also be finite) and
-    where the default comes from (``"paper Eq. 7"``, ``"official code"``, ``"ours"``)."""
+    where the default comes from, in one of the forms :mod:`cdgtmll.methods.builtin` lists
+    (``"paper App. E.1/E.2 (Yeast)"``, ``"official code <owner/repo> <file>@<commit>"``,
+    ``"ours: <why>"``, ``"unverified: <what the docs say>"``)."""
 
     default: Any
     space: dict[str, Any]
