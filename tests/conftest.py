@@ -10,6 +10,8 @@ subprocesses; ``cuda/`` needs a CUDA device; ``support/`` holds the helpers test
 from __future__ import annotations
 
 import _posixsubprocess
+import importlib
+import importlib.util
 import json
 import os
 import platform
@@ -78,11 +80,16 @@ def pytest_sessionstart(session):
     test, so that the fast tests that need them start none: the processor's name, which
     ``platform.processor()`` reads from ``uname -p`` (each run's provenance records it), and the
     number of physical cores, which joblib's loky counts with ``lscpu`` when scikit-learn first
-    asks (its OpenMP helpers: KMeans, GaussianMixture)."""
+    asks (its OpenMP helpers: KMeans, GaussianMixture). A third is the C library ``libdl``,
+    which the CUDA bindings' loader (``cuda.pathfinder``, imported with ``torch``) finds with
+    ``ldconfig -p`` at its first import: imported here, it does not fail whichever fast test
+    happens to import torch first in its process."""
     from joblib.externals.loky import cpu_count
 
     platform.processor()
     cpu_count(only_physical_cores=True)
+    if importlib.util.find_spec("cuda") and importlib.util.find_spec("cuda.pathfinder"):
+        importlib.import_module("cuda.pathfinder")
 
 
 @pytest.hookimpl(tryfirst=True)  # marked before `-m` deselects
