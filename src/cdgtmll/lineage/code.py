@@ -26,6 +26,13 @@ job records its identity with the list of modules and their hashes (``provenance
 ``code``; ``metrics.json`` -> ``code``; ``*.sources.json`` -> ``code``), and
 ``cdgtmll audit`` recomputes it from the code on disk (:func:`cdgtmll.lineage.audit`).
 
+The **package hash** (:func:`package_sha256`) is the other hash of the source: every module of
+the package, whether a job imports it or not, for the training checkpoint's fingerprint and
+for reference in every provenance record. It and the hash of one module of an identity are
+one computation (:func:`sources_sha256`). A job that records provenance imports this module,
+so its closure holds what this module imports, the lazy imports of :func:`method_module` and
+:func:`train_roots` (the method and loss registries) included.
+
 Planning cost: finding a module's imports means parsing it (``ast``); within one process the
 result is kept per (path, size, mtime), and so is each file's hash. Parsing the closures of the
 default profile's planning process costs about 0.4 s of CPU (0.48 s, against 0.09 s with the
@@ -155,14 +162,51 @@ def closure(roots: Iterable[str]) -> dict[str, Path]:
     return dict(sorted(seen.items()))
 
 
+def sources_sha256(files: Iterable[tuple[str, Path]]) -> str:
+    """sha256 over source files in the order given: each file's name (UTF-8), then its bytes,
+    nothing between. The one way the package's source is hashed: one file named ``''`` is the
+    sha256 of its bytes (:func:`file_sha256`, a module of a code identity); every module of the
+    package named by its path is the package hash (:func:`package_sha256`)."""
+    h = hashlib.sha256()
+    for name, path in files:
+        h.update(name.encode())
+        h.update(Path(path).read_bytes())
+    return h.hexdigest()
+
+
 @functools.lru_cache(maxsize=4096)
 def _file_sha(path: str, size: int, mtime_ns: int) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return sources_sha256([("", Path(path))])
 
 
 def file_sha256(path: Path) -> str:
+    """sha256 of one source file's bytes (cached per process on path, size and mtime)."""
     st = path.stat()
     return _file_sha(str(path), st.st_size, st.st_mtime_ns)
+
+
+def package_files(package: Path = PACKAGE) -> list[tuple[str, Path]]:
+    """Every ``.py`` file under ``package`` in path order (``Path`` order: a folder's files come
+    before a sibling file whose name extends the folder's), named by its path relative to
+    ``package``."""
+    return [(str(f.relative_to(package)), f) for f in sorted(package.rglob("*.py"))]
+
+
+#: the package hash of this process (:func:`package_sha256`), computed on first use
+_PACKAGE_SHA256: str | None = None
+
+
+def package_sha256() -> str:
+    """sha256 over the source of the installed ``cdgtmll`` package: :func:`sources_sha256` of
+    :func:`package_files`, every module whether a job imports it or not. Part of the training
+    checkpoint fingerprint (:func:`cdgtmll.nn.checkpoint.run_fingerprint`: a checkpoint is resumed
+    only by the code that wrote it) and of every provenance record (``package_sha256``, for
+    reference; a job's own code is its :func:`identity`). Computed once per process, so that
+    files edited while a run trains do not change its checkpoint's fingerprint."""
+    global _PACKAGE_SHA256
+    if _PACKAGE_SHA256 is None:
+        _PACKAGE_SHA256 = sources_sha256(package_files())
+    return _PACKAGE_SHA256
 
 
 def lock_sha256() -> str | None:

@@ -1,6 +1,7 @@
 """Code identities (src/cdgtmll/lineage/code.py): what a job's code is, and that an edit
-changes exactly the identities whose closure holds the edited module."""
+changes exactly the identities whose closure holds the edited module; the package hash."""
 
+import hashlib
 import sys
 import textwrap
 
@@ -90,3 +91,34 @@ def test_identity_is_deterministic_and_needs_no_torch(paper_specs):
     assert torch_loaded is False
 
 
+
+
+#: a package's modules in path order, as written below: a folder's files before a sibling file
+#: whose name extends the folder's (``a/b.py`` before ``a-b.py`` and ``a.py``), which plain string
+#: order would put last
+PACKAGE_ORDER = ("__init__.py", "a/__init__.py", "a/b.py", "a-b.py", "a.py", "sub/deep/c.py")
+
+
+def test_the_package_hash_is_each_modules_path_then_its_bytes_in_path_order(tmp_path):
+    pkg = tmp_path / "pkg"
+    for i, name in enumerate(reversed(PACKAGE_ORDER)):  # created out of order
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / name).write_text(f"X = {i}\n")
+    (pkg / "data.yaml").write_text("not: source\n")
+    files = code.package_files(pkg)
+    assert [n for n, _ in files] == list(PACKAGE_ORDER)
+    expected = hashlib.sha256(b"".join(n.encode() + (pkg / n).read_bytes() for n in PACKAGE_ORDER)).hexdigest()
+    assert code.sources_sha256(files) == expected
+    (pkg / "a/b.py").write_text("X = 'edited'\n")
+    assert code.sources_sha256(code.package_files(pkg)) != expected
+
+
+def test_the_package_hash_and_a_modules_hash_are_those_of_the_files_on_disk():
+    h = hashlib.sha256()  # every .py of the package in Path order: its relative path, then its bytes
+    for f in sorted(code.PACKAGE.rglob("*.py")):
+        h.update(str(f.relative_to(code.PACKAGE)).encode())
+        h.update(f.read_bytes())
+    assert code.package_sha256() == h.hexdigest()
+    module = code.module_file("cdgtmll.lineage.code")
+    assert code.file_sha256(module) == hashlib.sha256(module.read_bytes()).hexdigest()
+    assert code.identity(["cdgtmll.lineage.code"])["modules"]["cdgtmll.lineage.code"] == code.file_sha256(module)
