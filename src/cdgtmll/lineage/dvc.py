@@ -153,7 +153,8 @@ def explain_failed_pull() -> int:
 
 
 class DvcAuditor(Protocol):
-    """What :func:`audit_dvc_artifact` uses of an audit (:class:`cdgtmll.lineage.audit.AuditReport`)."""
+    """What :func:`audit_dvc_artifact` uses of an audit (:class:`cdgtmll.lineage.audit.AuditReport`;
+    named by its members, as the audit module imports this one)."""
 
     dvc: DvcLineage | None
     lines: list[str]
