@@ -11,10 +11,9 @@ A job's **code identity** is the sha256 over
 * the lock file ``requirements.lock`` beside the package (the library versions the job runs
   with); ``null`` where the package is installed without its checkout.
 
-Entry modules (:func:`job_roots`): the job's command module (``cdgtmll.train``,
-``cdgtmll.metrics.evaluate_run``, ``cdgtmll.tables.build``, ...) and, for a training job, the
-module that defines its method and the module of the loss it trains with
-(``resolved_hparams.loss``; built-in loss ``name`` lives in ``cdgtmll.nn.losses.<name>``).
+Entry modules: the job's command module (``cdgtmll.train``, ``cdgtmll.metrics.evaluate_run``,
+``cdgtmll.tables.build``, ...) and, for a training job, the module that defines its method and
+the module of the loss it trains with (:func:`cdgtmll.lineage.roots.train_roots`).
 The registries import their other members by name at run time (methods, losses); the closure
 does not follow those, so editing one loss re-plans the jobs of the methods that train with
 that loss and nothing else. A plugin's module (config ``plugins``) is followed like a package
@@ -29,9 +28,11 @@ job records its identity with the list of modules and their hashes (``provenance
 The **package hash** (:func:`package_sha256`) is the other hash of the source: every module of
 the package, whether a job imports it or not, for the training checkpoint's fingerprint and
 for reference in every provenance record. It and the hash of one module of an identity are
-one computation (:func:`sources_sha256`). A job that records provenance imports this module,
-so its closure holds what this module imports, the lazy imports of :func:`method_module` and
-:func:`train_roots` (the method and loss registries) included.
+one computation (:func:`sources_sha256`).
+
+Every job that records provenance imports this module, so it imports no other module of the
+package: a job's closure gains only this file by it. The training jobs' entry modules, which
+need the method and loss registries, are :mod:`cdgtmll.lineage.roots`.
 
 Planning cost: finding a module's imports means parsing it (``ast``); within one process the
 result is kept per (path, size, mtime), and so is each file's hash. Parsing the closures of the
@@ -223,31 +224,6 @@ def identity(roots: Iterable[str]) -> dict[str, Any]:
         h.update(f"{m} {s}\n".encode())
     h.update(f"lock {lock}\n".encode())
     return {"sha256": h.hexdigest(), "roots": roots, "modules": mods, "lock_sha256": lock}
-
-
-def method_module(method: str) -> str | None:
-    """The module that defines registered method ``method`` (its spec's ``impl``: no import), or None."""
-    from cdgtmll.methods import base
-
-    spec = base.registered().get(method)
-    return spec.module if spec is not None else None
-
-
-def train_roots(spec: dict) -> list[str]:
-    """Entry modules of a training job: the trainer, the method's module and its loss's module."""
-    roots = [f"{ROOT_PACKAGE}.train", method_module(spec.get("registered_method") or spec["method"])]
-    loss = (spec.get("resolved_hparams") or {}).get("loss")
-    if isinstance(loss, str):
-        roots.append(f"{LOSS_PACKAGE}.{loss}" if module_file(f"{LOSS_PACKAGE}.{loss}") else _plugin_loss_module(loss))
-    return [r for r in roots if r]
-
-
-def _plugin_loss_module(name: str) -> str | None:
-    if "torch" not in sys.modules:  # a plugin loss is registered only once its module was imported
-        return None
-    from cdgtmll.nn.losses.registry import loss_module
-
-    return loss_module(name)
 
 
 def changed_modules(recorded: dict[str, str], current: dict[str, str]) -> list[str]:
