@@ -107,7 +107,7 @@ push: venv
 # DVC names only the output folder, the failed-pull report names each file and what the remote holds
 pull: venv
 	$(DVC_REMOTE) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc pull || { PATH="$(CURDIR)/$(BIN):$$PATH" \
-	  $(BIN)/python -c 'from cdgtmll.lineage.audit import explain_failed_pull as e; e()'; exit 1; }
+	  $(BIN)/python -c 'from cdgtmll.lineage.dvc import explain_failed_pull as e; e()'; exit 1; }
 # Free the DVC cache but keep what the workspace, every branch and tag and every experiment use
 # (plain `dvc gc -w` drops the experiments' outputs, and `dvc exp apply` then fails half-way)
 gc: venv

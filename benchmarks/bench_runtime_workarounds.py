@@ -110,12 +110,13 @@ def cpu():
     return r.ru_utime + r.ru_stime
 from cdgtmll.config import loader, plan
 from cdgtmll.lineage import code
+from cdgtmll.lineage.roots import train_roots
 profile, arm, table_file = sys.argv[1:4]
 cfg = loader.load(profile)
 specs = [plan.run_spec(cfg, d, "clean", m) for d in cfg["experiments"]["datasets"] for m in cfg["experiments"]["methods"]]
 rules = ["cdgtmll.data.prepare", "cdgtmll.variants.r_variant", "cdgtmll.metrics.evaluate_run", "cdgtmll.tables.build",
          "cdgtmll.figures.pr_curve", "cdgtmll.claims.check"]
-roots = [[r] for r in rules] + [code.train_roots(s) for s in specs]
+roots = [[r] for r in rules] + [train_roots(s) for s in specs]
 real = code.parse_imports
 seen = {}
 def recording(source, path, module):

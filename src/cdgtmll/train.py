@@ -64,7 +64,8 @@ from cdgtmll.images.datasets import is_image_rows
 from cdgtmll.io import atomic_path, config_hash, read_json, sha256_file, write_json
 from cdgtmll.labels import label_counts, tail_labels
 from cdgtmll.lineage import provenance
-from cdgtmll.lineage.code import identity, train_roots
+from cdgtmll.lineage.code import identity
+from cdgtmll.lineage.roots import train_roots
 from cdgtmll.methods import base
 from cdgtmll.methods.base import FitData, RunContext, build_for_protocol
 from cdgtmll.metrics.definitions import mean_average_precision, precision_at_k_topk, topk_from_scores

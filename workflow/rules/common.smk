@@ -33,7 +33,8 @@ from cdgtmll.config.plan import is_deterministic
 from cdgtmll.config.names import DATASET_WILDCARD, METHOD_WILDCARD
 from cdgtmll.data.availability import plan_unavailable
 from cdgtmll.data.registry import data_config
-from cdgtmll.lineage.code import identity, train_roots
+from cdgtmll.lineage.code import identity
+from cdgtmll.lineage.roots import train_roots
 from cdgtmll.variants.naming import CLEAN, variant_id
 from cdgtmll.pipeline.env import export_gpu_requests, export_mirror
 

@@ -141,9 +141,8 @@ from cdgtmll.claims.readings import add_reading_columns
 from cdgtmll.claims.report import _csv_text, render_html, render_markdown
 from cdgtmll.claims.verdict import ABOVE_PANEL, NC_DATASET, NC_FEW, NC_METHOD, ClaimSettings
 from cdgtmll.io import atomic_write, sha256_file
-from cdgtmll.tables.code_lineage import code_footnote, code_lineage
+from cdgtmll.lineage.summary import code_footnote, code_lineage, device_footnote, device_lineage
 from cdgtmll.tables.collect import pending_runs
-from cdgtmll.tables.device_lineage import device_footnote, device_lineage
 from cdgtmll.tables.render import PENDING, partial_banner
 
 #: the status of a claim that waits for runs of the running workflow (partial pages)

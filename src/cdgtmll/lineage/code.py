@@ -11,10 +11,9 @@ A job's **code identity** is the sha256 over
 * the lock file ``requirements.lock`` beside the package (the library versions the job runs
   with); ``null`` where the package is installed without its checkout.
 
-Entry modules (:func:`job_roots`): the job's command module (``cdgtmll.train``,
-``cdgtmll.metrics.evaluate_run``, ``cdgtmll.tables.build``, ...) and, for a training job, the
-module that defines its method and the module of the loss it trains with
-(``resolved_hparams.loss``; built-in loss ``name`` lives in ``cdgtmll.nn.losses.<name>``).
+Entry modules: the job's command module (``cdgtmll.train``, ``cdgtmll.metrics.evaluate_run``,
+``cdgtmll.tables.build``, ...) and, for a training job, the module that defines its method and
+the module of the loss it trains with (:func:`cdgtmll.lineage.roots.train_roots`).
 The registries import their other members by name at run time (methods, losses); the closure
 does not follow those, so editing one loss re-plans the jobs of the methods that train with
 that loss and nothing else. A plugin's module (config ``plugins``) is followed like a package
@@ -25,6 +24,15 @@ identity re-runs that job and everything downstream of it (the ``params`` rerun 
 job records its identity with the list of modules and their hashes (``provenance.json`` ->
 ``code``; ``metrics.json`` -> ``code``; ``*.sources.json`` -> ``code``), and
 ``cdgtmll audit`` recomputes it from the code on disk (:func:`cdgtmll.lineage.audit`).
+
+The **package hash** (:func:`package_sha256`) is the other hash of the source: every module of
+the package, whether a job imports it or not, for the training checkpoint's fingerprint and
+for reference in every provenance record. It and the hash of one module of an identity are
+one computation (:func:`sources_sha256`).
+
+Every job that records provenance imports this module, so it imports no other module of the
+package: a job's closure gains only this file by it. The training jobs' entry modules, which
+need the method and loss registries, are :mod:`cdgtmll.lineage.roots`.
 
 Planning cost: finding a module's imports means parsing it (``ast``); within one process the
 result is kept per (path, size, mtime), and so is each file's hash. Parsing the closures of the
@@ -155,14 +163,51 @@ def closure(roots: Iterable[str]) -> dict[str, Path]:
     return dict(sorted(seen.items()))
 
 
+def sources_sha256(files: Iterable[tuple[str, Path]]) -> str:
+    """sha256 over source files in the order given: each file's name (UTF-8), then its bytes,
+    nothing between. The one way the package's source is hashed: one file named ``''`` is the
+    sha256 of its bytes (:func:`file_sha256`, a module of a code identity); every module of the
+    package named by its path is the package hash (:func:`package_sha256`)."""
+    h = hashlib.sha256()
+    for name, path in files:
+        h.update(name.encode())
+        h.update(Path(path).read_bytes())
+    return h.hexdigest()
+
+
 @functools.lru_cache(maxsize=4096)
 def _file_sha(path: str, size: int, mtime_ns: int) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return sources_sha256([("", Path(path))])
 
 
 def file_sha256(path: Path) -> str:
+    """sha256 of one source file's bytes (cached per process on path, size and mtime)."""
     st = path.stat()
     return _file_sha(str(path), st.st_size, st.st_mtime_ns)
+
+
+def package_files(package: Path = PACKAGE) -> list[tuple[str, Path]]:
+    """Every ``.py`` file under ``package`` in path order (``Path`` order: a folder's files come
+    before a sibling file whose name extends the folder's), named by its path relative to
+    ``package``."""
+    return [(str(f.relative_to(package)), f) for f in sorted(package.rglob("*.py"))]
+
+
+#: the package hash of this process (:func:`package_sha256`), computed on first use
+_PACKAGE_SHA256: str | None = None
+
+
+def package_sha256() -> str:
+    """sha256 over the source of the installed ``cdgtmll`` package: :func:`sources_sha256` of
+    :func:`package_files`, every module whether a job imports it or not. Part of the training
+    checkpoint fingerprint (:func:`cdgtmll.nn.checkpoint.run_fingerprint`: a checkpoint is resumed
+    only by the code that wrote it) and of every provenance record (``package_sha256``, for
+    reference; a job's own code is its :func:`identity`). Computed once per process, so that
+    files edited while a run trains do not change its checkpoint's fingerprint."""
+    global _PACKAGE_SHA256
+    if _PACKAGE_SHA256 is None:
+        _PACKAGE_SHA256 = sources_sha256(package_files())
+    return _PACKAGE_SHA256
 
 
 def lock_sha256() -> str | None:
@@ -179,31 +224,6 @@ def identity(roots: Iterable[str]) -> dict[str, Any]:
         h.update(f"{m} {s}\n".encode())
     h.update(f"lock {lock}\n".encode())
     return {"sha256": h.hexdigest(), "roots": roots, "modules": mods, "lock_sha256": lock}
-
-
-def method_module(method: str) -> str | None:
-    """The module that defines registered method ``method`` (its spec's ``impl``: no import), or None."""
-    from cdgtmll.methods import base
-
-    spec = base.registered().get(method)
-    return spec.module if spec is not None else None
-
-
-def train_roots(spec: dict) -> list[str]:
-    """Entry modules of a training job: the trainer, the method's module and its loss's module."""
-    roots = [f"{ROOT_PACKAGE}.train", method_module(spec.get("registered_method") or spec["method"])]
-    loss = (spec.get("resolved_hparams") or {}).get("loss")
-    if isinstance(loss, str):
-        roots.append(f"{LOSS_PACKAGE}.{loss}" if module_file(f"{LOSS_PACKAGE}.{loss}") else _plugin_loss_module(loss))
-    return [r for r in roots if r]
-
-
-def _plugin_loss_module(name: str) -> str | None:
-    if "torch" not in sys.modules:  # a plugin loss is registered only once its module was imported
-        return None
-    from cdgtmll.nn.losses.registry import loss_module
-
-    return loss_module(name)
 
 
 def changed_modules(recorded: dict[str, str], current: dict[str, str]) -> list[str]:

@@ -1,15 +1,15 @@
 """Provenance records: what produced an artifact, so that any number can be traced.
 
 Every run writes ``provenance.json`` beside its metrics with: git commit and dirty
-flag, sha256 of the resolved run spec and of the full config, sha256 of every
-input data file (and the upstream source hashes recorded in the processed data),
-seed(s), package versions, device, host, command line, start and end time.
+flag, the job's code identity and the package hash (:mod:`cdgtmll.lineage.code`), sha256 of
+the resolved run spec and of the full config, sha256 of every input data file (and the
+upstream source hashes recorded in the processed data), seed(s), package versions, device,
+host, command line, start and end time.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import os
 import platform
 import socket
@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cdgtmll.io import sha256_file
+from cdgtmll.lineage.code import package_sha256
 from cdgtmll.pipeline.env import GPUS_BY_REQUEST_ENV, JOB_GPUS_ENV
 
 PACKAGES = (
@@ -49,24 +50,6 @@ def git_state(cwd: str | os.PathLike | None = None) -> dict[str, Any]:
     # untracked files under results/ etc. are ignored by .gitignore; anything else counts
     status = run("status", "--porcelain", "--untracked-files=no")
     return {"commit": commit, "dirty": bool(status), "dirty_files": status.splitlines()[:20] if status else []}
-
-
-_CODE_SHA256: str | None = None
-
-
-def code_sha256() -> str:
-    """sha256 over the source of the installed ``cdgtmll`` package (every .py file, in
-    path order): which code produced an artifact, also in a dirty tree. Part of the
-    training checkpoint fingerprint and of every provenance record."""
-    global _CODE_SHA256
-    if _CODE_SHA256 is None:
-        root = Path(__file__).resolve().parents[1]  # the cdgtmll package
-        h = hashlib.sha256()
-        for f in sorted(root.rglob("*.py")):
-            h.update(str(f.relative_to(root)).encode())
-            h.update(f.read_bytes())
-        _CODE_SHA256 = h.hexdigest()
-    return _CODE_SHA256
 
 
 def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]:
@@ -223,9 +206,9 @@ def record(
         "git": git_state(),
         # the job's code identity (cdgtmll.lineage.code: its modules, their hashes, the lock
         # file); package_sha256: every module of the package, for reference
-        "code_sha256": (code or {}).get("sha256", code_sha256()),
+        "code_sha256": (code or {}).get("sha256", package_sha256()),
         "code": code,
-        "package_sha256": code_sha256(),
+        "package_sha256": package_sha256(),
         "config_sha256": spec_sha256,
         "config": spec,
         "inputs": file_hashes(inputs),

@@ -30,7 +30,7 @@ import torch
 
 from cdgtmll.images.trainer_input import ImageInput
 from cdgtmll.io import atomic_path, atomic_write, corrupt_artifact, sha256_file
-from cdgtmll.lineage.provenance import code_sha256
+from cdgtmll.lineage.code import package_sha256
 from cdgtmll.nn import sparse as sparse_mod
 
 CHECKPOINT = "checkpoint.pt"
@@ -62,7 +62,7 @@ def run_fingerprint(task_fingerprint: dict[str, Any], train_config: dict[str, An
         "train_config": train_config,
         "seed": seed,
         "data": [array_digest(a) for a in arrays],
-        "code": code_sha256(),
+        "code": package_sha256(),
     }
 
 

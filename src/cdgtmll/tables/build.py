@@ -87,9 +87,8 @@ from pathlib import Path
 
 from cdgtmll.io import CorruptArtifactError, atomic_write, staged_dir, write_json
 from cdgtmll.lineage.code import identity
-from cdgtmll.tables.code_lineage import code_footnote, code_lineage, is_mixed
+from cdgtmll.lineage.summary import code_footnote, code_lineage, device_footnote, device_lineage, is_mixed
 from cdgtmll.tables.collect import METRICS, MODES, collect, pending_runs, summarise, write_summary_dir
-from cdgtmll.tables.device_lineage import device_footnote, device_lineage
 from cdgtmll.tables.footnotes import (
     ProfileContext,
     _full_notes,

@@ -628,7 +628,8 @@ def test_summary_rows_one_file_per_dataset_setting_method(tmp_path):
 
 
 def test_audit_checks_files_against_dvc_lock(tmp_path, monkeypatch):
-    from cdgtmll.lineage.audit import AuditReport, DvcLineage, md5_file
+    from cdgtmll.lineage.audit import AuditReport
+    from cdgtmll.lineage.dvc import DvcLineage, md5_file
 
     (tmp_path / "results/tables").mkdir(parents=True)
     table = tmp_path / "results/tables/t.md"

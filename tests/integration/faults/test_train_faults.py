@@ -33,7 +33,7 @@ import torch
 
 import cdgtmll
 from cdgtmll import io as cio
-from cdgtmll.lineage import provenance
+from cdgtmll.lineage.code import package_sha256
 from cdgtmll.methods import base
 from cdgtmll.methods.base import FitData, RunContext
 from cdgtmll.nn import checkpoint, divergence
@@ -377,8 +377,8 @@ import sys, time
 sys.path.insert(0, {src!r}); sys.path.insert(0, {root!r})  # root: the checkout, for tests.support
 import torch
 torch.set_num_threads(1)
-import cdgtmll.lineage.provenance as prov
-prov._CODE_SHA256 = sys.argv[2]  # the parent's: files edited meanwhile must not change the fingerprint
+import cdgtmll.lineage.code as lineage_code
+lineage_code._PACKAGE_SHA256 = sys.argv[2]  # the parent's: files edited meanwhile must not change the fingerprint
 from tests.support.mirror import yeast_fitdata
 from cdgtmll.methods import base
 from cdgtmll.methods.base import RunContext
@@ -412,7 +412,7 @@ def test_kill9_during_training_then_resume_gives_identical_metrics(tmp_path):
     wd = tmp_path / "killed"
     script = tmp_path / "child.py"
     script.write_text(CHILD_TRAIN.format(src=SRC, root=str(ROOT)))
-    proc = subprocess.Popen([sys.executable, str(script), str(wd), provenance.code_sha256()],
+    proc = subprocess.Popen([sys.executable, str(script), str(wd), package_sha256()],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     tmp = Path(_wait_for_line(proc, "SAVED "))
     _sigkill(proc)

@@ -200,7 +200,8 @@ def test_etu_reads_bce_on_sparse_rows_as_xmc_trains(tmp_path):
     import scipy.sparse as sp
 
     from cdgtmll.io import sha256_file, write_json
-    from cdgtmll.lineage.code import identity, train_roots
+    from cdgtmll.lineage.code import identity
+    from cdgtmll.lineage.roots import train_roots
     from cdgtmll.methods.base import FitData, RunContext, build
     from tests.support.mirror import yeast_arrays
 

@@ -264,8 +264,8 @@ signal.signal(signal.SIGTERM, signal.SIG_DFL)
 sys.path.insert(0, {root!r})
 import torch
 torch.set_num_threads(1)
-import cdgtmll.lineage.provenance as prov
-prov._CODE_SHA256 = sys.argv[2]  # the parent's: files edited meanwhile must not change the fingerprint
+import cdgtmll.lineage.code as lineage_code
+lineage_code._PACKAGE_SHA256 = sys.argv[2]  # the parent's: files edited meanwhile must not change the fingerprint
 from cdgtmll.methods import base
 from cdgtmll.methods.base import RunContext
 from tests.unit.nn.test_trainer import DATA, SMALL
@@ -293,7 +293,7 @@ def test_signal_checkpoints_the_epoch_then_stops_and_resume_is_bit_identical(tmp
     import sys
     from pathlib import Path
 
-    from cdgtmll.lineage import provenance
+    from cdgtmll.lineage import code as lineage_code
     from tests.support.paths import ROOT
 
     hp = {"epochs": 4, **SMALL}
@@ -301,8 +301,8 @@ def test_signal_checkpoints_the_epoch_then_stops_and_resume_is_bit_identical(tmp
     wd = tmp_path / "killed"
     script = tmp_path / "child.py"
     script.write_text(CHILD_SIGTERM.format(root=str(ROOT), sig=sig))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(provenance.__file__).parents[2]), str(ROOT)])}
-    out = subprocess.run([sys.executable, str(script), str(wd), provenance.code_sha256()], capture_output=True,
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(lineage_code.__file__).parents[2]), str(ROOT)])}
+    out = subprocess.run([sys.executable, str(script), str(wd), lineage_code.package_sha256()], capture_output=True,
                          text=True, timeout=300, env=env)
     if sig == "SIGTERM":
         assert out.returncode == -signal.SIGTERM, out.stderr[-2000:]
