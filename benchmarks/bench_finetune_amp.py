@@ -61,7 +61,7 @@ def make_data(root: Path, n: int, n_labels: int = 20, seed: int = 0, smooth: boo
 def model_step_rate(mode: str, dev: torch.device, size: int, batch: int, steps: int) -> float:
     """Images per second of forward + backward + AdamW step of ResNet-50 + a 20-label linear
     head on random device tensors (no input pipeline), autocast ``mode``."""
-    from cdgtmll.images.trainer_input import build_finetune_backbone, needs_grad_scaler
+    from cdgtmll.nn.backbones.resnet import build_finetune_backbone, needs_grad_scaler
 
     bb = build_finetune_backbone({"pretrained": False, "amp": mode}, dev)
     model = torch.nn.Sequential(bb, torch.nn.Linear(bb.out_dim, 20)).to(dev)

@@ -47,8 +47,8 @@ STUDY_FIGURES = {
 FIGURE_TARGETS = [
     f"{stem}.{ext}" for s in STUDIES for stem in STUDY_FIGURES.get(s, []) for ext in ("pdf", "png", "csv")
 ]
-# the readings study is a table, not a figure (figures/readings.md)
-FIGURE_TARGETS += ["figures/readings.csv", "figures/readings.md"] if "readings" in STUDIES else []
+# the readings study is a table, not a figure: it goes with the tables (results/tables/readings.md)
+FIGURE_TARGETS += ["results/tables/readings.csv", "results/tables/readings.md"] if "readings" in STUDIES else []
 # across datasets: average ranks, Friedman, Holm-corrected Wilcoxon pairs and the
 # critical-difference diagram, when the profile runs two or more datasets
 RANKS = len(DATASETS) >= 2
@@ -208,9 +208,9 @@ rule study_readings:
         metrics=lambda wc: study_metrics("readings"),
         provenance=lambda wc: [f"{Path(m).parent}/provenance.json" for m in study_metrics("readings")],
     output:
-        csv="figures/readings.csv",
-        md="figures/readings.md",
-        sources="figures/readings.sources.json",
+        csv="results/tables/readings.csv",
+        md="results/tables/readings.md",
+        sources="results/tables/readings.sources.json",
     params:
         code=code_of("cdgtmll.figures.studies.readings"),
         runs=lambda wc: " ".join(shlex.quote(d) for d in study_seed_dirs("readings")),
@@ -232,7 +232,7 @@ rule study_readings:
     shell:
         "python -m cdgtmll.figures.studies.readings --runs {params.runs} {params.aliases} --method {params.method:q} "
         "--reference {params.reference:q} --alpha {params.alpha} --power {params.power} --margin {params.margin} "
-        "--out figures/readings > {log} 2>&1"
+        "--out results/tables/readings > {log} 2>&1"
 
 
 rule figure_ranks:

@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cdgtmll.data.voc import VOC_CLASSES
+
 MULAN_COMMIT = "43f6389"
 MULAN_RAW = f"https://raw.githubusercontent.com/tsoumakas/mulan/{MULAN_COMMIT}/data/multi-label"
 MULAN_SOURCEFORGE = "https://sourceforge.net/projects/mulan/files/datasets"
@@ -246,12 +248,7 @@ _MEDIAMILL = DatasetSpec(
 )
 
 # --------------------------------------------------------------------------- VOC 2007
-VOC_CLASSES = (
-    "aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
-    "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa",
-    "train", "tvmonitor",
-)
-
+# the per-class label files of the 20 classes of cdgtmll.data.voc.VOC_CLASSES, both splits
 _VOC_HASHES = {
     "aeroplane_test.txt": ("f07f209c731a86540497add314bb5afd0fd6b5eeb4d131a40be766edab5bd885", 54472),
     "aeroplane_trainval.txt": ("0c975078d23987bf1bba6f968b8b8982f3e1b3bcb99b7eaa7eda0b2c490359e8", 55121),

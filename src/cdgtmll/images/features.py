@@ -6,7 +6,7 @@
 
 Reads an image dataset written by ``cdgtmll.data.prepare`` (``X`` = row-id column,
 ``meta['image_paths']``: :mod:`cdgtmll.images.datasets`), runs every row's image once
-through the ResNet-50 backbone (:mod:`cdgtmll.images.backbone`) in eval mode with the
+through the ResNet-50 backbone (:mod:`cdgtmll.nn.backbones.resnet`) in eval mode with the
 eval transform (Resize + CenterCrop at ``--image-size``, ImageNet normalisation; no
 augmentation, no occlusion) and writes a new ProcessedData with ``X`` = float32
 ``[n, 2048]`` features and the same ``Y``, splits and label names. Every method then
@@ -53,8 +53,8 @@ def extract_features(
     """Features of every row of image dataset ``data`` (module docstring)."""
     import torch
 
-    from cdgtmll.images.backbone import amp_dtype, autocast, build_image_backbone
     from cdgtmll.images.trainer_input import ImageInput, Occlusion, resolve_workers
+    from cdgtmll.nn.backbones.resnet import amp_dtype, autocast, build_image_backbone
     from cdgtmll.nn.trainer import resolve_device
 
     if image_size < 32:

@@ -46,16 +46,8 @@ stay clean. The same function is used by the frozen-feature path
 (:mod:`cdgtmll.images.features`), so an ``O<gamma>-s<seed>`` variant means the same images
 in both modes.
 
-Mixed precision: :class:`FineTuneBackbone` runs the ResNet-50 under ``torch.autocast``
-on CUDA (bfloat16 where supported, else float16; config ``amp``) and returns float32
-features, so heads, fusion and every loss stay in float32. With float16 the trainer
-scales the loss with a ``torch.amp.GradScaler`` (:func:`needs_grad_scaler`). CPU runs
-are float32.
-
-BatchNorm policy: the ResNet's BatchNorm layers are trained as in torchvision
-fine-tuning (batch statistics in training mode, running statistics updated; eval mode
-for validation and prediction). Their affine parameters are in the ``backbone`` group
-(eta_0) with the same AdamW weight decay as every other parameter.
+The ResNet-50 these batches feed, fine-tuned end to end with its mixed precision and BatchNorm
+policy: :class:`cdgtmll.nn.backbones.resnet.FineTuneBackbone`.
 """
 
 from __future__ import annotations
@@ -69,9 +61,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 
-from cdgtmll.images.backbone import resolve_amp
 from cdgtmll.images.ops import eval_transform, load_image, occlude, to_normalized, train_transform
 
 
@@ -303,44 +293,3 @@ class ImageSource:
         return ImageInput([self.root / p for p in rel], rows, rel, train=train, image_size=image_size,
                           seed=seed, workers=workers, occlusion=self.occlusion if train else None,
                           eval_batch_size=eval_batch_size)
-
-
-# --------------------------------------------------------------------------- backbone
-class FineTuneBackbone(nn.Module):
-    """Trainable torchvision ResNet-50 ``[B, 3, S, S] -> [B, 2048]`` float32, run under
-    autocast with ``amp_dtype`` (None = float32). ``info`` records the weights."""
-
-    def __init__(self, net: nn.Module, info: dict[str, Any], amp_dtype: torch.dtype | None = None) -> None:
-        super().__init__()
-        self.net = net
-        self.out_dim = int(net.out_dim)
-        self.info = dict(info)
-        self.amp_dtype = amp_dtype
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.amp_dtype is None:
-            return self.net(x)
-        with torch.autocast(device_type=x.device.type, dtype=self.amp_dtype):
-            h = self.net(x)
-        return h.float()
-
-
-def build_finetune_backbone(cfg: Mapping[str, Any], device: torch.device) -> FineTuneBackbone:
-    """ResNet-50 from ``image_backbone`` config (pretrained / weights / init_seed / amp);
-    ImageNet weights from the configured file or torchvision's cache
-    (:func:`cdgtmll.images.backbone.build_image_backbone`; a clear error offline)."""
-    from cdgtmll.images.backbone import build_image_backbone
-
-    net, info = build_image_backbone(pretrained=bool(cfg.get("pretrained", True)), weights=cfg.get("weights"),
-                                     seed=int(cfg.get("init_seed", 0)))
-    dtype = resolve_amp(str(cfg.get("amp", "auto")), device)
-    info.update(mode="finetune", amp=None if dtype is None else str(dtype).replace("torch.", ""))
-    bb = FineTuneBackbone(net, info, dtype)
-    if device.type == "cuda":
-        bb = bb.to(memory_format=torch.channels_last)
-    return bb
-
-
-def needs_grad_scaler(model: nn.Module) -> bool:
-    """Whether any part of ``model`` runs in float16 autocast (then the loss is scaled)."""
-    return any(getattr(m, "amp_dtype", None) == torch.float16 for m in model.modules())

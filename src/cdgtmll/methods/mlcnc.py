@@ -152,7 +152,7 @@ from torch import nn
 from cdgtmll.methods.architectures.common import FeatureTokens, packed
 from cdgtmll.methods.base import FitData, RunContext, register
 from cdgtmll.methods.neural import NeuralMethod
-from cdgtmll.nn.backbone import MLPBackbone
+from cdgtmll.nn.backbones.mlp import MLPBackbone
 
 __all__ = [
     "MLCNCMethod",

@@ -16,14 +16,14 @@ into its provenance). ``RunContext.epochs`` / ``.batch_size`` override
 ``epochs`` / ``batch_size`` when set. After ``fit``, ``epoch_selection`` is the record of the
 kept epoch (rule, epoch, its validation mAP; written into each run's provenance).
 
-Backbone: the MLP (:class:`cdgtmll.nn.backbone.MLPBackbone`), or the TF-IDF linear
-backbone (:class:`cdgtmll.nn.sparse.SparseLinearBackbone`, ``d' = hidden_dim``) when the
-dataset's training protocol says ``backbone: tfidf-linear`` (read from
-``ctx.extra['training']``) or names none and X is ``scipy.sparse``
-(:func:`cdgtmll.nn.sparse.use_sparse_backbone`); sparse X is then never densified.
-On an image dataset fine-tuned end to end (``FitData.images`` set; the protocol says
-``backbone: resnet50`` and ``image_backbone.mode: finetune``) the backbone is the
-ResNet-50 (:func:`cdgtmll.images.trainer_input.build_finetune_backbone`, d' = 2048, App. E.2)
+Backbone (which one: :mod:`cdgtmll.nn.backbones.selection`, from the dataset's training
+protocol, read from ``ctx.extra['training']``): the MLP
+(:class:`cdgtmll.nn.backbones.mlp.MLPBackbone`), or the TF-IDF linear backbone
+(:class:`cdgtmll.nn.backbones.tfidf.SparseLinearBackbone`, ``d' = hidden_dim``) when the
+protocol says ``backbone: tfidf-linear`` or names none and X is ``scipy.sparse``; sparse X is
+then never densified. On an image dataset fine-tuned end to end (``FitData.images`` set; the
+protocol says ``backbone: resnet50`` and ``image_backbone.mode: finetune``) the backbone is the
+ResNet-50 (:func:`cdgtmll.nn.backbones.resnet.build_finetune_backbone`, d' = 2048, App. E.2)
 and the row-id columns become :class:`~cdgtmll.images.trainer_input.ImageInput` batches of
 augmented images; heads, losses and the trainer are unchanged. ``hidden_dim`` is then
 unused. The backbone's record (weights file and sha256, AMP dtype, and the DataLoader
@@ -48,12 +48,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from cdgtmll.images.trainer_input import ImageInput, build_finetune_backbone, resolve_workers
+from cdgtmll.images.trainer_input import ImageInput, resolve_workers
 from cdgtmll.methods.base import FitData, Method, RunContext, register, spec_of
 from cdgtmll.methods.spec import TRAINER_DEFAULTS, TRAINER_WHEN_SET, UNSET, MethodSpec, trainer_hparams
-from cdgtmll.nn.backbone import MLPBackbone
+from cdgtmll.nn.backbones.mlp import MLPBackbone
+from cdgtmll.nn.backbones.selection import RESNET50, TFIDF_LINEAR, backbone_kind, build_backbone
 from cdgtmll.nn.losses.registry import build_loss, loss_class
-from cdgtmll.nn.sparse import SparseLinearBackbone, use_sparse_backbone
 from cdgtmll.nn.trainer import (
     TrainConfig,
     TrainTask,
@@ -149,13 +149,13 @@ class NeuralMethod(Method, TrainTask):
     def fingerprint(self) -> dict[str, Any]:
         fp = {"method": self.name or type(self).__name__, "hparams": self.hparams()}
         if getattr(self, "_sparse_input", False):  # only then, so MLP checkpoints keep their fingerprint
-            fp["backbone"] = "tfidf-linear"
+            fp["backbone"] = TFIDF_LINEAR
         if self._images is not None:
             fp["backbone"] = {"resnet50-finetune": self._image_cfg, "weights_sha256": self._weights_sha256()}
         return fp
 
     def _weights_sha256(self) -> str:
-        from cdgtmll.images.backbone import RANDOM_INIT, find_weights, weights_sha256
+        from cdgtmll.nn.backbones.resnet import RANDOM_INIT, find_weights, weights_sha256
 
         if not self._image_cfg.get("pretrained", True):
             return RANDOM_INIT
@@ -172,14 +172,12 @@ class NeuralMethod(Method, TrainTask):
         """Hook: derive data-dependent state (label statistics, partition) before training."""
 
     def backbone(self, X_train: Any) -> nn.Module:
-        if isinstance(X_train, ImageInput):
-            bb = build_finetune_backbone(self._image_cfg, self.device)
+        kind = backbone_kind(X_train, self._backbone_kind, self.name)
+        bb = build_backbone(kind, X_train, self.hidden_dim, self._image_cfg, self.device)
+        if kind == RESNET50:
             # the DataLoader processes this job ran (image_backbone.workers resolved): provenance
             self.backbone_info = {**bb.info, "loader_workers": self._loader_workers}
-            return bb
-        if getattr(self, "_sparse_input", False):
-            return SparseLinearBackbone(int(X_train.shape[1]), hidden_dim=self.hidden_dim)
-        return MLPBackbone.from_data(X_train, hidden_dim=self.hidden_dim)
+        return bb
 
     def wants_sparse_input(self, X_train: Any) -> bool:
         """Trainer hook: keep a CSR X sparse (TF-IDF linear backbone)."""
@@ -192,15 +190,13 @@ class NeuralMethod(Method, TrainTask):
         self._loader_workers = None
         self.device = resolve_device(ctx.device)
         X_train, X_val = data.X_train, data.X_val
+        kind = backbone_kind(X_train, self._backbone_kind, self.name, images=self._images is not None)
         if self._images is not None:
-            if self._backbone_kind != "resnet50":
-                raise ValueError(f"{self.name}: image rows need the training protocol's backbone 'resnet50', "
-                                 f"got {self._backbone_kind!r}")
             self._image_cfg = dict((ctx.extra or {}).get("image_backbone") or {})
             X_train = self._image_input(data.X_train, train=True, seed=ctx.seed)
             if data.X_val is not None:
                 X_val = self._image_input(data.X_val, train=False)
-        self._sparse_input = use_sparse_backbone(X_train, self._backbone_kind)
+        self._sparse_input = kind == TFIDF_LINEAR
         self.prepare(data, ctx)
         cfg = self.train_config(ctx)
         self.numerics = run_numerics(cfg, self.device, isinstance(X_train, ImageInput))  # what train applies

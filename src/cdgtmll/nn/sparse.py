@@ -1,30 +1,8 @@
-r"""Sparse-input support for the neural methods: the TF-IDF linear backbone (App. E.2,
-XMC: "TF-IDF (d' = 200k sparse) + linear heads") and the trainer's sparse row batches.
+r"""Sparse input for the trainer (XMC): CSR rows as torch batches, chunked prediction and the
+validation columns for a CSR ``Y``. The TF-IDF linear backbone that consumes these batches is
+:class:`cdgtmll.nn.backbones.tfidf.SparseLinearBackbone`; which methods get it,
+:mod:`cdgtmll.nn.backbones.selection`.
 
-Backbone
---------
-:class:`SparseLinearBackbone` maps a sparse TF-IDF row ``x`` (``D`` features, l2
-normalised by :mod:`cdgtmll.data.xmc`) to a dense ``h(x) = x W + b`` of size ``d'``
-(``hidden_dim``, default 512, the methods' ``hidden_dim``) with **one** sparse-dense
-matmul (``torch.sparse.mm`` on a coalesced COO batch; its backward gives ``W`` a dense
-gradient). No standardisation (it would destroy sparsity; rows are already l2 normalised)
-and no non-linearity by default, so every method's heads (BCE's ``Linear(d', L)``,
-CD-GTMLL's pair-Linear) stay linear in the TF-IDF features: "TF-IDF + linear heads".
-Reading of the paper: its ``d' = 200k`` is the TF-IDF dimension itself, i.e. heads
-directly on ``x``; ``W`` here is a rank-``d'`` factorisation of those heads, needed
-because the heads of the shared code act on a dense ``h`` (and ``L x D`` head weights,
-13,330 x 203,882 for AmazonCat, would not fit). ``hidden_dim`` is configurable;
-``activation='relu'`` gives a one-hidden-layer network instead. Initialisation: as
-``nn.Linear`` (``U(-1/sqrt(D), 1/sqrt(D))`` for weight and bias, from the seeded global
-torch RNG). Dense input tensors are accepted too (``x @ W + b``).
-
-Selection (:func:`use_sparse_backbone`, used by :class:`cdgtmll.methods.neural.NeuralMethod`):
-the training protocol's ``backbone: tfidf-linear`` (``config training.<dataset>``), or
-no backbone named and a ``scipy.sparse`` X. ``backbone: mlp`` keeps the MLP (and the
-old densifying behaviour) even for sparse X.
-
-Trainer support
----------------
 :class:`SparseRows` stands in for the trainer's on-device tensors when X (or Y) is a
 CSR matrix: ``rows[idx]`` with a torch/numpy index vector or a slice returns the batch
 as a torch sparse COO tensor (X) or a dense float32 tensor (Y, optionally passed
@@ -37,29 +15,19 @@ validation columns for a CSR ``Y_val`` in row chunks.
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 import torch
-from torch import nn
 
 from cdgtmll.metrics.definitions import topk_rows
 from cdgtmll.nn.val_metrics import validation_metrics
 
-TFIDF_LINEAR = "tfidf-linear"
 #: above this many validation cells (n_val x L) the trainer's val_mAP is not computed (NaN)
 DENSE_VAL_MAX_CELLS = 50_000_000
 VAL_CHUNK = 4096
-
-
-def use_sparse_backbone(X: Any, kind: str | None) -> bool:
-    """Whether a neural method uses :class:`SparseLinearBackbone` (module docstring)."""
-    if kind == TFIDF_LINEAR:
-        return True
-    return kind in (None, "auto") and sp.issparse(X)
 
 
 def as_csr32(M: Any) -> sp.csr_matrix:
@@ -79,38 +47,6 @@ def csr_to_torch(M: sp.csr_matrix, device: torch.device | str = "cpu") -> torch.
     t = torch.sparse_coo_tensor(ind, torch.from_numpy(M.data), size=M.shape, is_coalesced=True,
                                 check_invariants=False)
     return t.to(device)
-
-
-def is_sparse_tensor(x: torch.Tensor) -> bool:
-    return x.layout in (torch.sparse_coo, torch.sparse_csr)
-
-
-class SparseLinearBackbone(nn.Module):
-    """``h(x) = act(x W + b)``, ``W`` ``[D, d']``; ``x`` sparse (COO/CSR) or dense."""
-
-    def __init__(self, in_dim: int, hidden_dim: int = 512, bias: bool = True, activation: str | None = None) -> None:
-        super().__init__()
-        if in_dim < 1 or hidden_dim < 1:
-            raise ValueError(f"in_dim and hidden_dim must be >= 1, got {in_dim}, {hidden_dim}")
-        if activation not in (None, "relu"):
-            raise ValueError(f"activation must be None or 'relu', got {activation!r}")
-        bound = 1.0 / math.sqrt(in_dim)
-        self.weight = nn.Parameter(torch.empty(in_dim, hidden_dim).uniform_(-bound, bound))
-        self.bias = nn.Parameter(torch.empty(hidden_dim).uniform_(-bound, bound)) if bias else None
-        self.activation = activation
-        self.in_dim, self.out_dim = int(in_dim), int(hidden_dim)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if is_sparse_tensor(x):
-            h = torch.sparse.mm(x if x.layout == torch.sparse_coo else x.to_sparse_coo(), self.weight)
-        else:
-            h = x @ self.weight
-        if self.bias is not None:
-            h = h + self.bias
-        return torch.relu(h) if self.activation == "relu" else h
-
-    def extra_repr(self) -> str:
-        return f"in_dim={self.in_dim}, out_dim={self.out_dim}, bias={self.bias is not None}, activation={self.activation}"
 
 
 class SparseRows:

@@ -149,11 +149,12 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
-from cdgtmll.images.trainer_input import ImageInput, iter_rows, needs_grad_scaler
+from cdgtmll.images.trainer_input import ImageInput, iter_rows
 from cdgtmll.io import atomic_path, remove_stale_temps
 from cdgtmll.lineage.provenance import device_info, device_kind
 from cdgtmll.nn import device_sync
 from cdgtmll.nn import sparse as sparse_mod
+from cdgtmll.nn.backbones.resnet import needs_grad_scaler
 from cdgtmll.nn.checkpoint import (
     CHECKPOINT,
     TRAIN_LOG,

@@ -314,7 +314,7 @@ def _fit(name, X, Y, workdir, backbone="tfidf-linear", seed=0, **hp):
 
 
 def test_bce_trains_on_sparse_problem_with_sparse_backbone(tmp_path):
-    from cdgtmll.nn.sparse import SparseLinearBackbone
+    from cdgtmll.nn.backbones.tfidf import SparseLinearBackbone
 
     X, Y = _sparse_problem()
     m, X_te = _fit("BCE", X, Y, tmp_path / "a")
@@ -334,8 +334,8 @@ def test_bce_trains_on_sparse_problem_with_sparse_backbone(tmp_path):
 
 
 def test_cdgtmll_and_mlp_paths(tmp_path):
-    from cdgtmll.nn.backbone import MLPBackbone
-    from cdgtmll.nn.sparse import SparseLinearBackbone
+    from cdgtmll.nn.backbones.mlp import MLPBackbone
+    from cdgtmll.nn.backbones.tfidf import SparseLinearBackbone
 
     X, Y = _sparse_problem(n=160, L=8, seed=1)
     m, X_te = _fit("CD-GTMLL", X, Y, tmp_path / "c", n_players=2)  # sparse X and sparse Y

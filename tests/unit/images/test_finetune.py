@@ -23,7 +23,7 @@ from sklearn.metrics import average_precision_score
 from cdgtmll.config import loader
 from cdgtmll.config import plan as cfgmod
 from cdgtmll.data.processed import ProcessedData
-from cdgtmll.images import backbone, trainer_input
+from cdgtmll.images import trainer_input
 from cdgtmll.images.features import extract_features
 from cdgtmll.labels import tail_labels
 from cdgtmll.methods import base
@@ -217,19 +217,6 @@ def test_auto_workers_are_the_jobs_cpus_minus_one(monkeypatch):
         trainer_input.resolve_workers("auto", {"SLURM_CPUS_PER_TASK": "two"})
     with pytest.raises(ValueError, match="image_backbone.workers"):
         trainer_input.resolve_workers(-1, {})
-
-
-# ------------------------------------------------------------------------ AMP
-def test_amp_resolution():
-    cpu = torch.device("cpu")
-    assert all(backbone.resolve_amp(m, cpu) is None for m in backbone.AMP_MODES)
-    with pytest.raises(ValueError, match="image_backbone.amp"):
-        backbone.resolve_amp("fp8", cpu)
-    net = torch.nn.Sequential(torch.nn.Linear(2, 2))
-    net.out_dim = 2
-    bb = trainer_input.FineTuneBackbone(net, {}, torch.float16)
-    assert trainer_input.needs_grad_scaler(torch.nn.Sequential(bb))
-    assert not trainer_input.needs_grad_scaler(torch.nn.Sequential(trainer_input.FineTuneBackbone(net, {}, torch.bfloat16)))
 
 
 # ------------------------------------------------------------------------ occlusion + features

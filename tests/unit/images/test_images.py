@@ -1,6 +1,6 @@
-"""Image datasets: VOC2007 and COCO2014 loaders, archive safety, ResNet-50 backbone,
-frozen features, transforms and occlusion (cdgtmll.images.datasets / coco / features,
-cdgtmll.images.backbone)."""
+"""Image datasets: VOC2007 and COCO2014 loaders, archive safety, frozen features, transforms and
+occlusion (cdgtmll.images.datasets / coco / features; the ResNet-50 itself:
+tests/unit/nn/backbones/test_resnet.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from cdgtmll.data.prepare import prepare
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.data.registry import get_spec
 from cdgtmll.data.voc import VOC_CLASSES, read_voc_labels
-from cdgtmll.images import backbone as ib
 from cdgtmll.images import datasets, ops
 from cdgtmll.images.features import main as features_main
 from tests.support.image_datasets import (
@@ -277,40 +276,6 @@ def test_coco_corrupt_json_names_file_and_position(tmp_path):
 
     with pytest.raises(ValueError, match=r"annotations\[0\] \(id 1\): category_id 12 is not a category"):
         image_labels(read_instances(bad, "annotations/instances_train2014.json"), "d.zip")
-
-
-# --------------------------------------------------------------------------- backbone
-def test_backbone_weights_lookup_and_loading(tmp_path):
-    cache = tmp_path / "torch_home" / "hub" / "checkpoints"
-    with pytest.raises(ib.WeightsNotFound) as ei:
-        ib.find_weights()
-    assert str(cache / "resnet50-0676ba61.pth") in str(ei.value) and "pretrained: false" in str(ei.value)
-    with pytest.raises(ib.WeightsNotFound, match=str(tmp_path / "nope.pth")):
-        ib.build_image_backbone(weights=tmp_path / "nope.pth")
-    rng_before = torch.get_rng_state()
-    model, info = ib.build_image_backbone(pretrained=False, seed=3)
-    assert torch.equal(rng_before, torch.get_rng_state())  # global RNG untouched
-    assert info["weights_sha256"] == "random init" and model.out_dim == 2048
-    # a state_dict file (with fc and a DataParallel prefix) is loaded, fc ignored
-    sd = {f"module.{k}": v for k, v in model.net.state_dict().items()}
-    sd["module.fc.weight"], sd["module.fc.bias"] = torch.zeros(1000, 2048), torch.zeros(1000)
-    torch.save({"state_dict": sd}, tmp_path / "w.pth")
-    loaded, info2 = ib.build_image_backbone(weights=tmp_path / "w.pth")
-    assert info2["weights_file"] == str(tmp_path / "w.pth") and len(info2["weights_sha256"]) == 64
-    x = torch.rand(2, 3, 64, 64)
-    with torch.no_grad():
-        assert torch.equal(model.eval()(x), loaded.eval()(x)) and model(x).shape == (2, 2048)
-    # torchvision cache file with a wrong hash prefix is refused before loading
-    cache.mkdir(parents=True)
-    (cache / "resnet50-0676ba61.pth").write_bytes(b"not weights")
-    with pytest.raises(ValueError, match="does not start with 0676ba61"):
-        ib.build_image_backbone()
-    with pytest.raises(ValueError, match="does not fit torchvision's ResNet-50"):
-        torch.save({"conv1.weight": torch.zeros(1)}, tmp_path / "x.pth")
-        ib.build_image_backbone(weights=tmp_path / "x.pth")
-    assert ib.amp_dtype(torch.device("cpu")) is None
-    with ib.autocast(torch.device("cpu")):
-        assert not torch.is_autocast_enabled()
 
 
 # --------------------------------------------------------------------------- transforms

@@ -53,7 +53,7 @@ def make_triple_model(data: FitData, seed: int = 0, **hp):
     (exercises the general index_add fusion / peer path)."""
     from cdgtmll.methods.cdgtmll.model import CDGTMLLNet
     from cdgtmll.methods.cdgtmll.partition import Partition
-    from cdgtmll.nn.backbone import MLPBackbone
+    from cdgtmll.nn.backbones.mlp import MLPBackbone
 
     L = data.n_labels
     players = [list(range(0, L, 3)), list(range(1, L, 3)), list(range(2, L, 3))]

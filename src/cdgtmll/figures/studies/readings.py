@@ -2,7 +2,8 @@ r"""The ``readings`` study: CD-GTMLL under each reading of the paper it leaves o
 a time, against the default (docs/methods.md, "Choices the paper leaves open").
 
 ``python -m cdgtmll.figures.studies.readings --runs <seed dirs> [--alias SETTING RUN ...]
---method CD-GTMLL --reference BCE --alpha 0.05 --power 0.8 --margin 1.0 --out figures/readings``
+--method CD-GTMLL --reference BCE --alpha 0.05 --power 0.8 --margin 1.0
+--out results/tables/readings``
 (rule ``study_readings``; the table's only command line).
 
 Runs: the default ``<method>``, each reading ``<method>@<key>=<value>[,<key>=<value>]`` and the

@@ -14,7 +14,7 @@ from torch import nn
 
 from cdgtmll.methods.architectures.common import FeatureTokens, _ArchitectureMethod, packed
 from cdgtmll.methods.base import register
-from cdgtmll.nn.backbone import MLPBackbone
+from cdgtmll.nn.backbones.mlp import MLPBackbone
 
 __all__ = [
     "CTranMethod",

@@ -3,7 +3,7 @@
 These are the four "generic multi-label models" of the paper's baselines (Sec. 4.1
 "Experimental Setup", paragraph *Baselines*, item (6); rows CC / ML-GCN / C-Tran /
 ML-Decoder of Table ``tab:main_standard``). Each is implemented as a *head* on the
-shared tabular backbone (:class:`cdgtmll.nn.backbone.MLPBackbone`, App. E.2: 2 x 512,
+shared tabular backbone (:class:`cdgtmll.nn.backbones.mlp.MLPBackbone`, App. E.2: 2 x 512,
 ReLU, output ``h(x)`` in R^{d'}, d' = 512) and trained by the shared trainer
 (:mod:`cdgtmll.nn.trainer`, App. E.1) with the same epochs / batch size / learning
 rates / weight decay / clipping as every other neural method, on a loss of

@@ -15,7 +15,7 @@ from torch import nn
 
 from cdgtmll.methods.architectures.common import _ArchitectureMethod, _dense_labels
 from cdgtmll.methods.base import FitData, RunContext, register
-from cdgtmll.nn.backbone import MLPBackbone
+from cdgtmll.nn.backbones.mlp import MLPBackbone
 
 __all__ = [
     "ClassifierChainMethod",

@@ -2,7 +2,7 @@ r"""CD-GTMLL: curiosity-driven game-theoretic multi-label learning (Sections 3-4
 
 Model
 -----
-A shared backbone ``h(x; theta_0)`` (:class:`~cdgtmll.nn.backbone.MLPBackbone`) feeds N
+A shared backbone ``h(x; theta_0)`` (:class:`~cdgtmll.nn.backbones.mlp.MLPBackbone`) feeds N
 players. Player i is a linear head with bias over its label subset ``L_i`` with sigmoid
 outputs. All players together are **one** ``nn.Linear(d', P)`` over the
 ``P = sum_i |L_i|`` (player, label) *pairs*, with index maps ``pair_player`` and
@@ -178,7 +178,7 @@ from cdgtmll.methods.cdgtmll.partition import PARTITION_ORDERS, Partition, cumul
 from cdgtmll.methods.cdgtmll.terms import DIVERGENCE_FNS, DIVERGENCES, _LogLikColumns, _OverlapCuriosity
 from cdgtmll.methods.neural import NeuralMethod
 from cdgtmll.nn import device_sync
-from cdgtmll.nn.backbone import MLPBackbone
+from cdgtmll.nn.backbones.mlp import MLPBackbone
 from cdgtmll.nn.sparse import DENSE_VAL_MAX_CELLS
 from cdgtmll.nn.val_metrics import average_precision_per_label
 

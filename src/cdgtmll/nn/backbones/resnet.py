@@ -1,4 +1,6 @@
-"""Image backbone for VOC2007 / COCO2014: torchvision ResNet-50 without its classifier.
+"""The image backbone for VOC2007 / COCO2014 (App. E.2 "Images (VOC/COCO): backbone ResNet-50
+(ImageNet init), d' = 2048"): torchvision ResNet-50 without its classifier, frozen
+(:mod:`cdgtmll.images.features`) or fine-tuned end to end (:class:`FineTuneBackbone`).
 
 ``ResNet50Backbone(x)`` maps ``[B, 3, H, W]`` ImageNet-normalised images to the 2048-d
 global-average-pooled features (``torchvision.models.resnet50`` with ``fc`` replaced by
@@ -20,7 +22,18 @@ those 8 hex digits (torch.hub's convention). Nothing found and ``pretrained=True
 initialisation (torchvision's, from a seeded RNG), recorded as ``'random init'``.
 
 Mixed precision: :func:`autocast` is ``torch.autocast('cuda', bfloat16 or float16)`` on
-CUDA and a no-op elsewhere (CPU runs in float32).
+CUDA and a no-op elsewhere (CPU runs in float32); it runs the frozen backbone.
+
+Fine-tuning (:func:`build_finetune_backbone`, from the ``image_backbone`` config):
+:class:`FineTuneBackbone` runs the ResNet-50 under ``torch.autocast`` on CUDA (bfloat16 where
+supported, else float16; config ``amp``) and returns float32 features, so heads, fusion and every
+loss stay in float32. With float16 the trainer (:mod:`cdgtmll.nn.trainer`) scales the loss with a
+``torch.amp.GradScaler`` (:func:`needs_grad_scaler`). CPU runs are float32.
+
+BatchNorm policy: the ResNet's BatchNorm layers are trained as in torchvision
+fine-tuning (batch statistics in training mode, running statistics updated; eval mode
+for validation and prediction). Their affine parameters are in the ``backbone`` group
+(eta_0) with the same AdamW weight decay as every other parameter.
 """
 
 from __future__ import annotations
@@ -197,3 +210,42 @@ def autocast(device: torch.device, enabled: bool = True) -> Iterator[None]:
         return
     with torch.autocast(device_type="cuda", dtype=dt):
         yield
+
+
+# --------------------------------------------------------------------------- fine-tuning
+class FineTuneBackbone(nn.Module):
+    """Trainable torchvision ResNet-50 ``[B, 3, S, S] -> [B, 2048]`` float32, run under
+    autocast with ``amp_dtype`` (None = float32). ``info`` records the weights."""
+
+    def __init__(self, net: nn.Module, info: dict[str, Any], amp_dtype: torch.dtype | None = None) -> None:
+        super().__init__()
+        self.net = net
+        self.out_dim = int(net.out_dim)
+        self.info = dict(info)
+        self.amp_dtype = amp_dtype
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.amp_dtype is None:
+            return self.net(x)
+        with torch.autocast(device_type=x.device.type, dtype=self.amp_dtype):
+            h = self.net(x)
+        return h.float()
+
+
+def build_finetune_backbone(cfg: Mapping[str, Any], device: torch.device) -> FineTuneBackbone:
+    """ResNet-50 from ``image_backbone`` config (pretrained / weights / init_seed / amp);
+    ImageNet weights from the configured file or torchvision's cache
+    (:func:`build_image_backbone`; a clear error offline)."""
+    net, info = build_image_backbone(pretrained=bool(cfg.get("pretrained", True)), weights=cfg.get("weights"),
+                                     seed=int(cfg.get("init_seed", 0)))
+    dtype = resolve_amp(str(cfg.get("amp", "auto")), device)
+    info.update(mode="finetune", amp=None if dtype is None else str(dtype).replace("torch.", ""))
+    bb = FineTuneBackbone(net, info, dtype)
+    if device.type == "cuda":
+        bb = bb.to(memory_format=torch.channels_last)
+    return bb
+
+
+def needs_grad_scaler(model: nn.Module) -> bool:
+    """Whether any part of ``model`` runs in float16 autocast (then the loss is scaled)."""
+    return any(getattr(m, "amp_dtype", None) == torch.float16 for m in model.modules())
