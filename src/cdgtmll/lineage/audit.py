@@ -722,16 +722,7 @@ def audit(artifact: str | Path, cell: tuple[str, str] | None = None, allow_stale
                     + (f", read from the run of {shared[method]} (the same run spec, trained once)"
                        if method in shared else ""), 1)
             for r in runs:
-                pred = Path(r["path"])
-                if rep.verify(pred, r["sha256"], "predictions", 2):
-                    prov = pred.parent / "provenance.json"
-                    if prov.exists():
-                        rec = audit_provenance(rep, prov, 3)
-                        if rec is not None:
-                            check_trained_predictions(rep, pred, r, rec, prov, 4)
-                            audit_figure_config(rep, pred.parent / EVALUATION_RECORD, rec, 4)
-                    else:
-                        rep.problems.append(f"MISSING provenance: {prov}")
+                audit_figure_source(rep, r)
     rep.check_mixed()
     rep.check_devices()
     dvc = (f", {rep.dvc_checked} file(s) against {rep.dvc.root / 'dvc.lock'}" if rep.dvc is not None
@@ -739,6 +730,34 @@ def audit(artifact: str | Path, cell: tuple[str, str] | None = None, allow_stale
     warned = f", {len(rep.warnings)} warning(s)" if rep.warnings else ""
     rep.say(f"verified {rep.checked} hashes{dvc}; {len(rep.problems)} problem(s){warned}")
     return rep
+
+
+def audit_figure_source(rep: AuditReport, r: dict) -> None:
+    """One file a figure or a study table read (``{"path", "sha256"}`` in its ``.sources.json``),
+    by what it is: a run's ``metrics.json`` (the readings table reads the values) gets the
+    chain of a table cell's run (:func:`audit_run_metrics`) and is evaluated again from its
+    predictions; predictions get their training's provenance and the figure's evaluation
+    record; any other file a study read (``train_log.csv``, ``grad_norms.npy``,
+    ``provenance.json``) is re-hashed."""
+    path = Path(r["path"])
+    if path.name == "metrics.json":
+        audit_run_metrics(rep, path, r["sha256"], 2)
+        record = _read(rep, path, "metrics", 3) if path.is_file() else None
+        if isinstance(record, dict):
+            rep.say_differences(path, record, 3)
+        return
+    if path.suffix != ".npz":
+        rep.verify(path, r["sha256"], path.name, 2)
+        return
+    if rep.verify(path, r["sha256"], "predictions", 2):
+        prov = path.parent / "provenance.json"
+        if prov.exists():
+            rec = audit_provenance(rep, prov, 3)
+            if rec is not None:
+                check_trained_predictions(rep, path, r, rec, prov, 4)
+                audit_figure_config(rep, path.parent / EVALUATION_RECORD, rec, 4)
+        else:
+            rep.problems.append(f"MISSING provenance: {prov}")
 
 
 def _read_table_csv(path: Path) -> dict[str, dict[str, str]] | None:
