@@ -32,8 +32,9 @@ RULES = ("last", "best_val")
 METRICS = ("micro_f1", "macro_f1", "rare_f1", "mAP")
 
 
-def spec_for(method: str, rule: str, seeds: list[int], epochs: int | None) -> dict:
+def spec_for(method: str, rule: str, seeds: list[int], epochs: int | None):
     from cdgtmll.config import loader
+    from cdgtmll.config.run_spec import RunSpec
     from cdgtmll.methods.base import resolved_hparams
 
     cfg = loader.load(Path(__file__).resolve().parents[1] / "config" / "config.yaml")
@@ -41,10 +42,11 @@ def spec_for(method: str, rule: str, seeds: list[int], epochs: int | None) -> di
     if epochs is not None:
         training["epochs"] = epochs
     hp = {**(cfg["methods"].get(method) or {}), "select_epoch": rule}
-    return {"dataset": "yeast", "variant": "clean", "method": method, "registered_method": method,
-            "seeds": seeds, "hparams": hp, "resolved_hparams": resolved_hparams(method, hp, training),
-            "device": "cpu", "training": training, "plugins": [],
-            "r_variants": {"tail_fraction": cfg["r_variants"]["tail_fraction"], "tie_seed": cfg["r_variants"]["tie_seed"]}}
+    return RunSpec(dataset="yeast", variant="clean", method=method, registered_method=method,
+                   seeds=tuple(seeds), hparams=hp, resolved_hparams=resolved_hparams(method, hp, training),
+                   device="cpu", training=training, plugins=(),
+                   data={k: cfg["data"][k] for k in ("val_fraction", "split_seed")},
+                   r_variants={k: cfg["r_variants"][k] for k in ("tail_fraction", "tie_seed")})
 
 
 def one(job: tuple[str, str, int, str, str, int | None]) -> dict:
@@ -59,8 +61,8 @@ def one(job: tuple[str, str, int, str, str, int | None]) -> dict:
 
     spec = spec_for(method, rule, [seed], epochs)
     data = ProcessedData.load(data_path)
-    tail = tail_labels(data.part("train")[1], q=spec["r_variants"]["tail_fraction"],
-                       tie_seed=spec["r_variants"]["tie_seed"])
+    tail = tail_labels(data.part("train")[1], q=spec.r_variants["tail_fraction"],
+                       tie_seed=spec.r_variants["tie_seed"])
     seed_dir = Path(out) / method / rule / f"seed{seed}"
     pred = train.run_seed(data, tail, spec, seed, seed_dir, {"clean": Path(data_path)})
     m = evaluate_run(data, pred, tail, 0.5)

@@ -22,11 +22,11 @@ def _threads(p: dict) -> None:
 
 
 def _spec(p: dict, method: str) -> dict:
-    """The pipeline's run spec for (dataset, clean, method), epochs 1 and one seed."""
+    """The pipeline's run spec for (dataset, clean, method), epochs 1 and one seed (its JSON form)."""
     from cdgtmll.config import loader, plan
 
     config = loader.load(REPO / p["config"])
-    spec = plan.run_spec(config, p["dataset"], "clean", method)
+    spec = plan.run_spec(config, p["dataset"], "clean", method).to_dict()
     spec["training"] = {**spec["training"], "epochs": 1}
     spec.update(seeds=[0], device="cpu")
     return spec

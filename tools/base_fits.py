@@ -59,7 +59,10 @@ def dry_run(repo: Path, config: str) -> str:
 
 
 def train_jobs(out: str) -> list[dict]:
-    """Every train/train_more job of a ``-n -p`` output: its run spec and its inputs."""
+    """Every train/train_more job of a ``-n -p`` output: its run spec (parsed:
+    :class:`cdgtmll.config.run_spec.RunSpec`) and its inputs."""
+    from cdgtmll.config.run_spec import RunSpec
+
     jobs = []
     for m in JOB.finditer(out):
         if m.group(1) not in ("train", "train_more"):
@@ -69,7 +72,7 @@ def train_jobs(out: str) -> list[dict]:
         words = shlex.split(shell.replace("\n", " "))
         if "--spec" not in words:
             raise CountError(f"a {m.group(1)} job ({fields.get('wildcards')}) prints no --spec: {shell[:300]}")
-        spec = json.loads(words[words.index("--spec") + 1])
+        spec = RunSpec.from_json(words[words.index("--spec") + 1], f"the {m.group(1)} job {fields.get('wildcards')}")
         jobs.append({"rule": m.group(1), "spec": spec, "input": fields.get("input", "").split(", ")})
     return jobs
 
@@ -83,23 +86,23 @@ def count(jobs: list[dict], config: dict) -> dict:
     out: dict[str, dict] = {}
     problems = []
     for j in jobs:
-        spec, n = j["spec"], len(j["spec"]["seeds"])
-        registered = spec.get("registered_method", spec["method"])
-        b = plan.base_method(config, spec["method"])
+        spec, n = j["spec"], len(j["spec"].seeds)
+        registered = spec.registered
+        b = plan.base_method(config, spec.method)
         if b is None:
             row = out.setdefault(registered, {"jobs": 0, "fits": 0, "inside": {}, "read": {}})
             row["jobs"] += 1
             row["fits"] += n
             continue
         row = out.setdefault(b, {"jobs": 0, "fits": 0, "inside": {}, "read": {}})
-        base = spec.get("base_run") or {}
+        base = spec.base_run or {}
         key = "read" if base.get("dir") else "inside"
-        row[key][spec["method"]] = row[key].get(spec["method"], 0) + n
+        row[key][spec.method] = row[key].get(spec.method, 0) + n
         if base.get("dir"):
-            want = [f"{base['dir']}/seed{s}/provenance.json" for s in spec["seeds"]]
+            want = [f"{base['dir']}/seed{s}/provenance.json" for s in spec.seeds]
             missing = [w for w in want if w not in j["input"]]
             if missing:
-                problems.append(f"{spec['dataset']}/{spec['variant']}/{spec['method']}: inputs lack {missing}")
+                problems.append(f"{spec.label}: inputs lack {missing}")
     return {"methods": out, "problems": problems}
 
 

@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import random
 import sys
@@ -59,9 +58,10 @@ from pathlib import Path
 
 import numpy as np
 
+from cdgtmll.config.run_spec import RunSpec
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.images.datasets import is_image_rows
-from cdgtmll.io import atomic_path, config_hash, read_json, sha256_file, write_json
+from cdgtmll.io import atomic_path, read_json, sha256_file, write_json
 from cdgtmll.labels import label_counts, tail_labels
 from cdgtmll.lineage import provenance
 from cdgtmll.lineage.code import identity
@@ -105,29 +105,24 @@ def torch_threads() -> None:
 _JOB_CODE: dict[str, dict] = {}
 
 
-def job_code(spec: dict) -> dict:
+def job_code(spec: RunSpec) -> dict:
     """The code identity of this training job (:mod:`cdgtmll.lineage.code`): the trainer, the
     method's module and its loss's module with everything they import, and the lock file. A seed
     trained by other code is trained again; the identity goes into every seed's provenance."""
-    key = config_hash(spec)
+    key = spec.sha256()
     if key not in _JOB_CODE:
         _JOB_CODE[key] = identity(train_roots(spec))
     return _JOB_CODE[key]
 
 
-def job_label(spec: dict) -> str:
-    """``dataset/variant/method`` of a run spec (the job's name in progress lines)."""
-    return f"{spec['dataset']}/{spec['variant']}/{spec['method']}"
-
-
-def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdir: Path,
+def run_seed(data: ProcessedData, tail: np.ndarray, spec: RunSpec, seed: int, outdir: Path,
              inputs: dict[str, Path], progress: bool | RunProgress = False) -> Path:
     """Train and predict one seed into ``outdir`` (module docstring). ``progress``: a
     :class:`~cdgtmll.nn.progress.RunProgress` of the job, or a bool (per-epoch lines on
     stderr or not); the per-seed line is written in every case."""
     if not isinstance(progress, RunProgress):
-        progress = RunProgress(job_label(spec), [seed], epochs=bool(progress))
-    spec_sha = config_hash(spec)
+        progress = RunProgress(spec.label, [seed], epochs=bool(progress))
+    spec_sha = spec.sha256()
     pred_path = outdir / "predictions.npz"
     prov_path = outdir / "provenance.json"
     if pred_path.exists() and prov_path.exists():
@@ -153,19 +148,19 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
         images = ImageSource.from_data(data)
     no_pos = untrained_labels(Y_tr, data.label_names)
     if no_pos["count"]:
-        print(f"[run] WARNING {spec['dataset']}/{spec['variant']}: {no_pos['count']} label(s) have no positive "
+        print(f"[run] WARNING {spec.dataset}/{spec.variant}: {no_pos['count']} label(s) have no positive "
               f"in the training split: {', '.join(no_pos['names'][:20])}. No method can learn them; they are "
               "kept in every metric (see metrics.json 'labels_without_train_positives').", flush=True)
     fit = FitData(X_tr, Y_tr, X_va, Y_va, data.label_names, tail=tail, images=images)
     set_seed(seed)
-    method = build_for_protocol(spec.get("registered_method", spec["method"]), spec["hparams"], spec["training"])
+    method = build_for_protocol(spec.registered, spec.hparams, spec.training)
     torch_threads()
     set_seed(seed)  # again: building the method may have imported torch, which is seeded from here on
     if images is not None and (why := base.image_input_reason(method)):
-        raise ValueError(f"{spec['dataset']}/{spec['variant']}: {why}")
+        raise ValueError(f"{spec.dataset}/{spec.variant}: {why}")
     # a cluster job that asked for no GPU trains on the CPU (cdgtmll.pipeline.env.job_device)
-    ctx = RunContext(seed=seed, workdir=outdir, device=job_device(spec.get("device", "auto")), progress=progress,
-                     extra={"training": spec["training"], "image_backbone": spec.get("image_backbone"),
+    ctx = RunContext(seed=seed, workdir=outdir, device=job_device(spec.device), progress=progress,
+                     extra={"training": spec.training, "image_backbone": spec.image_backbone,
                             # the trainer's checkpoint cadence (epochs; results do not depend on it)
                             "checkpoint_every": os.environ.get(CHECKPOINT_EVERY_ENV),
                             "base_run": base_seed_run(spec, seed)})
@@ -174,14 +169,14 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
     if data.n_labels > TOPK_MIN_LABELS:
         arrays = {"format": np.asarray("topk"), "topk": np.asarray(min(TOPK, data.n_labels), dtype=np.int64)}
         for split, X_s in (("val", X_va), ("test", X_te)):
-            idx, score = predict_topk(method, X_s, data.splits[split].size, data.n_labels, spec["method"], split)
+            idx, score = predict_topk(method, X_s, data.splits[split].size, data.n_labels, spec.method, split)
             arrays[f"{split}_topk_idx"], arrays[f"{split}_topk_score"] = idx, score
         scores = {"val P@1": precision_at_k_topk(Y_va, arrays["val_topk_idx"], ks=(1,))["p@1"]}
     else:
         s_val = np.asarray(method.predict_proba(X_va), dtype=np.float64)
         s_test = np.asarray(method.predict_proba(X_te), dtype=np.float64)
         for split, s in (("val", s_val), ("test", s_test)):
-            _check_scores(s, data.splits[split].size, data.n_labels, spec["method"], split)
+            _check_scores(s, data.splits[split].size, data.n_labels, spec.method, split)
         arrays = {"val": s_val, "test": s_test}
         scores = {"val mAP": mean_average_precision(Y_va, s_val)}  # Eq. (E.8), for the progress line only
     extra = method.extra_outputs()
@@ -196,7 +191,7 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
         arrays[f"method_thresholds_{rule}"] = np.broadcast_to(np.asarray(tau, dtype=np.float64), (data.n_labels,)).copy()
     with atomic_path(pred_path, suffix=".npz") as tmp, open(tmp, "wb") as fh:
         np.savez(fh, **arrays)
-    rec = provenance.record(spec=spec, spec_sha256=spec_sha, code=job_code(spec), inputs=inputs, seed=seed,
+    rec = provenance.record(spec=spec, code=job_code(spec), inputs=inputs, seed=seed,
                             device=str(getattr(method, "device", ctx.device)), started=started,
                             extra={"fit_seconds": round(fit_seconds, 3),
                                    "labels_without_train_positives": no_pos,
@@ -211,7 +206,7 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
                                    "training_machines": provenance.training_machines(getattr(method, "train_log", None)),
                                    # the tables' footnote on how this run differs from its paper, in the
                                    # words of the code that trained it (tables need not import the method)
-                                   "table_note": type(method).table_note(provenance.used_hparams(spec)) or "",
+                                   "table_note": type(method).table_note(provenance.used_hparams(spec.to_dict())) or "",
                                    **base_run_record(spec, method),
                                    "outputs": provenance.file_hashes(run_outputs(pred_path, method))})
     write_json(prov_path, rec)
@@ -219,26 +214,27 @@ def run_seed(data: ProcessedData, tail: np.ndarray, spec: dict, seed: int, outdi
     return pred_path
 
 
-def base_seed_run(spec: dict, seed: int) -> dict | None:
+def base_seed_run(spec: RunSpec, seed: int) -> dict | None:
     """The seed folder of the run spec's base run for ``seed`` (``base_run``:
     :func:`cdgtmll.config.plan.base_run`) as the method reads it, with the code identity of that
     run's training now (:func:`job_code` of its recorded spec); None without one."""
-    b = spec.get("base_run") or {}
+    b = spec.base_run or {}
     if not b.get("dir"):
         return None
     seed_dir = Path(b["dir"]) / f"seed{seed}"
+    prov_path = seed_dir / "provenance.json"
     try:  # the code identity of the base run's training now (checked against its record)
-        code = job_code(read_json(seed_dir / "provenance.json")["config"])["sha256"]
-    except (OSError, ValueError, KeyError, TypeError):
+        code = job_code(provenance.recorded_spec(read_json(prov_path), str(prov_path)))["sha256"]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         code = None  # no readable record: cdgtmll.nn.checkpoint.base_checkpoint names the file
     return {"method": b["method"], "dir": str(seed_dir), "spec_sha256": b["spec_sha256"], "code_sha256": code}
 
 
-def base_unchanged(prev: dict, spec: dict, seed: int) -> bool:
+def base_unchanged(prev: dict, spec: RunSpec, seed: int) -> bool:
     """Whether the base run a finished seed read (its provenance ``prev``'s ``base_run``) still
     holds the checkpoint it read: a base run trained again since is read again (True without
     a base run)."""
-    b = spec.get("base_run") or {}
+    b = spec.base_run or {}
     if not b.get("dir"):
         return True
     ckpt = Path(b["dir"]) / f"seed{seed}" / "checkpoint.pt"
@@ -246,15 +242,15 @@ def base_unchanged(prev: dict, spec: dict, seed: int) -> bool:
     return bool(recorded) and ckpt.is_file() and sha256_file(ckpt) == recorded
 
 
-def base_run_record(spec: dict, method: base.Method) -> dict:
+def base_run_record(spec: RunSpec, method: base.Method) -> dict:
     """Provenance of a method that builds on another's run (``Method.builds_on``): ``base_run``,
     what was read (folder, seed, the sha256 of its provenance and checkpoint), or, when the run
     fitted its first stage itself, ``{method, dir: null, reason}`` from the spec. Nothing for
     other methods."""
-    if "base_run" not in spec:
+    if spec.base_run is None:
         return {}
     read = getattr(method, "base_record", None)
-    return {"base_run": read if read else {**spec["base_run"], "dir": None}}
+    return {"base_run": read if read else {**spec.base_run, "dir": None}}
 
 
 def run_outputs(pred_path: Path, method: base.Method) -> dict[str, Path]:
@@ -331,29 +327,37 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", required=True, type=Path, help="processed dataset (clean or R-variant)")
     ap.add_argument("--clean", required=True, type=Path, help="clean processed dataset (defines the tail)")
-    ap.add_argument("--spec", required=True, help="run spec as JSON text or @file")
+    ap.add_argument("--spec", required=True, help="run spec as JSON text or @file (cdgtmll.config.run_spec)")
     ap.add_argument("--outdir", required=True, type=Path)
     ap.add_argument("--progress", action="store_true",
                     help="one line per epoch on stderr (the per-seed lines are always written)")
     args = ap.parse_args(argv)
-    spec = json.loads(Path(args.spec[1:]).read_text() if args.spec.startswith("@") else args.spec)
+    spec = read_spec(args.spec)
     # stdout carries the per-seed lines only (the train rule leaves it to Snakemake's terminal);
     # anything else printed during the job goes to stderr, i.e. the job's log
-    report = RunProgress(job_label(spec), spec["seeds"], epochs=args.progress, terminal=sys.stdout)
+    report = RunProgress(spec.label, list(spec.seeds), epochs=args.progress, terminal=sys.stdout)
     with contextlib.redirect_stdout(sys.stderr):
         return _main(args, spec, report)
 
 
-def _main(args: argparse.Namespace, spec: dict, report: RunProgress) -> int:
+def read_spec(arg: str) -> RunSpec:
+    """The run spec of ``--spec``: JSON text, or ``@FILE`` holding it. A spec that is not one
+    raises :class:`~cdgtmll.config.run_spec.RunSpecError` naming ``--spec`` (or the file) and the field."""
+    if arg.startswith("@"):
+        return RunSpec.from_json(Path(arg[1:]).read_text(), f"--spec {arg}")
+    return RunSpec.from_json(arg, "--spec")
+
+
+def _main(args: argparse.Namespace, spec: RunSpec, report: RunProgress) -> int:
     from cdgtmll.config.plugins import import_plugins
 
-    import_plugins(spec.get("plugins", []), source="run spec")
+    import_plugins(list(spec.plugins or ()), source="run spec")
     data = ProcessedData.load(args.data)
     clean = ProcessedData.load(args.clean)
-    tail = tail_labels(clean.part("train")[1], q=spec["r_variants"]["tail_fraction"],
-                       tie_seed=spec["r_variants"]["tie_seed"])
+    tail = tail_labels(clean.part("train")[1], q=spec.r_variants["tail_fraction"],
+                       tie_seed=spec.r_variants["tie_seed"])
     inputs = {"data": args.data, "clean": args.clean}
-    for seed in spec["seeds"]:
+    for seed in spec.seeds:
         try:
             run_seed(data, tail, spec, seed, args.outdir / f"seed{seed}", inputs, report)
         except Exception as exc:  # one line on the terminal; the traceback follows in the log

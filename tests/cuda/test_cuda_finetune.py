@@ -24,9 +24,7 @@ def data(tmp_path_factory) -> ProcessedData:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA only")
 @pytest.mark.parametrize("amp", ["bf16", "fp16", "off"])
 def test_cuda_amp_finetuning(data, tmp_path, amp):
-    s = spec("CD-GTMLL", epochs=2)
-    s["device"] = "cuda"
-    s["image_backbone"]["amp"] = amp
+    s = spec("CD-GTMLL", device="cuda", amp=amp, epochs=2)
     out = tmp_path / amp
     run_seed(data, tail_labels(data.part("train")[1]), s, 0, out, {}, False)
     prov = json.loads((out / "provenance.json").read_text())

@@ -49,13 +49,11 @@ def test_tabular_steps_do_not_sync(yeast, tmp_path, monkeypatch, case):
 @pytest.mark.parametrize("method", ["BCE", "CD-GTMLL", "C-Tran"])
 def test_image_steps_do_not_sync(tmp_path, monkeypatch, method):
     data = make_image_data(tmp_path / "JPEGImages")
-    s = spec(method, epochs=2)
-    s["device"] = "cuda"
-    s["image_backbone"]["amp"] = "bf16"
+    s = spec(method, device="cuda", amp="bf16", epochs=2)
     # the first epoch unguarded: cuDNN's autotuner (on for images) times each new shape once
     epochs = guard_steps(monkeypatch, cuda_sync_error, skip=1)
     run_seed(data, tail_labels(data.part("train")[1]), s, 0, tmp_path / "run", {}, False)
-    assert epochs == [-(-80 // s["training"]["batch_size"])]
+    assert epochs == [-(-80 // s.training["batch_size"])]
     num = json.loads((tmp_path / "run" / "provenance.json").read_text())["numerics"]
     assert num["optimizer_impl"] == "foreach" and num["cudnn_benchmark"] is True and num["allow_tf32"] is False
 

@@ -11,7 +11,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from cdgtmll.config.run_spec import RunSpec
 from cdgtmll.data.processed import ProcessedData
+from tests.support.specs import clean_spec
 
 N, L = 120, 4
 PREVALENCE = np.array([0.5, 0.4, 0.3, 0.15])
@@ -37,7 +39,7 @@ def make_image_data(root: Path, seed: int = 0) -> ProcessedData:
                          {"x_kind": "image-row-id", "image_root": str(root), "image_paths": paths})
 
 
-def spec(method: str, **training) -> dict:
-    return {"dataset": "toyimg", "variant": "clean", "method": method, "registered_method": method, "hparams": {},
-            "training": {**TRAINING, **training}, "seeds": [0], "device": "cpu", "data": {},
-            "r_variants": {"tail_fraction": 0.2, "tie_seed": 0}, "image_backbone": dict(IMG_CFG)}
+def spec(method: str, device: str = "cpu", amp: str | None = None, **training) -> RunSpec:
+    """The run spec of ``method`` fine-tuning on the toy images (``amp``: ``image_backbone.amp``)."""
+    image_backbone = dict(IMG_CFG) if amp is None else {**IMG_CFG, "amp": amp}
+    return clean_spec("toyimg", method, training={**TRAINING, **training}, device=device, image_backbone=image_backbone)

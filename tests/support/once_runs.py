@@ -5,6 +5,7 @@ claims are tested on what a run of the pipeline writes."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 
@@ -26,12 +27,11 @@ def trained_runs(root: Path, methods: dict[str, dict]) -> list[Path]:
     paths = []
     for method, hp in methods.items():
         cfg["methods"][method] = {**cfg["methods"].get(method, {}), **hp}
-        spec = plan.run_spec(cfg, "yeast", "clean", method)
-        spec["device"] = "cpu"
+        spec = dataclasses.replace(plan.run_spec(cfg, "yeast", "clean", method), device="cpu")
         rundir = root / "runs" / "yeast" / "clean" / method
-        for seed in spec["seeds"]:
+        for seed in spec.seeds:
             train.run_seed(data, tail, spec, seed, rundir / f"seed{seed}", {"data": clean_path, "clean": clean_path})
         assert evaluate_run.main(["--clean", str(clean_path), "--rundir", str(rundir), "--seeds",
-                                  *map(str, spec["seeds"]), "--threshold", "0.5", "--tail-fraction", "0.2"]) == 0
-        paths += [rundir / f"seed{s}" / "metrics.json" for s in spec["seeds"]]
+                                  *map(str, spec.seeds), "--threshold", "0.5", "--tail-fraction", "0.2"]) == 0
+        paths += [rundir / f"seed{s}" / "metrics.json" for s in spec.seeds]
     return paths

@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from cdgtmll.config.run_spec import RunSpec
+from tests.support.specs import clean_spec
+
 
 def prepared_yeast(root: Path, mirror: Path):
     """``(ProcessedData, path)`` of MULAN Yeast prepared from ``mirror`` into
@@ -49,16 +52,14 @@ def train_seeds(clean, clean_path: Path, rundir: Path, method: str, seeds: Seque
     from cdgtmll import train
     from cdgtmll.labels import tail_labels
 
-    spec = {"dataset": clean.name, "variant": "clean", "method": method, "registered_method": method,
-            "seeds": list(seeds), "hparams": {}, "device": "cpu", "training": training,
-            "r_variants": {"tail_fraction": 0.2, "tie_seed": 0}}
+    spec = clean_spec(clean.name, method, seeds=seeds, training=training)
     tail = tail_labels(clean.part("train")[1])
     for seed in seeds:
         train.run_seed(clean, tail, spec, seed, rundir / f"seed{seed}", {"data": clean_path, "clean": clean_path})
     return rundir
 
 
-def train_and_evaluate(data, data_path: Path, clean_path: Path, rundir: Path, spec: dict) -> Path:
+def train_and_evaluate(data, data_path: Path, clean_path: Path, rundir: Path, spec: RunSpec) -> Path:
     """Train every seed of ``spec`` on ``data`` into ``rundir/seed<k>`` (rule ``train``), then
     evaluate them against the clean split (rule ``evaluate``); returns ``rundir``."""
     from cdgtmll import train
@@ -66,9 +67,9 @@ def train_and_evaluate(data, data_path: Path, clean_path: Path, rundir: Path, sp
     from cdgtmll.metrics import evaluate_run
 
     tail = tail_labels(data.part("train")[1])
-    for seed in spec["seeds"]:
+    for seed in spec.seeds:
         train.run_seed(data, tail, spec, seed, rundir / f"seed{seed}", {"data": data_path, "clean": clean_path})
     assert evaluate_run.main(["--clean", str(clean_path), "--rundir", str(rundir),
-                              "--seeds", *map(str, spec["seeds"])]) == 0
+                              "--seeds", *map(str, spec.seeds)]) == 0
     return rundir
 

@@ -7,6 +7,7 @@ rows of Yeast from the dataset mirror, each job in a fresh interpreter as Snakem
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -29,8 +30,8 @@ def yeast_npz(tmp_path_factory) -> Path:
 def _job(data: Path, method: str, out: Path, threads: str | None, preload_torch: bool = False) -> dict:
     """Run one training job in a fresh interpreter; what it had loaded and torch's threads."""
     cfg = loader.load(ROOT / "config/config.yaml", {"training": {"default": {"epochs": 2}}, "experiments": {"seeds": [0]}})
-    spec = plan.run_spec(cfg, "yeast", "clean", method) | {"device": "cpu"}
-    argv = ["--data", str(data), "--clean", str(data), "--spec", json.dumps(spec), "--outdir", str(out)]
+    spec = dataclasses.replace(plan.run_spec(cfg, "yeast", "clean", method), device="cpu")
+    argv = ["--data", str(data), "--clean", str(data), "--spec", spec.to_json(), "--outdir", str(out)]
     code = ("import sys, json\n"
             + ("import torch\n" if preload_torch else "")
             + "from cdgtmll import train\n"

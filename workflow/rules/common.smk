@@ -1,4 +1,5 @@
 # Shared helpers: target lists and the per-job run spec.
+import dataclasses
 import functools
 import json
 import re
@@ -188,19 +189,19 @@ def job_spec(dataset, variant, method):
 # inputs of the job (base_inputs), so a change to BCE's run re-runs them; a base run with other
 # settings, or none planned, leaves the row fitting its first stage itself, the spec says why.
 def with_base_run(cfg, spec, base_seeds):
-    """``spec`` with its base_run entry (only for a method that builds on another)."""
-    if base_method(cfg, spec["method"]) is None:
+    """``spec`` (a RunSpec) with its base_run entry (only for a method that builds on another)."""
+    if base_method(cfg, spec.method) is None:
         return spec
-    job = (spec["dataset"], spec["variant"], spec["method"])
     planned = [j for j in ALL_JOBS if (j[0], j[2]) not in NOT_RUN]
-    base = base_job(cfg, planned, *job, own=MAIN_JOBS)
-    return {**spec, "base_run": base_run(cfg, spec, base, base_seeds(base) if callable(base_seeds) else base_seeds)}
+    base = base_job(cfg, planned, spec.dataset, spec.variant, spec.method, own=MAIN_JOBS)
+    seeds = base_seeds(base) if callable(base_seeds) else base_seeds
+    return dataclasses.replace(spec, base_run=base_run(cfg, spec, base, seeds))
 
 
 def base_inputs(spec):
     """The base run's per-seed provenance files a job reads (none without a base run)."""
-    b = spec.get("base_run") or {}
-    return [f"{b['dir']}/seed{s}/provenance.json" for s in spec["seeds"]] if b.get("dir") else []
+    b = spec.base_run or {}
+    return [f"{b['dir']}/seed{s}/provenance.json" for s in spec.seeds] if b.get("dir") else []
 
 
 def train_base(wc):
@@ -317,7 +318,7 @@ def study_alias_args(study):
 
 
 def spec_json(wc):
-    return json.dumps(job_spec(wc.dataset, wc.variant, wc.method), sort_keys=True)
+    return job_spec(wc.dataset, wc.variant, wc.method).to_json()
 
 
 # The jobs of a powered run's extra seeds (rules train_more, evaluate_more): the config with
@@ -336,7 +337,7 @@ def more_job_spec(dataset, variant, method):
 
 
 def more_spec_json(wc):
-    return json.dumps(more_job_spec(wc.dataset, wc.variant, wc.method), sort_keys=True)
+    return more_job_spec(wc.dataset, wc.variant, wc.method).to_json()
 
 
 def more_train_time(wildcards):

@@ -188,8 +188,7 @@ def _check_distinct_runs(config: dict, fail) -> None:
                 spec = run_spec(config, d, "clean", m)
             except (base.HparamError, TypeError, ValueError) as exc:
                 fail(f"experiments.methods[{i}]", f"on dataset '{d}': {exc}")
-            for key in ("method", "hparams"):
-                spec.pop(key)
+            spec = {k: v for k, v in spec.to_dict().items() if k not in ("method", "hparams")}
             for j, other in enumerate(specs):
                 if other == spec:
                     fail(

@@ -3,7 +3,8 @@ each study, and what cannot run here.
 
 The *run spec* of one (dataset, variant, method) job is the part of the config that determines
 its result; its sha256 is recorded in the run's provenance and is what Snakemake's params-based
-rerun trigger watches, so that a config change re-runs only the affected jobs."""
+rerun trigger watches, so that a config change re-runs only the affected jobs. It is a
+:class:`cdgtmll.config.run_spec.RunSpec`."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import json
 import math
 
 from cdgtmll.config import yaml12
+from cdgtmll.config.run_spec import RunSpec
 from cdgtmll.config.schema import ConfigError
 from cdgtmll.io import canonical_json
 from cdgtmll.variants.naming import CLEAN, noise_id, occlusion_id, variant_id
@@ -256,29 +258,28 @@ def method_protocol(config: dict, dataset: str, method: str) -> dict:
     return proto if spec.neural else spec.from_protocol(proto)
 
 
-def run_spec(config: dict, dataset: str, variant: str, method: str) -> dict:
+def run_spec(config: dict, dataset: str, variant: str, method: str) -> RunSpec:
     """Everything that determines the result of one (dataset, variant, method) job, and nothing
     else: ``training`` holds only the protocol keys the method reads (:func:`method_protocol`);
-    names for people (display names, notes) are never part of it."""
-    spec = {
-        "dataset": dataset,
-        "variant": variant,
-        "method": method,
-        "registered_method": resolve_method(config, method)[0],
-        "hparams": method_hparams(config, dataset, method),
-        "resolved_hparams": _resolved_hparams(config, dataset, method),
-        "training": method_protocol(config, dataset, method),
-        "seeds": fit_seeds(config, method),
-        "device": config["experiments"].get("device", "auto"),
-        "data": {k: config["data"][k] for k in ("val_fraction", "split_seed")},
-        "r_variants": {k: config["r_variants"][k] for k in ("tail_fraction", "tie_seed")},
-        "plugins": list(config.get("plugins", [])),
-    }
-    if is_image_dataset(config, dataset):
-        spec["image_backbone"] = dict(config.get("image_backbone", {}))
-    if is_deterministic(config, method):  # only then: every other job's spec (and identity) is as it was
-        spec["deterministic"] = True
-    return spec
+    names for people (display names, notes) are never part of it. Without ``base_run``
+    (:func:`base_run`: it depends on the other jobs planned)."""
+    return RunSpec(
+        dataset=dataset,
+        variant=variant,
+        method=method,
+        registered_method=resolve_method(config, method)[0],
+        hparams=method_hparams(config, dataset, method),
+        resolved_hparams=_resolved_hparams(config, dataset, method),
+        training=method_protocol(config, dataset, method),
+        seeds=tuple(fit_seeds(config, method)),
+        device=config["experiments"].get("device", "auto"),
+        data={k: config["data"][k] for k in ("val_fraction", "split_seed")},
+        r_variants={k: config["r_variants"][k] for k in ("tail_fraction", "tie_seed")},
+        plugins=tuple(config.get("plugins", [])),
+        image_backbone=dict(config.get("image_backbone", {})) if is_image_dataset(config, dataset) else None,
+        # set only for such a method: every other job's spec (and identity) has no such field
+        deterministic=True if is_deterministic(config, method) else None,
+    )
 
 
 SWEEP_PARAMS = {"alpha": "alpha", "players": "n_players"}
@@ -451,10 +452,10 @@ def _study_jobs_on(config: dict, study: str, spec: dict, d: str) -> list[tuple[s
 NAME_FIELDS = ("method",)
 
 
-def result_key(spec: dict) -> str:
+def result_key(spec: RunSpec) -> str:
     """What determines a job's result: its run spec without :data:`NAME_FIELDS`, as canonical
     JSON. Two jobs with the same key train the same models and write byte-identical predictions."""
-    return canonical_json({k: v for k, v in spec.items() if k not in NAME_FIELDS})
+    return canonical_json({k: v for k, v in spec.to_dict().items() if k not in NAME_FIELDS})
 
 
 def shared_runs(jobs, spec_of, own=()) -> dict[tuple[str, str, str], tuple[str, str, str]]:
@@ -572,7 +573,7 @@ def _accepted(name: str) -> set[str]:
     return set(base.spec_of(name).accepted())
 
 
-def base_run(config: dict, spec: dict, base: tuple[str, str, str] | None, base_seeds) -> dict:
+def base_run(config: dict, spec: RunSpec, base: tuple[str, str, str] | None, base_seeds) -> dict:
     """The ``base_run`` entry of the run spec ``spec`` of a method that builds on another
     (:func:`base_method`): ``{method, dir, spec_sha256}`` of the base run when ``base`` (its job:
     :func:`base_job`) trains the model ``spec``'s first stage would train, i.e. the same
@@ -580,11 +581,10 @@ def base_run(config: dict, spec: dict, base: tuple[str, str, str] | None, base_s
     from ``spec``'s trainer hyper-parameters (the keys both methods accept), and ``base_seeds``
     (the seeds its run folder trains) holding every seed of ``spec``. Otherwise
     ``{method, dir: None, reason}``: the run fits its first stage itself, and says why."""
-    from cdgtmll.io import config_hash
     from cdgtmll.methods import base as methods
 
-    b = base_method(config, spec["method"])
-    where = f"{spec['dataset']}/{spec['variant']}"
+    b = base_method(config, spec.method)
+    where = f"{spec.dataset}/{spec.variant}"
 
     def own(reason: str) -> dict:
         return {"method": b, "dir": None, "reason": reason}
@@ -592,19 +592,19 @@ def base_run(config: dict, spec: dict, base: tuple[str, str, str] | None, base_s
     if base is None:
         return own(f"{b} is not run on {where} in this configuration")
     bspec = run_spec(config, *base)
-    differ = [k for k in STAGE1_FIELDS if canonical_json(spec.get(k)) != canonical_json(bspec.get(k))]
+    differ = [k for k in STAGE1_FIELDS if canonical_json(getattr(spec, k)) != canonical_json(getattr(bspec, k))]
     if differ:
         return own(f"{b}'s run on {where} differs in {', '.join(differ)}")
-    registered = resolve_method(config, spec["method"])[0]
+    registered = resolve_method(config, spec.method)[0]
     shared = _accepted(b) & _accepted(registered)
-    mine = {k: v for k, v in spec["resolved_hparams"].items() if k in shared}
-    want = json.loads(canonical_json(methods.resolved_hparams(b, mine, training_protocol(config, spec["dataset"]))))
-    have = bspec["resolved_hparams"]
+    mine = {k: v for k, v in (spec.resolved_hparams or {}).items() if k in shared}
+    want = json.loads(canonical_json(methods.resolved_hparams(b, mine, training_protocol(config, spec.dataset))))
+    have = bspec.resolved_hparams or {}
     diff = sorted(k for k in set(want) | set(have) if canonical_json(want.get(k)) != canonical_json(have.get(k)))
     if diff:
         return own(f"{b}'s run on {where} has other hyper-parameters ("
                    + ", ".join(f"{k}: {have.get(k)!r} there, {want.get(k)!r} here" for k in diff) + ")")
-    missing = [s for s in spec["seeds"] if s not in set(base_seeds)]
+    missing = [s for s in spec.seeds if s not in set(base_seeds)]
     if missing:
         return own(f"{b}'s run on {where} does not train seed(s) {', '.join(map(str, missing))}")
-    return {"method": b, "dir": "results/runs/{}/{}/{}".format(*base), "spec_sha256": config_hash(bspec)}
+    return {"method": b, "dir": "results/runs/{}/{}/{}".format(*base), "spec_sha256": bspec.sha256()}

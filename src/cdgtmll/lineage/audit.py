@@ -76,6 +76,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cdgtmll.config.run_spec import RunSpec, RunSpecError
 from cdgtmll.config.schema import ConfigError
 from cdgtmll.data.acquire import local_source
 from cdgtmll.data.processed import ProcessedData
@@ -93,7 +94,7 @@ from cdgtmll.lineage import configs
 from cdgtmll.lineage.code import changed_modules
 from cdgtmll.lineage.code import identity as code_identity
 from cdgtmll.lineage.dvc import DvcLineage, audit_dvc_artifact, md5_file
-from cdgtmll.lineage.provenance import run_machine
+from cdgtmll.lineage.provenance import recorded_spec, run_machine
 from cdgtmll.lineage.seal import SEAL_FIELD, seal_problem
 from cdgtmll.lineage.worktree import code_dirty, code_dirty_files
 from cdgtmll.metrics.evaluate_run import EVALUATION_RECORD, differences, reevaluate
@@ -226,7 +227,7 @@ class AuditReport:
         if code_dirty(git):
             self.dirty.append((run, code_dirty_files(git)))
 
-    def check_config(self, record: dict | None, spec: dict | None, settings: dict | None, where: Path,
+    def check_config(self, record: dict | None, spec: RunSpec | None, settings: dict | None, where: Path,
                      indent: int) -> None:
         """The config files a run recorded (its evaluation record's ``config``) against the files
         now (:mod:`cdgtmll.lineage.configs`): unchanged, ok; changed, the run's training
@@ -429,7 +430,7 @@ def audit_run_metrics(rep: AuditReport, metrics_path: Path, expected: str | None
         return
     check_trained_predictions(rep, metrics_path, inputs.get("predictions") or {}, prov, prov_path, indent + 2)
     if evaluation is not None:
-        rep.check_config(evaluation.get("config"), prov.get("config"), m.get("settings"),
+        rep.check_config(evaluation.get("config"), _valid_spec(prov), m.get("settings"),
                          metrics_path.with_name(EVALUATION_RECORD), indent + 2)
 
 
@@ -470,7 +471,7 @@ def audit_figure_config(rep: AuditReport, path: Path, prov: dict, indent: int) -
         return
     ev = _read(rep, path, "evaluation record", indent)
     if isinstance(ev, dict):
-        rep.check_config(ev.get("config"), prov.get("config"), None, path, indent)
+        rep.check_config(ev.get("config"), _valid_spec(prov), None, path, indent)
 
 
 def check_trained_predictions(rep: AuditReport, metrics_path: Path, predictions: dict, prov: dict, prov_path: Path,
@@ -503,6 +504,15 @@ def _read(rep: AuditReport, path: Path, what: str, indent: int) -> Any:
         return None
 
 
+def _valid_spec(prov: dict) -> RunSpec | None:
+    """The run spec of a training's provenance record, or None when it holds no valid one
+    (:func:`audit_provenance` reports that)."""
+    try:
+        return recorded_spec(prov, "provenance.json")
+    except RunSpecError:
+        return None
+
+
 def audit_provenance(rep: AuditReport, prov_path: Path, indent: int) -> dict | None:
     """Say a training's provenance and re-hash everything it records (its run spec, inputs,
     raw data and sources, code identity); its record, or None when it cannot be read."""
@@ -510,9 +520,12 @@ def audit_provenance(rep: AuditReport, prov_path: Path, indent: int) -> dict | N
     if prov is None:
         return None
     git = prov.get("git", {})
-    spec = prov.get("config", {})
-    rep.say(f"run      {spec.get('dataset')}/{spec.get('variant')}/{spec.get('method')} seed {prov.get('seed')}",
-            indent)
+    try:
+        spec = recorded_spec(prov, str(prov_path))
+    except RunSpecError as exc:
+        spec = None
+        rep.problems.append(f"INVALID {exc}")
+    rep.say(f"run      {spec.label if spec else 'INVALID run spec'} seed {prov.get('seed')}", indent)
     changed = code_dirty_files(git)
     rep.say(f"code     commit {git.get('commit')} code dirty={code_dirty(git)}"
             + (f" ({', '.join(changed[:5])})" if changed else "")
@@ -520,13 +533,13 @@ def audit_provenance(rep: AuditReport, prov_path: Path, indent: int) -> dict | N
     rep.note_git(git, str(prov_path.parent))
     rep.note_device(prov, str(prov_path.parent))
     rep.check_code(prov.get("code"), "training", prov_path, indent + 1)
-    recomputed = config_hash(spec)
+    recomputed = config_hash(prov.get("config"))  # the record as written
     if recomputed != prov.get("config_sha256"):
         rep.problems.append(f"MODIFIED run spec in {prov_path}: config_sha256 {prov.get('config_sha256')} "
                             f"!= sha256 of the recorded spec {recomputed}")
-    rep.say(f"config   sha256 {prov.get('config_sha256')} hparams {json.dumps(spec.get('hparams'), sort_keys=True)}",
-            indent + 1)
-    rep.say(f"training {json.dumps(spec.get('training'), sort_keys=True)}", indent + 1)
+    rep.say(f"config   sha256 {prov.get('config_sha256')} hparams "
+            f"{json.dumps(spec.hparams if spec else None, sort_keys=True)}", indent + 1)
+    rep.say(f"training {json.dumps(spec.training if spec else None, sort_keys=True)}", indent + 1)
     pk = prov.get("packages", {})
     rep.say("packages " + ", ".join(f"{k}={v}" for k, v in pk.items() if v), indent + 1)
     dev = prov.get("device", {})
@@ -556,7 +569,7 @@ def audit_provenance(rep: AuditReport, prov_path: Path, indent: int) -> dict | N
         origin = src.get("origin")
         rep.say(f"raw      {src.get('file')} from {src.get('source')} {origin} sha256 "
                 f"{str(src.get('sha256'))[:16]}… verified={src.get('verified')}", indent + 1)
-        audit_raw(rep, src, spec.get("dataset"), indent + 2)
+        audit_raw(rep, src, spec.dataset if spec else None, indent + 2)
     return prov
 
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from cdgtmll.config.dvc_params import PARAMS_FILE, read_params, settings_layer
+from cdgtmll.config.run_spec import RunSpec
 from cdgtmll.io import canonical_json, sha256_file
 from cdgtmll.lineage.config_record import CONFIG_RECORD_ENV
 
@@ -135,7 +136,7 @@ def _changes(recorded: Any, now: Any, path: str = "") -> list[str]:
     return [f"{path or '(all)'}: {json.dumps(recorded, default=str)} -> {json.dumps(now, default=str)}"]
 
 
-def spec_changes(spec: dict, config: dict) -> list[str]:
+def spec_changes(spec: RunSpec, config: dict) -> list[str]:
     """How the run spec ``config`` gives the run of ``spec`` (its dataset, variant and method,
     :func:`cdgtmll.config.plan.run_spec`) differs from ``spec``; empty when it is the same.
     A powered run's extra seeds are trained with ``power.seeds`` as their seeds (rule
@@ -147,10 +148,10 @@ def spec_changes(spec: dict, config: dict) -> list[str]:
         candidates.append(with_seeds(config, extra_seeds(config)))
     # base_run (a row built on another run: cdgtmll.config.plan.base_run) is planned from every
     # job of a run, not from one spec; the audit checks the run it names (audit.audit_base_run)
-    spec = {k: v for k, v in spec.items() if k != "base_run"}
+    recorded = {k: v for k, v in spec.to_dict().items() if k != "base_run"}
     found: list[str] | None = None
     for cfg in candidates:
-        changes = _changes(spec, run_spec(cfg, spec["dataset"], spec["variant"], spec["method"]))
+        changes = _changes(recorded, run_spec(cfg, spec.dataset, spec.variant, spec.method).to_dict())
         if found is None or len(changes) < len(found):
             found = changes
     return found or []
@@ -164,11 +165,11 @@ def settings_of(config: dict) -> dict[str, Any]:
             "tie_seed": int(out["tie_seed"]), "f1_no_positive_labels": str(out["f1_no_positive_labels"])}
 
 
-def run_changes(spec: dict | None, settings: dict | None, config: dict) -> list[str]:
+def run_changes(spec: RunSpec | None, settings: dict | None, config: dict) -> list[str]:
     """What the configuration ``config`` would make differently for one run: the fields of its
     training spec (``spec``, from its ``provenance.json``; None: not checked) and of its
     evaluation settings (``settings``, from its ``metrics.json``; None: not checked)."""
-    out = [f"run spec {c}" for c in spec_changes(spec, config)] if spec else []
+    out = [f"run spec {c}" for c in spec_changes(spec, config)] if spec is not None else []
     if settings is not None:
         now = settings_of(config)
         out += [f"evaluation settings {c}" for c in _changes({k: settings.get(k) for k in now}, now)]

@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from cdgtmll.config.run_spec import RunSpec
 from cdgtmll.io import sha256_file
 from cdgtmll.lineage.code import package_sha256
 from cdgtmll.pipeline.env import GPUS_BY_REQUEST_ENV, JOB_GPUS_ENV
@@ -185,14 +186,21 @@ def file_hashes(paths: dict[str, str | os.PathLike]) -> dict[str, dict[str, Any]
 
 def used_hparams(spec: dict) -> dict[str, Any]:
     """The hyper-parameters a run spec's run used: its ``resolved_hparams`` (code defaults and
-    what the method reports) with the configured ``hparams`` over them."""
+    what the method reports) with the configured ``hparams`` over them. ``spec``: the JSON form
+    (:meth:`cdgtmll.config.run_spec.RunSpec.to_dict`), or the part of it a record has."""
     return {**(spec.get("resolved_hparams") or {}), **(spec.get("hparams") or {})}
+
+
+def recorded_spec(prov: dict, source: str) -> RunSpec:
+    """The run spec a training's provenance record holds (its ``config``), parsed
+    (:meth:`cdgtmll.config.run_spec.RunSpec.from_dict`; ``source``: the record's path, named
+    in the error when it is not a run spec)."""
+    return RunSpec.from_dict(prov.get("config"), source)
 
 
 def record(
     *,
-    spec: dict,
-    spec_sha256: str,
+    spec: RunSpec,
     code: dict[str, Any] | None = None,
     inputs: dict[str, str | os.PathLike],
     seed: int | list[int] | None,
@@ -200,7 +208,8 @@ def record(
     started: str,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Assemble a provenance record (call at the end of a run)."""
+    """Assemble a provenance record (call at the end of a run): ``config`` is the run spec's
+    JSON form and ``config_sha256`` its sha256 (:meth:`~cdgtmll.config.run_spec.RunSpec.sha256`)."""
     rec = {
         "schema": "cdgtmll.lineage.provenance/1",
         "git": git_state(),
@@ -209,8 +218,8 @@ def record(
         "code_sha256": (code or {}).get("sha256", package_sha256()),
         "code": code,
         "package_sha256": package_sha256(),
-        "config_sha256": spec_sha256,
-        "config": spec,
+        "config_sha256": spec.sha256(),
+        "config": spec.to_dict(),
         "inputs": file_hashes(inputs),
         "seed": seed,
         "packages": package_versions(),

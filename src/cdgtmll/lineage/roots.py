@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 
+from cdgtmll.config.run_spec import RunSpec
 from cdgtmll.lineage.code import LOSS_PACKAGE, ROOT_PACKAGE, module_file
 
 
@@ -23,10 +24,10 @@ def method_module(method: str) -> str | None:
     return spec.module if spec is not None else None
 
 
-def train_roots(spec: dict) -> list[str]:
+def train_roots(spec: RunSpec) -> list[str]:
     """Entry modules of a training job: the trainer, the method's module and its loss's module."""
-    roots = [f"{ROOT_PACKAGE}.train", method_module(spec.get("registered_method") or spec["method"])]
-    loss = (spec.get("resolved_hparams") or {}).get("loss")
+    roots = [f"{ROOT_PACKAGE}.train", method_module(spec.registered)]
+    loss = (spec.resolved_hparams or {}).get("loss")
     if isinstance(loss, str):
         roots.append(f"{LOSS_PACKAGE}.{loss}" if module_file(f"{LOSS_PACKAGE}.{loss}") else _plugin_loss_module(loss))
     return [r for r in roots if r]

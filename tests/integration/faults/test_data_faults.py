@@ -30,6 +30,7 @@ from cdgtmll.data.prepare import main as prepare_main
 from cdgtmll.data.prepare import prepare
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.data.registry import RIVER_YEAST, get_spec, spec_from_config
+from tests.support.specs import clean_spec
 from tests.support.workflow import workflow_only
 
 # the catalogue's UserWarnings (unverified files, labels without positives) are expected
@@ -234,7 +235,7 @@ def _audited_run(tmp_path: Path, data_path: Path, data_sources: list) -> Path:
     run.mkdir(parents=True)
     pred = run / "predictions.npz"
     np.savez(pred, test=np.zeros((20, 3)))
-    spec = {"dataset": "toy", "variant": "clean", "method": "M"}
+    spec = clean_spec("toy", "M").to_dict()
     write_json(run / "provenance.json", {
         "config": spec, "config_sha256": config_hash(spec), "seed": 0,
         "code": identity(["cdgtmll.train"]),  # recorded as a training job records it (cdgtmll.lineage.code)

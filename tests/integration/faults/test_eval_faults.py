@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from tests.support.mirror import yeast_arrays
+from tests.support.specs import clean_spec
 
 # the catalogue's UserWarnings (unverified files, labels without positives) are expected
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -35,9 +36,7 @@ def test_label_without_training_positives_is_reported(tmp_path, capsys):
     data = ProcessedData("yeast-zeroed", X, Y, names, splits, {})
     clean = tmp_path / "processed.npz"
     data.save(clean)
-    spec = {"dataset": "yeast-zeroed", "variant": "clean", "method": "BCE", "registered_method": "BCE", "seeds": [0],
-            "hparams": {}, "device": "cpu", "training": {"backbone": "mlp", "epochs": 2, "batch_size": 64, "hidden_dim": 32},
-            "r_variants": {"tail_fraction": 0.2, "tie_seed": 0}}
+    spec = clean_spec("yeast-zeroed", "BCE", training={"backbone": "mlp", "epochs": 2, "batch_size": 64, "hidden_dim": 32})
     rundir = tmp_path / "runs" / "yeast-zeroed" / "clean" / "BCE"
     tail = tail_labels(Y[splits["train"]])
     run.run_seed(data, tail, spec, 0, rundir / "seed0", {"clean": clean})

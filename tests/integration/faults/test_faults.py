@@ -27,6 +27,7 @@ import yaml
 
 from tests.support.mirror import yeast_arrays
 from tests.support.paths import ROOT
+from tests.support.specs import clean_spec
 
 # the catalogue's UserWarnings (unverified files, labels without positives) are expected
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -127,9 +128,7 @@ def _tiny_run(tmp_path: Path, name: str):
     data = ProcessedData("yeast-slice", X, Y, [f"Class{k + 1}" for k in range(14)], splits, {})
     clean = tmp_path / f"{name}.npz"
     data.save(clean)
-    spec = {"dataset": "yeast-slice", "variant": "clean", "method": "BCE", "registered_method": "BCE", "seeds": [0],
-            "hparams": {}, "device": "cpu", "training": {"backbone": "mlp", "epochs": 3, "batch_size": 64, "hidden_dim": 32},
-            "r_variants": {"tail_fraction": 0.2, "tie_seed": 0}}
+    spec = clean_spec("yeast-slice", "BCE", training={"backbone": "mlp", "epochs": 3, "batch_size": 64, "hidden_dim": 32})
     rundir = tmp_path / name / "yeast" / "clean" / "BCE"  # collected as the Yeast cells of the tables
     run.run_seed(data, tail_labels(Y[splits["train"]]), spec, 0, rundir / "seed0", {"clean": clean})
     assert evaluate.main(["--clean", str(clean), "--rundir", str(rundir), "--seeds", "0"]) == 0

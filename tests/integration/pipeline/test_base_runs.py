@@ -36,13 +36,13 @@ def test_no_bce_fit_inside_pe_etu_lsfa(planned):
     built = {}
     for j in jobs:
         spec = j["spec"]
-        if spec["method"] in ("PE", "ETU", "LSFA"):
-            b = spec["base_run"]
-            assert b["method"] == "BCE" and b["dir"] == f"results/runs/{spec['dataset']}/{spec['variant']}/BCE"
-            assert all(f"{b['dir']}/seed{s}/provenance.json" in j["input"] for s in spec["seeds"])
-            built[spec["method"]] = built.get(spec["method"], 0) + len(spec["seeds"])
-        if spec["method"] == "SRB":  # its own strongly proper surrogate: nothing to build on
-            assert "base_run" not in spec
+        if spec.method in ("PE", "ETU", "LSFA"):
+            b = spec.base_run
+            assert b["method"] == "BCE" and b["dir"] == f"results/runs/{spec.dataset}/{spec.variant}/BCE"
+            assert all(f"{b['dir']}/seed{s}/provenance.json" in j["input"] for s in spec.seeds)
+            built[spec.method] = built.get(spec.method, 0) + len(spec.seeds)
+        if spec.method == "SRB":  # its own strongly proper surrogate: nothing to build on
+            assert spec.base_run is None
     assert built and bce["read"] == built
 
 
@@ -57,12 +57,12 @@ def test_without_bce_rows_fit_their_own_stage_one_and_say_why(mirror, tmp_path):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CDGTMLL_DATA_MIRROR", str(mirror))
         jobs = FITS.train_jobs(FITS.dry_run(repo, "config/nobce.yaml"))
-    pe = {j["spec"]["variant"]: j for j in jobs if j["spec"]["method"] == "PE"}
-    assert pe["clean"]["spec"]["base_run"]["dir"] == "results/runs/yeast/clean/BCE"
+    pe = {j["spec"].variant: j for j in jobs if j["spec"].method == "PE"}
+    assert pe["clean"]["spec"].base_run["dir"] == "results/runs/yeast/clean/BCE"
     others = [v for v in pe if v != "clean"]
     assert others
     for v in others:
-        assert pe[v]["spec"]["base_run"] == {"method": "BCE", "dir": None,
+        assert pe[v]["spec"].base_run == {"method": "BCE", "dir": None,
                                              "reason": f"BCE is not run on yeast/{v} in this configuration"}
         assert not any("/BCE/" in i for i in pe[v]["input"])
 

@@ -92,14 +92,14 @@ def test_run_spec_hash_stable_and_sensitive(default_cfg):
     cfg = loader.validate(copy.deepcopy(default_cfg))
     a = plan.run_spec(cfg, "yeast", "clean", "BR-LogReg")
     b = plan.run_spec(loader.validate(copy.deepcopy(default_cfg)), "yeast", "clean", "BR-LogReg")
-    assert io.config_hash(a) == io.config_hash(b)
+    assert a.sha256() == b.sha256() == io.config_hash(a.to_dict())
     cfg2 = copy.deepcopy(cfg)
     cfg2["methods"]["BR-LogReg"]["C"] = 2.0
-    assert io.config_hash(plan.run_spec(cfg2, "yeast", "clean", "BR-LogReg")) != io.config_hash(a)
+    assert plan.run_spec(cfg2, "yeast", "clean", "BR-LogReg").sha256() != a.sha256()
     # a setting of another dataset does not change this job's spec
     cfg3 = copy.deepcopy(cfg)
     cfg3["training"]["mediamill"] = {"epochs": 7}
-    assert io.config_hash(plan.run_spec(cfg3, "yeast", "clean", "BR-LogReg")) == io.config_hash(a)
+    assert plan.run_spec(cfg3, "yeast", "clean", "BR-LogReg").sha256() == a.sha256()
 
 
 def test_code_default_change_changes_run_spec(monkeypatch):
@@ -114,17 +114,17 @@ def test_code_default_change_changes_run_spec(monkeypatch):
     cfg = loader.load(ROOT / "config" / "config.yaml")
     cfg["methods"]["CD-GTMLL"].pop("payoff_weights", None)
     a = plan.run_spec(cfg, "yeast", "clean", "CD-GTMLL")
-    assert a["resolved_hparams"]["payoff_weights"] == "uniform"
-    assert a["resolved_hparams"]["epochs"] == cfg["training"]["default"]["epochs"]
+    assert a.resolved_hparams["payoff_weights"] == "uniform"
+    assert a.resolved_hparams["epochs"] == cfg["training"]["default"]["epochs"]
     spec = base.spec_of("CD-GTMLL")
     assert spec.hparams["payoff_weights"].default == "uniform"
     edited = dataclasses.replace(spec, hparams={**spec.hparams, "payoff_weights": HParam(
         "rarity", spec.hparams["payoff_weights"].space)})
     monkeypatch.setitem(base._SPECS, "CD-GTMLL", edited)
     b = plan.run_spec(cfg, "yeast", "clean", "CD-GTMLL")
-    assert b["resolved_hparams"]["payoff_weights"] == "rarity"
-    assert io.config_hash(a) != io.config_hash(b)
-    assert {k: v for k, v in a.items() if k != "resolved_hparams"} == {k: v for k, v in b.items() if k != "resolved_hparams"}
+    assert b.resolved_hparams["payoff_weights"] == "rarity"
+    assert a.sha256() != b.sha256()
+    assert dataclasses.replace(a, resolved_hparams=None) == dataclasses.replace(b, resolved_hparams=None)
 
 
 def test_coco_dbl_uses_official_coco_settings():
@@ -136,13 +136,13 @@ def test_coco_dbl_uses_official_coco_settings():
     cfg = loader.load(ROOT / "config/paper.yaml")
     coco = plan.run_spec(cfg, "coco2014", "clean", "DBL")
     voc = plan.run_spec(cfg, "voc2007", "clean", "DBL")
-    assert (coco["hparams"]["smooth_mu"], coco["hparams"]["lam"]) == (0.2, 2.0)
-    assert (coco["resolved_hparams"]["smooth_mu"], coco["resolved_hparams"]["lam"]) == (0.2, 2.0)
-    assert (voc["resolved_hparams"]["smooth_mu"], voc["resolved_hparams"]["lam"]) == (0.3, 5.0)
+    assert (coco.hparams["smooth_mu"], coco.hparams["lam"]) == (0.2, 2.0)
+    assert (coco.resolved_hparams["smooth_mu"], coco.resolved_hparams["lam"]) == (0.2, 2.0)
+    assert (voc.resolved_hparams["smooth_mu"], voc.resolved_hparams["lam"]) == (0.3, 5.0)
     # the loss the COCO run trains with carries them
     import numpy as np
 
-    m = base.build_for_protocol("DBL", coco["hparams"], coco["training"])
+    m = base.build_for_protocol("DBL", coco.hparams, coco.training)
     Y = np.eye(4, dtype=np.uint8).repeat(3, 0)
     m.prepare(FitData(np.zeros((12, 2), np.float32), Y, None, None, list("abcd")), RunContext(0, Path(".")))
     assert (m._criterion.smooth_mu, m._criterion.lam) == (0.2, 2.0)
@@ -165,7 +165,7 @@ def test_aliases_and_at_variants_resolve(default_cfg):
     hp = plan.method_hparams(cfg, "yeast", "Single-Predictor")
     assert hp["n_players"] == 1 and hp["alpha"] == cfg["methods"]["CD-GTMLL"]["alpha"]
     spec = plan.run_spec(cfg, "yeast", "clean", "CD-GTMLL@alpha=0.6")
-    assert spec["registered_method"] == "CD-GTMLL" and spec["hparams"]["alpha"] == 0.6
+    assert spec.registered_method == "CD-GTMLL" and spec.hparams["alpha"] == 0.6
     jobs = plan.study_jobs(cfg)
     assert ("yeast", "N0.20-s0", "MLC-NC") in jobs["noise"] and ("yeast", "clean", "MLC-NC") in jobs["noise"]
     # the N sweep as written, then under each of studies.players.under (tests/unit/config/test_plan_under.py)
@@ -200,7 +200,7 @@ def test_plugins_register_methods(default_cfg, tmp_path, monkeypatch):
     cfg["plugins"] = ["my_methods"]
     cfg["experiments"]["methods"] = ["BCE", "Prior"]
     loader.validate(cfg)
-    assert plan.run_spec(cfg, "yeast", "clean", "Prior")["plugins"] == ["my_methods"]
+    assert plan.run_spec(cfg, "yeast", "clean", "Prior").plugins == ("my_methods",)
     cfg = copy.deepcopy(default_cfg)
     cfg["plugins"] = ["no_such_module_xyz"]
     msg = _err(cfg)

@@ -22,7 +22,7 @@ def test_br_logreg_is_planned_with_the_first_seed_only(shipped):
     assert len(seeds) == 3
     assert plan.is_deterministic(shipped, "BR-LogReg") and plan.fit_seeds(shipped, "BR-LogReg") == seeds[:1]
     spec = plan.run_spec(shipped, "yeast", "clean", "BR-LogReg")
-    assert spec["seeds"] == seeds[:1] and spec["deterministic"] is True
+    assert list(spec.seeds) == seeds[:1] and spec.deterministic is True
     # an @-variant or alias of it is deterministic too (the registered method decides)
     assert plan.fit_seeds(shipped, "BR-LogReg@C=0.5") == seeds[:1]
 
@@ -32,7 +32,8 @@ def test_a_method_that_uses_the_seed_keeps_every_seed_and_its_spec(shipped, meth
     assert not plan.is_deterministic(shipped, method)
     assert plan.fit_seeds(shipped, method) == shipped["experiments"]["seeds"]
     spec = plan.run_spec(shipped, "yeast", "clean", method)
-    assert spec["seeds"] == shipped["experiments"]["seeds"] and "deterministic" not in spec
+    assert list(spec.seeds) == shipped["experiments"]["seeds"] and spec.deterministic is None
+    assert "deterministic" not in spec.to_dict()
 
 
 def test_the_default_profile_fits_knn_once_and_the_first_seed_is_the_one_listed_first():
@@ -41,7 +42,7 @@ def test_the_default_profile_fits_knn_once_and_the_first_seed_is_the_one_listed_
     other = copy.deepcopy(cfg)
     other["experiments"]["seeds"] = [7, 0, 1]
     assert plan.fit_seeds(other, "kNN-15") == [7]
-    assert plan.run_spec(other, "yeast", "clean", "kNN-15")["seeds"] == [7]
+    assert plan.run_spec(other, "yeast", "clean", "kNN-15").seeds == (7,)
 
 
 def test_power_adds_no_seed_to_a_deterministic_run():
@@ -50,4 +51,4 @@ def test_power_adds_no_seed_to_a_deterministic_run():
     common.smk run_seeds, which gives a deterministic method's folder ONCE_SEEDS before power)."""
     cfg = loader.load(ROOT / "config/config.yaml")
     cfg["power"]["methods"] = [*cfg["power"]["methods"], "BR-LogReg"]
-    assert plan.run_spec(cfg, "yeast", "clean", "BR-LogReg")["seeds"] == [0]
+    assert plan.run_spec(cfg, "yeast", "clean", "BR-LogReg").seeds == (0,)

@@ -4,6 +4,7 @@ and the five readings the readings study gained."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 
@@ -33,7 +34,7 @@ def test_extra_seeds_are_power_seeds_less_the_experiments_seeds(default):
     assert plan.powered_seeds(default) == list(range(10))
     spec = plan.run_spec(plan.with_seeds(default, plan.extra_seeds(default)), "yeast", "clean", "BCE")
     base = plan.run_spec(default, "yeast", "clean", "BCE")
-    assert spec["seeds"] == [3, 4, 5, 6, 7, 8, 9] and {**spec, "seeds": base["seeds"]} == base
+    assert spec.seeds == (3, 4, 5, 6, 7, 8, 9) and dataclasses.replace(spec, seeds=base.seeds) == base
     assert default["experiments"]["seeds"] == [0, 1, 2]  # with_seeds leaves its input alone
 
 
@@ -82,7 +83,7 @@ def test_the_five_new_readings_are_default_readings_that_change_the_run(default,
     assert name == "CD-GTMLL" and over == dict(plan.split_method(f"x@{reading}")[1])
     base.check_hparams("CD-GTMLL", plan.method_hparams(default, "yeast", method))  # a hyper-parameter in range
     spec = plan.run_spec(default, "yeast", "clean", method)
-    assert all(spec["resolved_hparams"][k] == v for k, v in over.items())
+    assert all(spec.resolved_hparams[k] == v for k, v in over.items())
     assert plan.result_key(spec) != plan.result_key(plan.run_spec(default, "yeast", "clean", "CD-GTMLL"))
     assert method in plan.study_methods(default, "readings")
 

@@ -39,7 +39,7 @@ def test_default_profile_shares_exactly_the_settings_that_are_another_jobs_spec(
         assert plan.result_key(plan.run_spec(cfg, *job)) == plan.result_key(plan.run_spec(cfg, *run))
     # the shared runs resolve to the same hyper-parameters, not only the same configured ones
     a, b = plan.run_spec(cfg, "yeast", "clean", "CD-GTMLL@alpha=0.4"), plan.run_spec(cfg, "yeast", "clean", "CD-GTMLL")
-    assert a["resolved_hparams"] == b["resolved_hparams"] and a["method"] != b["method"]
+    assert a.resolved_hparams == b.resolved_hparams and a.method != b.method
 
 
 def test_a_setting_that_changes_the_spec_is_not_shared():

@@ -19,6 +19,7 @@ from cdgtmll.data.xmc import (
     read_xmc_smat,
     tfidf_l2,
 )
+from tests.support.specs import clean_spec
 
 FIXTURE = (
     "5 6 4\n"
@@ -362,10 +363,7 @@ def test_run_and_evaluate_topk_format(tmp_path, monkeypatch):
     monkeypatch.setattr(run, "TOPK_MIN_LABELS", 10)
     monkeypatch.setattr(run, "TOPK", 6)
     monkeypatch.setattr(run, "PREDICT_ROWS", 7)
-    spec = {"dataset": "toy-xmc", "variant": "clean", "method": "BCE", "seeds": [0],
-            "hparams": {"hidden_dim": 16}, "device": "cpu",
-            "training": {"backbone": "tfidf-linear", "epochs": 2, "batch_size": 32},
-            "r_variants": {"tail_fraction": 0.2, "tie_seed": 0}}
+    spec = clean_spec("toy-xmc", "BCE", training={"backbone": "tfidf-linear", "epochs": 2, "batch_size": 32}, hparams={"hidden_dim": 16})
     tail = tail_labels(Y[splits["train"]])
     pred = run.run_seed(data, tail, spec, 0, tmp_path / "seed0", {})
     with np.load(pred) as z:
@@ -377,12 +375,12 @@ def test_run_and_evaluate_topk_format(tmp_path, monkeypatch):
     # the same model's dense scores, recomputed: P@k must agree exactly
     from cdgtmll.methods.base import FitData, RunContext, build_for_protocol
 
-    m = build_for_protocol("BCE", spec["hparams"], spec["training"])
+    m = build_for_protocol("BCE", spec.hparams, spec.training)
 
     run.set_seed(0)
     m.fit(FitData(X[splits["train"]], Y[splits["train"]], X[splits["val"]], Y[splits["val"]], data.label_names,
                   tail=tail), RunContext(seed=0, workdir=tmp_path / "seed0", device="cpu",
-                                         extra={"training": spec["training"]}))
+                                         extra={"training": spec.training}))
     S = m.predict_proba(X[splits["test"]])
     np.testing.assert_array_equal(idx, definitions.topk_from_scores(S, 6)[0])
     dense = precision_at_k(Y[splits["test"]], S)

@@ -15,6 +15,7 @@ import pytest
 from cdgtmll.claims.verdict import detectable_effect
 from cdgtmll.figures.studies.readings import reading_name, readings_table, seeds_needed
 from tests.support.runs import prepared_yeast
+from tests.support.specs import clean_spec
 
 SEEDS = (0, 1, 2)
 TRAINING = {"backbone": "mlp", "epochs": 2, "hidden_dim": 16, "batch_size": 256, "lr_backbone": 2e-3,
@@ -52,9 +53,8 @@ def _train(clean, clean_path, root, method, hparams, grad_clip):
     from cdgtmll.metrics import evaluate_run
 
     rundir = root / "yeast" / "clean" / method
-    spec = {"dataset": "yeast", "variant": "clean", "method": method, "registered_method": "CD-GTMLL",
-            "seeds": list(SEEDS), "hparams": hparams, "device": "cpu",
-            "training": {**TRAINING, "grad_clip": grad_clip}, "r_variants": {"tail_fraction": 0.2, "tie_seed": 0}}
+    spec = clean_spec("yeast", method, seeds=SEEDS, training={**TRAINING, "grad_clip": grad_clip},
+                      registered_method="CD-GTMLL", hparams=hparams)
     tail = tail_labels(clean.part("train")[1])
     for seed in SEEDS:
         train.run_seed(clean, tail, spec, seed, rundir / f"seed{seed}", {"data": clean_path, "clean": clean_path})

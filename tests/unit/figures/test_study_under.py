@@ -15,6 +15,7 @@ from cdgtmll.config.plan import with_reading
 from cdgtmll.figures.studies import build, comparison
 from cdgtmll.figures.studies.runs import AS_WRITTEN
 from tests.support.runs import prepared_yeast, train_and_evaluate
+from tests.support.specs import clean_spec
 
 SEEDS = (0, 1)
 SEP = "player_backbones=separate"
@@ -29,9 +30,7 @@ READING = {"player_backbones": "separate"}
 
 
 def _train(clean, clean_path: Path, rundir: Path, hparams: dict) -> Path:
-    spec = {"dataset": clean.name, "variant": "clean", "method": rundir.name, "registered_method": "CD-GTMLL",
-            "seeds": list(SEEDS), "hparams": {**CDG, **hparams}, "device": "cpu", "training": PROTOCOL,
-            "r_variants": {"tail_fraction": 0.2, "tie_seed": 0}}
+    spec = clean_spec(clean.name, rundir.name, seeds=SEEDS, training=PROTOCOL, registered_method="CD-GTMLL", hparams={**CDG, **hparams})
     return train_and_evaluate(clean, clean_path, clean_path, rundir, spec)
 
 

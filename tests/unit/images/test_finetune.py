@@ -260,8 +260,8 @@ def test_config_schedules_image_datasets(tmp_path):
     assert "needs feature vectors" in cfgmod.not_runnable(base_cfg, "voc2007", "MLBOTE")
     assert cfgmod.not_runnable(base_cfg, "yeast", "BR-LogReg") is None
     s = cfgmod.run_spec(base_cfg, "voc2007", "clean", "BCE")
-    assert s["image_backbone"]["mode"] == "finetune" and "image_backbone" not in cfgmod.run_spec(
-        base_cfg, "yeast", "clean", "BCE")
+    assert s.image_backbone["mode"] == "finetune" and cfgmod.run_spec(
+        base_cfg, "yeast", "clean", "BCE").image_backbone is None
     occ_jobs = cfgmod.study_jobs(base_cfg)["occlusion"]
     assert [v for _, v, _ in occ_jobs] == ["clean", "O0.10-s0", "O0.30-s0"]
     assert naming.variant_setting("O0.30-s0") == "O@0.30" and naming.parse_occlusion("O0.30-s2") == (0.3, 2)

@@ -3,11 +3,13 @@ the base run's provenance and checkpoint must be the files that were read. Real 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 
 from cdgtmll import train
 from cdgtmll.config import loader, plan
+from cdgtmll.config.run_spec import RunSpec
 from cdgtmll.data.processed import ProcessedData
 from cdgtmll.labels import tail_labels
 from cdgtmll.lineage.audit import AuditReport, audit_provenance
@@ -22,16 +24,18 @@ def test_a_tampered_base_checkpoint_fails_the_audit(tmp_path):
     cfg.pop("power", None)
     data = ProcessedData.load(yeast_processed_npz(tmp_path / "processed.npz"))
     tail = tail_labels(data.part("train")[1], q=0.2, tie_seed=0)
-    bspec = json.loads(json.dumps(plan.run_spec(cfg, "yeast", "clean", "BCE")))
+    bspec = RunSpec.from_json(plan.run_spec(cfg, "yeast", "clean", "BCE").to_json(), "--spec")
     bdir = tmp_path / "BCE" / "seed0"
     train.run_seed(data, tail, bspec, 0, bdir, {})
     spec = plan.run_spec(cfg, "yeast", "clean", "PE")
-    spec["base_run"] = {**plan.base_run(cfg, spec, ("yeast", "clean", "BCE"), [0]), "dir": str(tmp_path / "BCE")}
+    base = {**plan.base_run(cfg, spec, ("yeast", "clean", "BCE"), [0]), "dir": str(tmp_path / "BCE")}
+    spec = dataclasses.replace(spec, base_run=base)
     pdir = tmp_path / "PE" / "seed0"
-    train.run_seed(data, tail, json.loads(json.dumps(spec)), 0, pdir, {})
+    train.run_seed(data, tail, RunSpec.from_json(spec.to_json(), "--spec"), 0, pdir, {})
 
     # the config gives the same spec: base_run is planned from the whole job list, checked below
-    assert spec_changes(json.loads((pdir / "provenance.json").read_text())["config"], cfg) == []
+    recorded = json.loads((pdir / "provenance.json").read_text())["config"]
+    assert spec_changes(RunSpec.from_dict(recorded, "provenance.json"), cfg) == []
     rep = AuditReport()
     audit_provenance(rep, pdir / "provenance.json", 0)
     text = "\n".join(rep.lines)

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from cdgtmll import cli
+from tests.support.specs import clean_spec
 
 SEEDS = (0, 1, 2)
 TRAINING = {"backbone": "mlp", "epochs": 3, "batch_size": 64, "hidden_dim": 32}
@@ -68,9 +69,7 @@ def tables(tmp_path_factory):
     mp.setattr("cdgtmll.lineage.provenance.git_state", lambda cwd=None: {"commit": "c" * 40, "dirty": False})
     for variant, method, seeds in plan:
         data, path = variants[variant]
-        spec = {"dataset": "yeast", "variant": variant, "method": method, "registered_method": method,
-                "seeds": list(seeds), "hparams": {}, "device": "cpu", "training": TRAINING,
-                "r_variants": {"tail_fraction": 0.2, "tie_seed": 0}}
+        spec = clean_spec("yeast", method, seeds=seeds, variant=variant, training=TRAINING)
         rundir = root / "runs" / "yeast" / variant / method
         for seed in seeds:
             train.run_seed(data, tail, spec, seed, rundir / f"seed{seed}", {"data": path, "clean": clean_path})

@@ -15,6 +15,7 @@ import torch
 
 from cdgtmll import cli
 from cdgtmll.lineage.provenance import cpu_model
+from tests.support.specs import clean_spec
 from tests.unit.lineage.test_audit_cell_values import TRAINING, _dataset
 
 A, B = "a" * 40, "b" * 40
@@ -32,9 +33,7 @@ def mixed(tmp_path_factory):
     root = tmp_path_factory.mktemp("audit_code")
     clean, clean_path = _dataset(root)
     tail = tail_labels(clean.part("train")[1])
-    spec = {"dataset": "yeast", "variant": "clean", "method": "BCE", "registered_method": "BCE", "seeds": [0, 1, 2],
-            "hparams": {}, "resolved_hparams": {"loss": "bce"}, "device": "cpu", "training": TRAINING,
-            "r_variants": {"tail_fraction": 0.2, "tie_seed": 0}}
+    spec = clean_spec("yeast", "BCE", seeds=[0, 1, 2], training=TRAINING, resolved_hparams={"loss": "bce"})
     rundir = root / "runs" / "yeast" / "clean" / "BCE"
     with pytest.MonkeyPatch.context() as mp:
         for seed, git in GIT.items():

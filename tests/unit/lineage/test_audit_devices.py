@@ -22,6 +22,7 @@ from cdgtmll.lineage import provenance
 from cdgtmll.methods.base import FitData, RunContext, build
 from cdgtmll.nn.checkpoint import TRAIN_LOG, read_log
 from cdgtmll.nn.trainer import TrainingInterrupted
+from tests.support.specs import clean_spec
 from tests.unit.lineage.test_audit_cell_values import TRAINING, _dataset
 
 INTEL = {"vendor": "GenuineIntel", "model": "Intel(R) Xeon(R) Platinum 8480+", "family_model_stepping": "6/143/8"}
@@ -36,9 +37,7 @@ def _runs(root, cpus: dict[int, dict]):
 
     clean, clean_path = _dataset(root)
     tail = tail_labels(clean.part("train")[1])
-    spec = {"dataset": "yeast", "variant": "clean", "method": "BCE", "registered_method": "BCE", "seeds": list(cpus),
-            "hparams": {}, "resolved_hparams": {"loss": "bce"}, "device": "cpu", "training": TRAINING,
-            "r_variants": {"tail_fraction": 0.2, "tie_seed": 0}}
+    spec = clean_spec("yeast", "BCE", seeds=cpus, training=TRAINING, resolved_hparams={"loss": "bce"})
     rundir = root / "runs" / "yeast" / "clean" / "BCE"
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(provenance, "git_state", lambda cwd=None: {"commit": "a" * 40, "dirty": False})

@@ -5,6 +5,7 @@ it themselves; SRB trains a model of its own. Real Yeast rows, a few epochs."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -12,8 +13,8 @@ import pytest
 
 from cdgtmll import train
 from cdgtmll.config import loader, plan
+from cdgtmll.config.run_spec import RunSpec
 from cdgtmll.data.processed import ProcessedData
-from cdgtmll.io import config_hash
 from cdgtmll.labels import tail_labels
 from cdgtmll.methods import base as methods
 from cdgtmll.nn.checkpoint import BaseRunError
@@ -40,14 +41,14 @@ def yeast(tmp_path_factory):
     return data, tail_labels(data.part("train")[1], q=0.2, tie_seed=0)
 
 
-def spec_json(spec: dict) -> dict:
-    """A run spec as the training job reads it (JSON text)."""
-    return json.loads(json.dumps(spec, sort_keys=True))
+def spec_json(spec: RunSpec) -> RunSpec:
+    """A run spec as the training job reads it (its ``--spec`` JSON text, parsed)."""
+    return RunSpec.from_json(spec.to_json(), "--spec")
 
 
-def run(yeast, spec: dict, outdir: Path) -> Path:
+def run(yeast, spec: RunSpec, outdir: Path) -> Path:
     data, tail = yeast
-    for seed in spec["seeds"]:
+    for seed in spec.seeds:
         train.run_seed(data, tail, spec_json(spec), seed, outdir / f"seed{seed}", {})
     return outdir
 
@@ -100,8 +101,8 @@ def test_read_from_bce_equals_training_it(yeast, bce_run, tmp_path, method):
     spec = plan.run_spec(cfg, "yeast", "clean", method)
     own = run(yeast, spec, tmp_path / "own" / method)
     base = plan.base_run(cfg, spec, ("yeast", "clean", "BCE"), [0, 1])
-    assert base == {"method": "BCE", "dir": "results/runs/yeast/clean/BCE", "spec_sha256": config_hash(bspec)}
-    read = run(yeast, {**spec, "base_run": {**base, "dir": str(bdir)}}, tmp_path / "read" / method)
+    assert base == {"method": "BCE", "dir": "results/runs/yeast/clean/BCE", "spec_sha256": bspec.sha256()}
+    read = run(yeast, replace(spec, base_run={**base, "dir": str(bdir)}), tmp_path / "read" / method)
     for seed in (0, 1):
         same_outputs(own / f"seed{seed}", read / f"seed{seed}")
         prov = json.loads((read / f"seed{seed}" / "provenance.json").read_text())
@@ -129,7 +130,7 @@ def test_fallback_fits_stage_one_and_says_why(yeast, tmp_path):
     assert none == {"method": "BCE", "dir": None, "reason": "BCE is not run on yeast/clean in this configuration"}
     seeds = plan.base_run(tiny_config(), spec, ("yeast", "clean", "BCE"), [0])
     assert seeds["dir"] is None and "does not train seed(s) 1" in seeds["reason"]
-    out = run(yeast, {**spec, "seeds": [0], "base_run": none}, tmp_path / "PE")
+    out = run(yeast, replace(spec, seeds=(0,), base_run=none), tmp_path / "PE")
     prov = json.loads((out / "seed0" / "provenance.json").read_text())
     assert prov["base_run"] == none
     assert (out / "seed0" / "checkpoint.pt").is_file() and "checkpoint" in prov["outputs"]
@@ -146,10 +147,10 @@ def test_a_tampered_base_run_is_refused(yeast, bce_run, tmp_path):
     copy = shutil.copytree(bdir, tmp_path / "BCE")
     ckpt = copy / "seed0" / "checkpoint.pt"
     ckpt.write_bytes(ckpt.read_bytes() + b"\0")
-    one = {**spec, "seeds": [0], "base_run": {**base, "dir": str(copy)}}
+    one = replace(spec, seeds=(0,), base_run={**base, "dir": str(copy)})
     with pytest.raises(BaseRunError, match=f"{ckpt}: sha256 .* but .*provenance.json records"):
         run(yeast, one, tmp_path / "PE")
-    wrong = {**one, "base_run": {**base, "dir": str(bdir), "spec_sha256": "0" * 64}}
+    wrong = replace(one, base_run={**base, "dir": str(bdir), "spec_sha256": "0" * 64})
     with pytest.raises(BaseRunError, match="config_sha256 .* expected 0{64}"):
         run(yeast, wrong, tmp_path / "PE2")
     # a base run trained by other code than its training code now
@@ -159,12 +160,12 @@ def test_a_tampered_base_run_is_refused(yeast, bce_run, tmp_path):
     prov["code_sha256"] = "f" * 64
     prov_path.write_text(json.dumps(prov))
     with pytest.raises(BaseRunError, match=f"{prov_path}: trained by code f{{64}}, its training code is .* now"):
-        run(yeast, {**one, "base_run": {**base, "dir": str(stale)}}, tmp_path / "PE1")
+        run(yeast, replace(one, base_run={**base, "dir": str(stale)}), tmp_path / "PE1")
     # a checkpoint of another training (other epochs) under a consistent provenance
     cfg2 = tiny_config(BCE={"epochs": 2})
     b2 = plan.run_spec(cfg2, "yeast", "clean", "BCE")
-    d2 = run(yeast, {**b2, "seeds": [0]}, tmp_path / "BCE2")
-    forged = {**one, "base_run": {**base, "dir": str(d2), "spec_sha256": config_hash({**b2, "seeds": [0]})}}
+    d2 = run(yeast, replace(b2, seeds=(0,)), tmp_path / "BCE2")
+    forged = replace(one, base_run={**base, "dir": str(d2), "spec_sha256": replace(b2, seeds=(0,)).sha256()})
     with pytest.raises(BaseRunError, match=r"fingerprint differs in task, train_config\)"):
         run(yeast, forged, tmp_path / "PE3")
 
@@ -178,18 +179,18 @@ def test_a_finished_row_reads_a_re_made_base_run_again(yeast, tmp_path):
     from cdgtmll.io import sha256_file
 
     cfg = tiny_config()
-    bspec = {**plan.run_spec(cfg, "yeast", "clean", "BCE"), "seeds": [0]}
+    bspec = replace(plan.run_spec(cfg, "yeast", "clean", "BCE"), seeds=(0,))
     bdir = run(yeast, bspec, tmp_path / "BCE")
-    spec = {**plan.run_spec(cfg, "yeast", "clean", "PE"), "seeds": [0]}
+    spec = replace(plan.run_spec(cfg, "yeast", "clean", "PE"), seeds=(0,))
     base = {**plan.base_run(cfg, spec, ("yeast", "clean", "BCE"), [0]), "dir": str(bdir),
-            "spec_sha256": config_hash(bspec)}  # the run of seed 0 only
-    pe = run(yeast, {**spec, "base_run": base}, tmp_path / "PE")
+            "spec_sha256": bspec.sha256()}  # the run of seed 0 only
+    pe = run(yeast, replace(spec, base_run=base), tmp_path / "PE")
     first = json.loads((pe / "seed0" / "provenance.json").read_text())["base_run"]["checkpoint_sha256"]
     shutil.rmtree(bdir)
     run(yeast, bspec, bdir)
     now = sha256_file(bdir / "seed0" / "checkpoint.pt")
     assert now != first  # the re-made checkpoint's log rows hold other epoch timings
-    run(yeast, {**spec, "base_run": base}, pe)
+    run(yeast, replace(spec, base_run=base), pe)
     assert json.loads((pe / "seed0" / "provenance.json").read_text())["base_run"]["checkpoint_sha256"] == now
 
 
@@ -204,6 +205,7 @@ def test_etu_reads_bce_on_sparse_rows_as_xmc_trains(tmp_path):
     from cdgtmll.lineage.roots import train_roots
     from cdgtmll.methods.base import FitData, RunContext, build
     from tests.support.mirror import yeast_arrays
+    from tests.support.specs import clean_spec
 
     X, Y = yeast_arrays(300)
     Xs, Ys = sp.csr_matrix(X), sp.csr_matrix(Y)
@@ -219,10 +221,10 @@ def test_etu_reads_bce_on_sparse_rows_as_xmc_trains(tmp_path):
     bce = fit("BCE", tmp_path / "BCE" / "seed3")
     assert bce._sparse_input
     ckpt = tmp_path / "BCE" / "seed3" / "checkpoint.pt"
-    bspec = {"method": "BCE", "registered_method": "BCE", "resolved_hparams": {"loss": "bce"}}
+    bspec = clean_spec("yeast", "BCE", seeds=[3], resolved_hparams={"loss": "bce"})
     code = identity(train_roots(bspec))["sha256"]
     write_json(tmp_path / "BCE" / "seed3" / "provenance.json",
-               {"config_sha256": "b" * 64, "config": bspec, "code_sha256": code, "seed": 3,
+               {"config_sha256": "b" * 64, "config": bspec.to_dict(), "code_sha256": code, "seed": 3,
                 "outputs": {"checkpoint": {"sha256": sha256_file(ckpt)}}})
     own = fit("ETU", tmp_path / "own")
     read = fit("ETU", tmp_path / "read", {"method": "BCE", "dir": str(tmp_path / "BCE" / "seed3"),
@@ -242,7 +244,7 @@ def test_best_val_rows_read_the_best_epochs_weights(yeast, tmp_path):
     spec = plan.run_spec(cfg, "yeast", "clean", "LSFA")
     own = run(yeast, spec, tmp_path / "own")
     base = {**plan.base_run(cfg, spec, ("yeast", "clean", "BCE"), [0, 1]), "dir": str(bdir)}
-    read = run(yeast, {**spec, "base_run": base}, tmp_path / "read")
+    read = run(yeast, replace(spec, base_run=base), tmp_path / "read")
     kept = []
     for seed in (0, 1):
         same_outputs(own / f"seed{seed}", read / f"seed{seed}")

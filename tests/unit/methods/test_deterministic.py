@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from cdgtmll.methods import base
+from tests.support.specs import clean_spec
 
 SEEDS = (0, 1)
 
@@ -36,9 +37,7 @@ def _predictions(yeast_data, tmp_path, method: str, hparams: dict) -> list[bytes
     from cdgtmll import train
 
     data, tail = yeast_data
-    spec = {"dataset": "yeast", "variant": "clean", "method": method, "registered_method": method,
-            "seeds": list(SEEDS), "hparams": hparams, "device": "cpu", "training": {},
-            "r_variants": {"tail_fraction": 0.2, "tie_seed": 0}}
+    spec = clean_spec("yeast", method, seeds=SEEDS, training={}, hparams=hparams)
     out = []
     for seed in SEEDS:
         pred = train.run_seed(data, tail, spec, seed, tmp_path / method / f"seed{seed}", {})

@@ -22,6 +22,7 @@ from cdgtmll.methods.two_step import (
 )
 from cdgtmll.metrics import evaluation, thresholds
 from tests.support.mirror import yeast_fitdata
+from tests.support.specs import clean_spec
 
 torch.set_num_threads(1)
 
@@ -236,9 +237,7 @@ def test_plugin_rows_score_each_f1_column_with_its_own_rule(name, tmp_path):
     X, Y = yeast_arrays(900)
     splits = {"train": np.arange(0, 500), "val": np.arange(500, 700), "test": np.arange(700, 900)}
     data = ProcessedData("yeast-slice", X, Y, [f"Class{k + 1}" for k in range(14)], splits, {})
-    spec = {"dataset": "yeast-slice", "variant": "clean", "method": name, "registered_method": name, "seeds": [0],
-            "hparams": {}, "device": "cpu", "training": {"backbone": "mlp", **TRAIN},
-            "r_variants": {"tail_fraction": 0.2, "tie_seed": 0}}
+    spec = clean_spec("yeast-slice", name, training={"backbone": "mlp", **TRAIN})
     tail = tail_labels(Y[splits["train"]])
     pred = run.run_seed(data, tail, spec, 0, tmp_path / "seed0", {})
     res = evaluate.evaluate_run(data, pred, tail, 0.5)

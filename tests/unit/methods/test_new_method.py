@@ -5,6 +5,7 @@ shows) is validated, planned and trained on MULAN Yeast as the pipeline does it 
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import numpy as np
 import pytest
@@ -71,9 +72,9 @@ def test_a_toy_method_is_one_spec_and_one_class(toy_config, tmp_path):
     assert "Toy-Prior" not in base.builtin_names()
     # planning: from the spec alone
     run = plan.run_spec(toy_config, "yeast", "clean", "Toy-Prior")
-    assert run["resolved_hparams"] == {"smoothing": 0.5}
-    assert run["training"] == {} and run["seeds"] == toy_config["experiments"]["seeds"][:1]
-    assert run["deterministic"] is True and run["plugins"] == ["toy_prior_plugin"]
+    assert run.resolved_hparams == {"smoothing": 0.5}
+    assert run.training == {} and list(run.seeds) == toy_config["experiments"]["seeds"][:1]
+    assert run.deterministic is True and run.plugins == ("toy_prior_plugin",)
     assert plan.not_runnable(toy_config, "yeast", "Toy-Prior") is None
     assert plan.train_gpus({**toy_config, "cluster": True}, "yeast", "Toy-Prior") == 0  # not neural
     # validation: the declared range, named down to the key
@@ -89,7 +90,7 @@ def test_a_toy_method_is_one_spec_and_one_class(toy_config, tmp_path):
     n = X.shape[0]
     splits = {"train": np.arange(0, n - 300), "val": np.arange(n - 300, n - 150), "test": np.arange(n - 150, n)}
     data = ProcessedData("yeast", X, Y, [f"Class{k + 1}" for k in range(14)], splits, {})
-    pred = train.run_seed(data, tail_labels(data.part("train")[1]), {**run, "device": "cpu"}, run["seeds"][0],
+    pred = train.run_seed(data, tail_labels(data.part("train")[1]), dataclasses.replace(run, device="cpu"), run.seeds[0],
                           tmp_path / "run" / "seed0", {})
     Y_train = np.asarray(data.part("train")[1], dtype=np.float64)
     want = (Y_train.sum(0) + 0.5) / (Y_train.shape[0] + 1.0)

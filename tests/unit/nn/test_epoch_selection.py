@@ -19,6 +19,7 @@ import torch
 from cdgtmll.methods.base import FitData, HparamError, RunContext, build, check_hparams
 from cdgtmll.nn.checkpoint import CHECKPOINT, TRAIN_LOG, read_log
 from cdgtmll.nn.trainer import TrainConfig, TrainingInterrupted, epoch_selection
+from tests.support.specs import clean_spec
 
 torch.set_num_threads(1)
 
@@ -155,9 +156,7 @@ def test_run_seed_writes_the_best_epoch_and_tables_say_so(tmp_path):
     tail = tail_labels(data.part("train")[1])
     metrics = []
     for rule in ("best_val", "last"):
-        spec = {"dataset": "yeast", "variant": "clean", "method": "BCE", "registered_method": "BCE", "seeds": [0],
-                "hparams": {**HP, "select_epoch": rule}, "device": "cpu", "training": {"backbone": "mlp"},
-                "r_variants": {"tail_fraction": 0.2, "tie_seed": 0}}
+        spec = clean_spec("yeast", "BCE", training={"backbone": "mlp"}, hparams={**HP, "select_epoch": rule})
         seed_dir = tmp_path / "runs" / "yeast" / "clean" / f"BCE-{rule}" / "seed0"
         pred = train.run_seed(data, tail, spec, 0, seed_dir, {})
         prov = json.loads((seed_dir / "provenance.json").read_text())

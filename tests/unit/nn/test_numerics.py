@@ -15,6 +15,7 @@ from cdgtmll.methods.base import RunContext, build
 from cdgtmll.nn import trainer
 from cdgtmll.nn.trainer import TrainConfig, resolve_optimizer_impl, run_numerics
 from tests.support.runs import prepared_yeast, train_and_evaluate, yeast_fit_data
+from tests.support.specs import clean_spec
 
 torch.set_num_threads(1)
 
@@ -93,9 +94,7 @@ def test_provenance_and_footnote_name_non_default_settings(tmp_path, mirror):
     paths = []
     for method, hp in (("BCE", {**HP, "allow_tf32": True, "cudnn_benchmark": False}), ("CD-GTMLL", HP)):
         rundir = tmp_path / "runs" / "yeast" / "clean" / method
-        spec = {"dataset": "yeast", "variant": "clean", "method": method, "registered_method": method,
-                "seeds": [0], "hparams": hp, "device": "cpu", "training": {"backbone": "mlp"},
-                "r_variants": {"tail_fraction": 0.2, "tie_seed": 0}}
+        spec = clean_spec("yeast", method, training={"backbone": "mlp"}, hparams=hp)
         train_and_evaluate(clean, clean_path, clean_path, rundir, spec)
         paths.append(rundir / "seed0" / "metrics.json")
     prov = {p.parent.parent.name: json.loads((p.parent / "provenance.json").read_text())["numerics"] for p in paths}

@@ -8,7 +8,7 @@ the first 600 rows of Yeast from the dataset mirror."""
 from __future__ import annotations
 
 import csv
-import json
+import dataclasses
 import re
 import sys
 from pathlib import Path
@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from cdgtmll.config import loader, plan
+from cdgtmll.config.run_spec import RunSpec
 from cdgtmll.methods import base
 from cdgtmll.methods.base import RunContext
 from cdgtmll.nn.progress import RunProgress, fmt_seconds
@@ -43,18 +44,16 @@ def yeast_npz(tmp_path_factory) -> Path:
     return yeast_processed_npz(tmp_path_factory.mktemp("data") / "yeast.npz")
 
 
-def spec(method: str) -> dict:
+def spec(method: str) -> RunSpec:
     # RF-300 (10 trees): a scikit-learn row that takes the seed, so its job trains every seed (BR-LogReg
     # and kNN-15 are deterministic: one seed, tests/unit/config/test_plan_once.py)
     cfg = loader.load(ROOT / "config/config.yaml", {"training": {"default": {"epochs": EPOCHS}}, "experiments": {"seeds": SEEDS},
                                                     "methods": {"RF-300": {"n_estimators": 10}}})
-    s = plan.run_spec(cfg, "yeast", "clean", method)
-    s["device"] = "cpu"
-    return s
+    return dataclasses.replace(plan.run_spec(cfg, "yeast", "clean", method), device="cpu")
 
 
 def run(data: Path, method: str, out: Path, *extra: str) -> int:
-    return run_main(["--data", str(data), "--clean", str(data), "--spec", json.dumps(spec(method)),
+    return run_main(["--data", str(data), "--clean", str(data), "--spec", spec(method).to_json(),
                      "--outdir", str(out), *extra])
 
 
@@ -129,10 +128,10 @@ def test_resumed_run_says_so(tmp_path):
 
 
 def test_failed_seed_names_the_error_on_the_terminal(yeast_npz, tmp_path, capsys):
-    bad = spec("BCE")
-    bad["hparams"] = {**bad["hparams"], "no_such_hparam": 1}
+    good = spec("BCE")
+    bad = dataclasses.replace(good, hparams={**good.hparams, "no_such_hparam": 1})
     with pytest.raises(Exception) as ei:
-        run_main(["--data", str(yeast_npz), "--clean", str(yeast_npz), "--spec", json.dumps(bad),
+        run_main(["--data", str(yeast_npz), "--clean", str(yeast_npz), "--spec", bad.to_json(),
                   "--outdir", str(tmp_path / "x")])
     out = capsys.readouterr().out
     assert out.startswith(f"[run] yeast/clean/BCE seed 0 (1 of 2) FAILED: {type(ei.value).__name__}: ")

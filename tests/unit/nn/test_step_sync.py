@@ -107,7 +107,7 @@ def test_image_steps_read_nothing_on_the_host(tmp_path, monkeypatch, method):
     device_path(monkeypatch)
     epochs = guard_steps(monkeypatch, cpu_proxy, unguard_loader=True)
     run_seed(data, tail, s, 0, tmp_path / "device", {}, False)
-    assert epochs == [-(-80 // s["training"]["batch_size"])]
+    assert epochs == [-(-80 // s.training["batch_size"])]
     a, b = (np.load(tmp_path / d / "predictions.npz")["test"] for d in ("cpu", "device"))
     assert np.array_equal(a, b)
 

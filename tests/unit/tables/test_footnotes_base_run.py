@@ -5,9 +5,10 @@ runs: MULAN Yeast prepared from the mirror and its R-variant (severity 0.40), tr
 
 from __future__ import annotations
 
-import json
+import dataclasses
 
 from cdgtmll.config import loader, plan
+from cdgtmll.config.run_spec import RunSpec
 from cdgtmll.tables.collect import collect, summarise
 from cdgtmll.tables.footnotes import footnotes
 from cdgtmll.tables.layout import build_table, configured_columns
@@ -33,8 +34,9 @@ def test_the_footnote_names_the_shared_run_and_the_rows_that_fit_their_own(tmp_p
     def go(variant, data, data_path, method, base):
         spec = plan.run_spec(cfg, "yeast", variant, method)
         if method != "BCE":
-            spec["base_run"] = base
-        rundir = train_and_evaluate(data, data_path, clean_path, runs / variant / method, json.loads(json.dumps(spec)))
+            spec = dataclasses.replace(spec, base_run=base)
+        rundir = train_and_evaluate(data, data_path, clean_path, runs / variant / method,
+                                    RunSpec.from_json(spec.to_json(), "--spec"))
         paths.append(rundir / "seed0" / "metrics.json")
         return spec
 

@@ -12,6 +12,7 @@ import re
 import pytest
 
 from tests.support.runs import prepared_yeast, train_and_evaluate
+from tests.support.specs import clean_spec
 
 SEEDS = (0, 1)
 EPOCHS = 6
@@ -37,9 +38,7 @@ def yeast_best_val_runs(tmp_path_factory, mirror):
     for variant, setting, data, data_path in (("clean", "clean", clean, clean_path),
                                                (VARIANT, "R@0.40", r_data, r_path)):
         rundir = root / "runs" / "yeast" / variant / "BCE"
-        spec = {"dataset": "yeast", "variant": variant, "method": "BCE", "registered_method": "BCE",
-                "seeds": list(SEEDS), "hparams": HP, "device": "cpu", "training": {"backbone": "mlp"},
-                "r_variants": {"tail_fraction": 0.2, "tie_seed": 0}}
+        spec = clean_spec("yeast", "BCE", seeds=SEEDS, variant=variant, training={"backbone": "mlp"}, hparams=HP)
         train_and_evaluate(data, data_path, clean_path, rundir, spec)
         for seed in SEEDS:
             sel = json.loads((rundir / f"seed{seed}" / "provenance.json").read_text())["epoch_selection"]

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from cdgtmll.tables import build, collect, layout
+from tests.support.specs import clean_spec
 
 METRICS = collect.METRICS
 
@@ -200,9 +201,7 @@ def test_training_records_the_footnote_and_tables_read_it_without_importing_torc
     path = tmp_path / "processed.npz"
     data.save(path)
     hp = {"payoff_weights": "rarity", "payoff_scale": "sum"}
-    spec = {"dataset": "yeast", "variant": "clean", "method": "CD-GTMLL", "registered_method": "CD-GTMLL",
-            "seeds": [0], "hparams": hp, "device": "cpu", "training": {"backbone": "mlp", "epochs": 1, "hidden_dim": 8},
-            "r_variants": {"tail_fraction": 0.2, "tie_seed": 0}}
+    spec = clean_spec("yeast", "CD-GTMLL", training={"backbone": "mlp", "epochs": 1, "hidden_dim": 8}, hparams=hp)
     seed_dir = tmp_path / "runs" / "yeast" / "clean" / "CD-GTMLL" / "seed0"
     train.run_seed(data, tail_labels(Y[:80]), spec, 0, seed_dir, {"data": path})
     note = json.loads((seed_dir / "provenance.json").read_text())["table_note"]
