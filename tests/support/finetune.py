@@ -17,7 +17,7 @@ from tests.support.specs import clean_spec
 
 N, L = 120, 4
 PREVALENCE = np.array([0.5, 0.4, 0.3, 0.15])
-IMG_CFG = {"mode": "finetune", "pretrained": False, "image_size": 32, "batch_size": 32, "workers": 0,
+IMG_CFG = {"mode": "finetune", "pretrained": False, "image_size": 32, "batch_size": 32,
            "amp": "auto", "init_seed": 0}
 TRAINING = {"backbone": "resnet50", "epochs": 4, "batch_size": 16, "lr_backbone": 1e-3, "lr_head": 1e-3}
 

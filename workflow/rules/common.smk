@@ -50,6 +50,10 @@ os.environ.update(CDGTMLL_ROOT=workflow.basedir)
 # A job that dies in native code (signal) prints the Python stack of every thread to its log.
 os.environ.setdefault("PYTHONFAULTHANDLER", "1")
 ENV = "../../environment.yml"
+# image_backbone.workers reaches a train job as a resource (CDGTMLL_LOADER_WORKERS), not a param
+# or its run spec: the number of image-decoding processes changes no result, so changing it
+# re-runs nothing (cdgtmll.config.plan.RUN_ONLY_IMAGE_KEYS).
+LOADER_WORKERS = config.get("image_backbone", {}).get("workers", "auto")
 # Cluster requests of a train job (the Slurm executor maps gpu -> sbatch --gpus, runtime ->
 # --time and cpus_per_task -> --cpus-per-task; a local run ignores gpu and cpus_per_task).
 # GPUs: one for a neural method when experiments.device is cuda, or auto on a cluster

@@ -34,8 +34,9 @@ rule train:
         runtime=train_time,
         gpu=train_gpu,
         cpus_per_task=train_cpus,
+        loader_workers=LOADER_WORKERS,
     shell:
-        "CDGTMLL_JOB_GPUS={resources.gpu} CDGTMLL_THREADS={threads} python -m cdgtmll.train --data {input.data} --clean {input.clean} "
+        "CDGTMLL_JOB_GPUS={resources.gpu} CDGTMLL_THREADS={threads} CDGTMLL_LOADER_WORKERS={resources.loader_workers} python -m cdgtmll.train --data {input.data} --clean {input.clean} "
         "--spec {params.spec:q} --outdir {params.outdir} --progress 2> {log}"
 
 
@@ -72,8 +73,9 @@ rule train_more:
         runtime=more_train_time,
         gpu=train_gpu,
         cpus_per_task=train_cpus,
+        loader_workers=LOADER_WORKERS,
     shell:
-        "CDGTMLL_JOB_GPUS={resources.gpu} CDGTMLL_THREADS={threads} python -m cdgtmll.train --data {input.data} --clean {input.clean} "
+        "CDGTMLL_JOB_GPUS={resources.gpu} CDGTMLL_THREADS={threads} CDGTMLL_LOADER_WORKERS={resources.loader_workers} python -m cdgtmll.train --data {input.data} --clean {input.clean} "
         "--spec {params.spec:q} --outdir {params.outdir} --progress 2> {log}"
 
 
@@ -110,8 +112,9 @@ rule train_once:
         runtime=train_time,
         gpu=train_gpu,
         cpus_per_task=train_cpus,
+        loader_workers=LOADER_WORKERS,
     shell:
-        "CDGTMLL_JOB_GPUS={resources.gpu} CDGTMLL_THREADS={threads} python -m cdgtmll.train --data {input.data} --clean {input.clean} "
+        "CDGTMLL_JOB_GPUS={resources.gpu} CDGTMLL_THREADS={threads} CDGTMLL_LOADER_WORKERS={resources.loader_workers} python -m cdgtmll.train --data {input.data} --clean {input.clean} "
         "--spec {params.spec:q} --outdir {params.outdir} --progress 2> {log}"
 
 

@@ -258,6 +258,13 @@ def method_protocol(config: dict, dataset: str, method: str) -> dict:
     return proto if spec.neural else spec.from_protocol(proto)
 
 
+#: ``image_backbone`` keys that say how a job runs, not what it computes: how many processes
+#: decode the images (the same bytes for any number: cdgtmll.images.trainer_input, Reproducibility).
+#: They stay out of the run spec, so changing them re-runs nothing; the train rules pass them to
+#: the job in the environment (cdgtmll.images.trainer_input.WORKERS_ENV).
+RUN_ONLY_IMAGE_KEYS = ("workers",)
+
+
 def run_spec(config: dict, dataset: str, variant: str, method: str) -> RunSpec:
     """Everything that determines the result of one (dataset, variant, method) job, and nothing
     else: ``training`` holds only the protocol keys the method reads (:func:`method_protocol`);
@@ -276,7 +283,8 @@ def run_spec(config: dict, dataset: str, variant: str, method: str) -> RunSpec:
         data={k: config["data"][k] for k in ("val_fraction", "split_seed")},
         r_variants={k: config["r_variants"][k] for k in ("tail_fraction", "tie_seed")},
         plugins=tuple(config.get("plugins", [])),
-        image_backbone=dict(config.get("image_backbone", {})) if is_image_dataset(config, dataset) else None,
+        image_backbone=({k: v for k, v in config.get("image_backbone", {}).items() if k not in RUN_ONLY_IMAGE_KEYS}
+                        if is_image_dataset(config, dataset) else None),
         # set only for such a method: every other job's spec (and identity) has no such field
         deterministic=True if is_deterministic(config, method) else None,
     )

@@ -148,6 +148,24 @@ class _Plan(torch.utils.data.Sampler):
 SLURM_CPUS_ENV = "SLURM_CPUS_PER_TASK"
 
 
+#: ``image_backbone.workers`` as the train rules pass it to a training job (it is not part of the
+#: run spec: :data:`cdgtmll.config.plan.RUN_ONLY_IMAGE_KEYS`)
+WORKERS_ENV = "CDGTMLL_LOADER_WORKERS"
+
+
+def workers_setting(environ: Mapping[str, str] | None = None) -> int | str:
+    """A training job's ``image_backbone.workers``, from :data:`WORKERS_ENV`: ``auto`` or a
+    non-negative integer; 0 (decode in the training process) where it is not set, as in a
+    method fitted in-process."""
+    raw = (os.environ if environ is None else environ).get(WORKERS_ENV, "")
+    if raw in ("", "auto"):
+        return "auto" if raw else 0
+    if not raw.isdigit():
+        raise ValueError(f"{WORKERS_ENV}={raw!r} in the environment: expected a non-negative integer or 'auto' "
+                         "(image_backbone.workers)")
+    return int(raw)
+
+
 def resolve_workers(setting: int | str, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The DataLoader processes of a job that decodes images (``image_backbone.workers``): an
     integer as given; ``auto``: the CPUs the job was given minus one for the training process,

@@ -27,7 +27,8 @@ ResNet-50 (:func:`cdgtmll.nn.backbones.resnet.build_finetune_backbone`, d' = 204
 and the row-id columns become :class:`~cdgtmll.images.trainer_input.ImageInput` batches of
 augmented images; heads, losses and the trainer are unchanged. ``hidden_dim`` is then
 unused. The backbone's record (weights file and sha256, AMP dtype, and the DataLoader
-processes that decoded the images, ``image_backbone.workers`` resolved by
+processes that decoded the images, ``image_backbone.workers`` as the train rule passes it
+(:func:`cdgtmll.images.trainer_input.workers_setting`, not part of the run spec) resolved by
 :func:`cdgtmll.images.trainer_input.resolve_workers`) is ``self.backbone_info`` and goes into
 each run's provenance.
 
@@ -48,7 +49,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from cdgtmll.images.trainer_input import ImageInput, resolve_workers
+from cdgtmll.images.trainer_input import ImageInput, resolve_workers, workers_setting
 from cdgtmll.methods.base import FitData, Method, RunContext, register, spec_of
 from cdgtmll.methods.spec import TRAINER_DEFAULTS, TRAINER_WHEN_SET, UNSET, MethodSpec, trainer_hparams
 from cdgtmll.nn.backbones.mlp import MLPBackbone
@@ -164,7 +165,7 @@ class NeuralMethod(Method, TrainTask):
     def _image_input(self, X: Any, train: bool, seed: int = 0) -> ImageInput:
         c = self._image_cfg
         if self._loader_workers is None:  # once per fit: the job's CPUs do not change
-            self._loader_workers = resolve_workers(c.get("workers", 0))
+            self._loader_workers = resolve_workers(workers_setting())
         return self._images.input(X, train=train, image_size=int(c.get("image_size", 448)), seed=seed,
                                   workers=self._loader_workers["workers"], eval_batch_size=int(c.get("batch_size", 64)))
 

@@ -146,3 +146,20 @@ def test_train_runtime_of_image_finetuning_follows_size_epochs_and_seeds(paper):
         spec = get_spec(ds)
         assert plan.train_runtime(paper, ds, "BCE", spec.n_train, spec.n_test) == plan.TRAIN_RUNTIME_MIN
     assert plan.train_runtime(paper, "coco2014", "BCE", None, None) == plan.TRAIN_RUNTIME_MIN
+
+
+def test_image_workers_are_not_part_of_the_run_spec():
+    """How many processes decode the images changes no result (tests/unit/images/test_finetune.py,
+    test_workers_do_not_change_a_run): changing image_backbone.workers leaves every image job's run
+    spec (its --spec bytes and hash) as it was, so it re-runs nothing; the other image_backbone keys
+    are in it."""
+    paper = loader.load(ROOT / "config/paper.yaml")
+    fixed = copy.deepcopy(paper)
+    fixed["image_backbone"]["workers"] = 7
+    jobs = [(d, m) for d in ("voc2007", "coco2014") for m in paper["experiments"]["methods"]
+            if plan.is_image_dataset(paper, d)]
+    assert jobs
+    for d, m in jobs:
+        a, b = plan.run_spec(paper, d, "clean", m), plan.run_spec(fixed, d, "clean", m)
+        assert a.to_json() == b.to_json() and "workers" not in a.image_backbone
+        assert a.image_backbone["image_size"] == paper["image_backbone"]["image_size"]

@@ -190,16 +190,27 @@ def test_other_image_capable_methods_train_on_images(data, tmp_path, method):
 def test_workers_do_not_change_a_run(data, tmp_path, monkeypatch):
     """MLC-NC draws its own class-aware batches (trainer hook ``epoch_batches``); with 2
     persistent DataLoader workers the whole run is bit-identical to decoding in-process. The 2
-    come from ``workers: auto`` in a Slurm job of 3 CPUs, and the provenance records them."""
+    come from ``workers: auto`` (as the train rule passes it, in the environment) in a Slurm job
+    of 3 CPUs, and the provenance records them; the run spec is the same."""
+    monkeypatch.delenv(trainer_input.WORKERS_ENV, raising=False)
     p0, prov0, _ = _run(data, tmp_path / "w0", "MLC-NC", epochs=2)
     assert prov0["backbone"]["loader_workers"] == {"setting": 0, "workers": 0, "cpus": None, "cpus_from": None}
-    monkeypatch.setitem(IMG_CFG, "workers", "auto")
+    monkeypatch.setenv(trainer_input.WORKERS_ENV, "auto")
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "3")
     p2, prov, _ = _run(data, tmp_path / "w2", "MLC-NC", epochs=2)
-    assert prov["config"]["image_backbone"]["workers"] == "auto"
+    differs = {k for k in prov["config"].keys() | prov0["config"].keys() if prov["config"].get(k) != prov0["config"].get(k)}
+    assert not differs and "workers" not in prov["config"]["image_backbone"], differs
     assert prov["backbone"]["loader_workers"] == {"setting": "auto", "workers": 2, "cpus": 3,
                                                   "cpus_from": "SLURM_CPUS_PER_TASK"}
     assert np.array_equal(p0["test"], p2["test"]) and np.array_equal(p0["val"], p2["val"])
+
+
+def test_the_workers_setting_comes_from_the_train_rule_and_bad_values_name_themselves():
+    assert trainer_input.workers_setting({}) == 0  # fitted in-process: decode in the training process
+    assert trainer_input.workers_setting({trainer_input.WORKERS_ENV: "auto"}) == "auto"
+    assert trainer_input.workers_setting({trainer_input.WORKERS_ENV: "3"}) == 3
+    with pytest.raises(ValueError, match="CDGTMLL_LOADER_WORKERS='-1'.*non-negative integer or 'auto'"):
+        trainer_input.workers_setting({trainer_input.WORKERS_ENV: "-1"})
 
 
 def test_auto_workers_are_the_jobs_cpus_minus_one(monkeypatch):
