@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from cdgtmll.lineage import worktree
 from cdgtmll.runtime.openmp import passive_openmp_waits
+from tests.support.fixed_git import fixed_run_git
 from tests.support.mirror import MIRROR_ENV, mirror_path, packaged_yeast_mirror
 
 # Before any test imports torch: three workers on two cores (`make test`) run torch's OpenMP
@@ -30,8 +32,8 @@ TESTS = Path(__file__).resolve().parent
 #: every test below one of these folders gets the marker (registered in pyproject.toml)
 FOLDER_MARKERS = {TESTS / "integration": "integration", TESTS / "cuda": "cuda"}
 #: tests with one of these markers may start processes; every other test (the fast loop,
-#: ``pytest -m "not integration and not slow"``) may not (:func:`pytest_runtest_protocol`),
-#: ``git`` excepted (:func:`_is_git`)
+#: ``pytest -m "not integration and not slow"``) may not (:func:`pytest_runtest_protocol`), and
+#: reads the repository's state from a fixed one (:mod:`tests.support.fixed_git`)
 PROCESS_MARKERS = ("slow", "integration", "cuda")
 #: where a process starts: ``subprocess`` (run, check_output, Popen, os.popen, asyncio), what
 #: ``multiprocessing``'s spawn and forkserver call, ``fork`` (its fork start method, torch
@@ -111,39 +113,33 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: (-seconds.get(item.nodeid.split("::")[0], 0.0), item.get_closest_marker("slow") is None))
 
 
-def _is_git(args) -> bool:
-    """Whether a command line runs ``git``: the one process a fast test may start. The lineage
-    code reads the repository's state through git (cdgtmll.lineage: provenance, work tree, audit)
-    and every training run records it; a git command costs milliseconds, a Python process a
-    second or more."""
-    argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args or [])
-    return bool(argv) and os.path.basename(os.fsdecode(argv[0])) == "git"
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """A test of the fast loop starts no process: while it runs (its fixtures' set-up and
     tear-down included), each of :data:`PROCESS_STARTS` raises :class:`ProcessStartInFastTest`,
     and the test fails (:func:`pytest_runtest_makereport`) even where the code under test
     catches the error. A test that needs a process is marked ``slow`` or lives under
-    ``tests/integration/``."""
+    ``tests/integration/``. The lineage code reads the repository's state through git, in one
+    function (:func:`cdgtmll.lineage.worktree.run_git`): here it gives a fixed state instead, a
+    clean checkout at :data:`tests.support.fixed_git.FIXED_COMMIT` (every training run and
+    evaluation records it)."""
     if any(item.get_closest_marker(m) for m in PROCESS_MARKERS):
         return (yield)
     started = item.stash[STARTED] = []
     saved = [(owner, name, getattr(owner, name)) for owner, name in PROCESS_STARTS if hasattr(owner, name)]
+    saved.append((worktree, "run_git", worktree.run_git))
 
-    def refuse(name, original):
+    def refuse(name):
         def start(*args, **kwargs):
             what = args[1] if name == "_execute_child" and len(args) > 1 else args[:1]
-            if name == "_execute_child" and _is_git(what):
-                return original(*args, **kwargs)
             started.append(f"{name}({what!r:.200})")
             raise ProcessStartInFastTest(f"{item.nodeid} starts a process ({started[-1]}): a test without the "
                                          "slow marker runs in-process (tests/conftest.py, docs/testing.md)")
         return start
 
-    for owner, name, original in saved:
-        setattr(owner, name, refuse(name, original))
+    for owner, name, _ in saved[:-1]:
+        setattr(owner, name, refuse(name))
+    worktree.run_git = fixed_run_git
     try:
         return (yield)
     finally:

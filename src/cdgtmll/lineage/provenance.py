@@ -13,13 +13,13 @@ import hashlib
 import os
 import platform
 import socket
-import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from cdgtmll.io import sha256_file
+from cdgtmll.lineage import worktree
 from cdgtmll.pipeline.env import GPUS_BY_REQUEST_ENV, JOB_GPUS_ENV
 
 PACKAGES = (
@@ -37,11 +37,8 @@ def git_state(cwd: str | os.PathLike | None = None) -> dict[str, Any]:
     cwd = Path(cwd or Path.cwd())
 
     def run(*args: str) -> str | None:
-        try:
-            out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=20)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return out.stdout.strip() if out.returncode == 0 else None
+        out = worktree.run_git(cwd, *args)  # through the module: the fast tests' seam
+        return out.strip() if out is not None else None
 
     commit = run("rev-parse", "HEAD")
     if commit is None:
