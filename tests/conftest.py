@@ -95,7 +95,8 @@ def pytest_collection_modifyitems(config, items):
 
     Then run the longest test files first: by the seconds per file that docs/timings.json
     records from the last measured ``make test`` (:func:`recorded_file_seconds`, written by
-    ``tools/readme_timings.py``), then the files with ``slow`` end-to-end tests, then the rest (a stable sort: otherwise
+    ``tools/readme_timings.py``; a file it does not know, by the recorded seconds of its tests,
+    found by name: :func:`recorded_test_seconds`), then the files with ``slow`` end-to-end tests, then the rest (a stable sort: otherwise
     collection order; a file's tests keep their order). ``make test`` runs ``pytest -n 3 --dist
     loadfile``: each file goes to one worker, so a module fixture that runs a pipeline runs once
     (pytest-xdist's ``loadgroup`` would group finer, but with pytest 9.2 it silently stops
@@ -110,6 +111,11 @@ def pytest_collection_modifyitems(config, items):
         if item.nodeid in heavy:
             item.add_marker("slow")
     seconds = recorded_file_seconds()
+    known, by_name = set(seconds), recorded_test_seconds()
+    for item in items:  # a file the record does not know (new, or split off one it knows): its tests' seconds
+        path, _, name = item.nodeid.partition("::")
+        if path not in known and name in by_name:
+            seconds[path] = seconds.get(path, 0.0) + by_name[name]
     items.sort(key=lambda item: (-seconds.get(item.nodeid.split("::")[0], 0.0), item.get_closest_marker("slow") is None))
 
 
@@ -182,6 +188,19 @@ def recorded_file_seconds(path: Path = TESTS.parent / "docs" / "timings.json") -
         for r in rec["slowest"]:
             f = r["test"].split("::")[0]
             out[f] = out.get(f, 0.0) + float(r["seconds"])
+        return out
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def recorded_test_seconds(path: Path = TESTS.parent / "docs" / "timings.json") -> dict[str, float]:
+    """Seconds per test of docs/timings.json's ``slowest`` tests (their phases summed), by the test's
+    name without its file (``test_x[param]``): a test moved to another file keeps its time."""
+    try:
+        out: dict[str, float] = {}
+        for r in json.loads(path.read_text())["tests"]["slowest"]:
+            name = r["test"].partition("::")[2]
+            out[name] = out.get(name, 0.0) + float(r["seconds"])
         return out
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return {}
