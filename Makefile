@@ -53,7 +53,7 @@ all: venv
 test: venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -n 3 --dist loadfile -q
 
-# the fast loop: no process start (git excepted), no Snakemake, no fine-tuning (docs/testing.md)
+# the fast loop: no process start (git neither), no Snakemake, no fine-tuning (docs/testing.md)
 test-fast: venv
 	$(BIN)/python -m pytest -m "not integration and not slow" -q
 

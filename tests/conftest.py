@@ -20,7 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from cdgtmll.lineage import worktree
 from cdgtmll.runtime.openmp import passive_openmp_waits
+from tests.support.fixed_git import fixed_run_git
 from tests.support.mirror import MIRROR_ENV, mirror_path, packaged_yeast_mirror
 
 # Before any test imports torch: three workers on two cores (`make test`) run torch's OpenMP
@@ -32,8 +34,8 @@ TESTS = Path(__file__).resolve().parent
 #: every test below one of these folders gets the marker (registered in pyproject.toml)
 FOLDER_MARKERS = {TESTS / "integration": "integration", TESTS / "cuda": "cuda"}
 #: tests with one of these markers may start processes; every other test (the fast loop,
-#: ``pytest -m "not integration and not slow"``) may not (:func:`pytest_runtest_protocol`),
-#: ``git`` excepted (:func:`_is_git`)
+#: ``pytest -m "not integration and not slow"``) may not (:func:`pytest_runtest_protocol`), and
+#: reads the repository's state from a fixed one (:mod:`tests.support.fixed_git`)
 PROCESS_MARKERS = ("slow", "integration", "cuda")
 #: where a process starts: ``subprocess`` (run, check_output, Popen, os.popen, asyncio), what
 #: ``multiprocessing``'s spawn and forkserver call, ``fork`` (its fork start method, torch
@@ -100,7 +102,8 @@ def pytest_collection_modifyitems(config, items):
 
     Then run the longest test files first: by the seconds per file that docs/timings.json
     records from the last measured ``make test`` (:func:`recorded_file_seconds`, written by
-    ``tools/readme_timings.py``), then the files with ``slow`` end-to-end tests, then the rest (a stable sort: otherwise
+    ``tools/readme_timings.py``; a file it does not know, by the recorded seconds of its tests,
+    found by name: :func:`recorded_test_seconds`), then the files with ``slow`` end-to-end tests, then the rest (a stable sort: otherwise
     collection order; a file's tests keep their order). ``make test`` runs ``pytest -n 3 --dist
     loadfile``: each file goes to one worker, so a module fixture that runs a pipeline runs once
     (pytest-xdist's ``loadgroup`` would group finer, but with pytest 9.2 it silently stops
@@ -115,16 +118,12 @@ def pytest_collection_modifyitems(config, items):
         if item.nodeid in heavy:
             item.add_marker("slow")
     seconds = recorded_file_seconds()
+    known, by_name = set(seconds), recorded_test_seconds()
+    for item in items:  # a file the record does not know (new, or split off one it knows): its tests' seconds
+        path, _, name = item.nodeid.partition("::")
+        if path not in known and name in by_name:
+            seconds[path] = seconds.get(path, 0.0) + by_name[name]
     items.sort(key=lambda item: (-seconds.get(item.nodeid.split("::")[0], 0.0), item.get_closest_marker("slow") is None))
-
-
-def _is_git(args) -> bool:
-    """Whether a command line runs ``git``: the one process a fast test may start. The lineage
-    code reads the repository's state through git (cdgtmll.lineage: provenance, work tree, audit)
-    and every training run records it; a git command costs milliseconds, a Python process a
-    second or more."""
-    argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args or [])
-    return bool(argv) and os.path.basename(os.fsdecode(argv[0])) == "git"
 
 
 @pytest.hookimpl(wrapper=True)
@@ -133,24 +132,27 @@ def pytest_runtest_protocol(item, nextitem):
     tear-down included), each of :data:`PROCESS_STARTS` raises :class:`ProcessStartInFastTest`,
     and the test fails (:func:`pytest_runtest_makereport`) even where the code under test
     catches the error. A test that needs a process is marked ``slow`` or lives under
-    ``tests/integration/``."""
+    ``tests/integration/``. The lineage code reads the repository's state through git, in one
+    function (:func:`cdgtmll.lineage.worktree.run_git`): here it gives a fixed state instead, a
+    clean checkout at :data:`tests.support.fixed_git.FIXED_COMMIT` (every training run and
+    evaluation records it)."""
     if any(item.get_closest_marker(m) for m in PROCESS_MARKERS):
         return (yield)
     started = item.stash[STARTED] = []
     saved = [(owner, name, getattr(owner, name)) for owner, name in PROCESS_STARTS if hasattr(owner, name)]
+    saved.append((worktree, "run_git", worktree.run_git))
 
-    def refuse(name, original):
+    def refuse(name):
         def start(*args, **kwargs):
             what = args[1] if name == "_execute_child" and len(args) > 1 else args[:1]
-            if name == "_execute_child" and _is_git(what):
-                return original(*args, **kwargs)
             started.append(f"{name}({what!r:.200})")
             raise ProcessStartInFastTest(f"{item.nodeid} starts a process ({started[-1]}): a test without the "
                                          "slow marker runs in-process (tests/conftest.py, docs/testing.md)")
         return start
 
-    for owner, name, original in saved:
-        setattr(owner, name, refuse(name, original))
+    for owner, name, _ in saved[:-1]:
+        setattr(owner, name, refuse(name))
+    worktree.run_git = fixed_run_git
     try:
         return (yield)
     finally:
@@ -193,6 +195,19 @@ def recorded_file_seconds(path: Path = TESTS.parent / "docs" / "timings.json") -
         for r in rec["slowest"]:
             f = r["test"].split("::")[0]
             out[f] = out.get(f, 0.0) + float(r["seconds"])
+        return out
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def recorded_test_seconds(path: Path = TESTS.parent / "docs" / "timings.json") -> dict[str, float]:
+    """Seconds per test of docs/timings.json's ``slowest`` tests (their phases summed), by the test's
+    name without its file (``test_x[param]``): a test moved to another file keeps its time."""
+    try:
+        out: dict[str, float] = {}
+        for r in json.loads(path.read_text())["tests"]["slowest"]:
+            name = r["test"].partition("::")[2]
+            out[name] = out.get(name, 0.0) + float(r["seconds"])
         return out
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return {}

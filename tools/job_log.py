@@ -29,11 +29,11 @@ import argparse
 import datetime as dt
 import os
 import platform
-import subprocess
 import sys
 from pathlib import Path
 
 from cdgtmll.io import write_json
+from cdgtmll.lineage import worktree
 from cdgtmll.pipeline.joblog import main_log, reference_table, run_jobs, write_job_log
 
 #: where the package's reference table lives (package data of cdgtmll)
@@ -41,14 +41,13 @@ SHIPPED = Path(__file__).resolve().parents[1] / "src" / "cdgtmll" / "workflow" /
 
 
 def _commit(run_dir: Path) -> str:
-    try:
-        sha = subprocess.run(["git", "-C", str(run_dir), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(run_dir), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
+    """The commit of the checkout holding ``run_dir``, read through the package's one git call
+    (:func:`cdgtmll.lineage.worktree.run_git`)."""
+    sha = worktree.run_git(run_dir, "rev-parse", "HEAD")
+    dirty = worktree.run_git(run_dir, "status", "--porcelain", "--untracked-files=no")
+    if sha is None or dirty is None:
         return "unknown (not a git checkout)"
-    return f"{sha} (tracked files modified)" if dirty else sha
+    return f"{sha.strip()} (tracked files modified)" if dirty.strip() else sha.strip()
 
 
 def _machine() -> str:

@@ -16,6 +16,9 @@ started by a test imports the helpers the same way after ``sys.path.insert(0, st
 * :mod:`tests.support.mirror`: the dataset mirror and Yeast (rebuilt from river's packaged copy
   when there is no mirror);
 * :mod:`tests.support.workflow`: Snakemake in a subprocess (environment, copy of the checkout);
+* :mod:`tests.support.dvc_repo`: DVC test repositories, and the quick profile's finished run
+  shared by a test session (``quick_run``, tests/integration/conftest.py);
+* :mod:`tests.support.fixed_git`: the repository state the fast tests see (no git process);
 * :mod:`tests.support.external_envs`: the external XMC libraries' environments;
 * :mod:`tests.support.image_datasets`: VOC / COCO files in the official layouts, tiny JPEGs;
 * :mod:`tests.support.finetune`: the toy image dataset of the fine-tuning tests;

@@ -1,5 +1,6 @@
 """The fast loop starts no process (tests/conftest.py): a test without the ``slow`` marker that
-tries to is refused, and fails even where the code under test catches the refusal."""
+tries to is refused, and fails even where the code under test catches the refusal; ``git``
+included: the lineage code's one git call gives a fixed state there."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ import sys
 
 import pytest
 
+from cdgtmll.lineage import provenance, worktree
 from tests.conftest import STARTED, ProcessStartInFastTest
+from tests.support.fixed_git import FIXED_COMMIT, fixed_run_git
+from tests.support.paths import ROOT
 
 
 @pytest.mark.parametrize("start", [
@@ -20,7 +24,8 @@ from tests.conftest import STARTED, ProcessStartInFastTest
     lambda: os.system("true"),
     lambda: multiprocessing.get_context("fork").Process(target=print).start(),
     lambda: multiprocessing.get_context("spawn").Process(target=print).start(),
-], ids=["run", "check_output", "popen", "system", "mp-fork", "mp-spawn"])
+    lambda: subprocess.run(["git", "--version"], capture_output=True, check=True),
+], ids=["run", "check_output", "popen", "system", "mp-fork", "mp-spawn", "git"])
 def test_a_test_without_the_slow_marker_cannot_start_a_process(start, request):
     with pytest.raises(ProcessStartInFastTest, match="starts a process"):
         start()
@@ -28,10 +33,23 @@ def test_a_test_without_the_slow_marker_cannot_start_a_process(start, request):
     request.node.stash[STARTED].clear()  # this test's attempts were meant
 
 
-def test_git_is_the_one_command_a_fast_test_may_run(request):
-    """The lineage code reads the repository through git (tests/conftest.py: _is_git)."""
-    assert subprocess.run(["git", "--version"], capture_output=True, text=True, check=True).stdout.startswith("git ")
+def test_git_state_is_the_fixed_one_and_starts_no_process(tmp_path, request):
+    """The lineage code reads the repository through one function (worktree.run_git), which a
+    fast test gets as a clean checkout at a fixed commit: both records of the state say so."""
+    assert worktree.run_git is fixed_run_git
+    assert worktree.git_state(tmp_path) == {"commit": FIXED_COMMIT, "dirty": False, "code_dirty_files": [],
+                                            "dirty_files": [], "dirty_files_total": 0,
+                                            "dirty_rule": worktree.DIRTY_RULE}
+    assert provenance.git_state(tmp_path) == {"commit": FIXED_COMMIT, "dirty": False, "dirty_files": []}
     assert not request.node.stash[STARTED]
+
+
+@pytest.mark.slow
+def test_a_slow_test_reads_the_real_repository():
+    """Outside the fast loop run_git is the package's own and runs git."""
+    assert worktree.run_git is not fixed_run_git
+    assert worktree.git_state(ROOT)["commit"] == subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, text=True,
+                                                                capture_output=True, check=True).stdout.strip()
 
 
 @pytest.mark.slow

@@ -114,3 +114,38 @@ def test_the_suite_is_timed_with_the_makefiles_test_command():
     assert f"-m pytest {args}\n" in recipe + "\n", recipe
     for doc in ("README.md", "docs/testing.md"):
         assert f"`make test` runs `pytest {args}`" in (ROOT / doc).read_text(), doc
+
+
+def test_a_test_moved_to_a_file_the_record_does_not_know_keeps_its_place(tmp_path, monkeypatch):
+    """A file split off a recorded one (test_dvc.py's end-to-end tests, each a file of its own)
+    is ordered by the recorded seconds of its tests, found by name, not last."""
+    import json
+
+    import tests.conftest as conftest
+    from tests.conftest import recorded_test_seconds
+
+    rows = _tool().slowest_tests(PYTEST_TAIL)
+    p = tmp_path / "timings.json"
+    p.write_text(json.dumps({"tests": {"slowest": rows, "files": {"tests/unit/test_io.py": 9.5}}}))
+    assert recorded_test_seconds(p) == {"test_quick_profile_cache_share_restore_and_experiments": 367.10,
+                                        "test_voc_finetuned_end_to_end_with_occlusion": 234.94,
+                                        "test_readme_command[L21: make all CONFIG=config/quick.yaml]": 1.02}
+
+    class Item:
+        def __init__(self, nodeid: str):
+            self.nodeid, self.path = nodeid, ROOT / nodeid.split("::")[0]
+
+        def add_marker(self, marker):
+            pass
+
+        def get_closest_marker(self, name):
+            return None
+
+    monkeypatch.setattr(conftest, "recorded_file_seconds", lambda: json.loads(p.read_text())["tests"]["files"])
+    monkeypatch.setattr(conftest, "recorded_test_seconds", lambda: recorded_test_seconds(p))
+    monkeypatch.setattr(conftest, "recorded_slow_tests", lambda: set())
+    items = [Item("tests/unit/test_new.py::test_a"), Item("tests/unit/test_io.py::test_x"),
+             Item("tests/integration/dvc/test_dvc_quick.py::test_quick_profile_cache_share_restore_and_experiments")]
+    conftest.pytest_collection_modifyitems(None, items)
+    assert [i.nodeid.split("::")[0] for i in items] == ["tests/integration/dvc/test_dvc_quick.py", "tests/unit/test_io.py",
+                                                        "tests/unit/test_new.py"]

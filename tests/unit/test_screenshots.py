@@ -15,6 +15,10 @@ import pytest
 
 from tests.support.paths import ROOT
 
+#: runs real git in a temporary repository or this checkout: processes, so outside the fast loop
+#: (there git gives a fixed state: tests/conftest.py)
+REAL_GIT = pytest.mark.slow
+
 SHOTS = ROOT / "docs/screenshots"
 RECORD = SHOTS / "screenshots.json"
 
@@ -47,6 +51,7 @@ def test_every_screenshot_has_a_record_with_its_provenance():
             assert not missing, f"{RECORD}: {name} names code paths that do not exist: {missing}"
 
 
+@REAL_GIT
 @pytest.mark.parametrize("name", sorted(json.loads(RECORD.read_text())))
 def test_screenshot_is_not_older_than_the_code_it_shows(name):
     _history_or_skip()

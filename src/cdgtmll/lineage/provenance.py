@@ -13,7 +13,6 @@ import datetime as _dt
 import os
 import platform
 import socket
-import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 
 from cdgtmll.config.run_spec import RunSpec
 from cdgtmll.io import sha256_file
+from cdgtmll.lineage import worktree
 from cdgtmll.lineage.code import package_sha256
 from cdgtmll.pipeline.env import GPUS_BY_REQUEST_ENV, JOB_GPUS_ENV
 
@@ -39,11 +39,8 @@ def git_state(cwd: str | os.PathLike | None = None) -> dict[str, Any]:
     cwd = Path(cwd or Path.cwd())
 
     def run(*args: str) -> str | None:
-        try:
-            out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=20)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return out.stdout.strip() if out.returncode == 0 else None
+        out = worktree.run_git(cwd, *args)  # through the module: the fast tests' seam
+        return out.strip() if out is not None else None
 
     commit = run("rev-parse", "HEAD")
     if commit is None:

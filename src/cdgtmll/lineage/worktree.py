@@ -68,7 +68,13 @@ def status_paths(line: str) -> list[str]:
     return [p.strip().strip('"') for p in rest.split(" -> ")]
 
 
-def _run(cwd: Path, *args: str) -> str | None:
+def run_git(cwd: str | os.PathLike, *args: str) -> str | None:
+    """The standard output of ``git ARGS`` run in ``cwd``; None where git is missing, fails or
+    takes over 20 s (outside a checkout: ``rev-parse`` fails). The one place the package starts
+    git: every record of the repository's state (:func:`git_state` here,
+    :func:`cdgtmll.lineage.provenance.git_state`) reads it through this function, called through
+    the module (``worktree.run_git``), so that the fast tests, which may start no process, replace
+    it with a fixed state (tests/conftest.py) while the integration tests run real git."""
     try:
         out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.SubprocessError):
@@ -111,11 +117,11 @@ def git_state(cwd: str | os.PathLike | None = None) -> dict[str, Any]:
     by ``.gitignore``; a new module is code only once it is added). Outside git:
     ``{"commit": None, "dirty": None, "note": "not a git checkout"}``."""
     cwd = Path(cwd or Path.cwd())
-    commit = _run(cwd, "rev-parse", "HEAD")
+    commit = run_git(cwd, "rev-parse", "HEAD")
     if commit is None:
         return {"commit": None, "dirty": None, "note": "not a git checkout"}
-    prefix = (_run(cwd, "rev-parse", "--show-prefix") or "").strip()
-    raw = _run(cwd, "status", "--porcelain", "-z", "--untracked-files=no") or ""
+    prefix = (run_git(cwd, "rev-parse", "--show-prefix") or "").strip()
+    raw = run_git(cwd, "status", "--porcelain", "-z", "--untracked-files=no") or ""
     lines, code = [], []
     for line in _porcelain(raw):
         xy, rest = line[:2], line[3:]

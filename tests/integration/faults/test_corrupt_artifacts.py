@@ -1,26 +1,25 @@
 """Fault catalogue: a corrupt artifact is named, deleted and re-made by the next run.
 
-Real ``snakemake`` runs of config/quick.yaml as shipped, at test scale (an overlay config:
-one method, one seed, the clean split, 2 epochs). A truncated ``predictions.npz`` makes the
-evaluate job fail naming the file (corrupt, the rule that writes it, the command that rebuilds
-it) and deletes it; the next run re-runs training and completes. A truncated
-``metrics.json`` makes the tables job fail the same way, with no ``*.sources.json`` left
-behind; the next run re-runs the evaluation and the tables.
+Real ``snakemake`` runs of config/quick.yaml as shipped, at test scale, on a copy of the
+session's finished quick run (``quick_run``: 1 epoch, 1 seed, BR-LogReg and CD-GTMLL, the scale
+as settings in params.yaml, which the Snakefile lays over the profile). A truncated
+``predictions.npz`` makes the evaluate job fail naming the file (corrupt, the rule that writes
+it, the command that rebuilds it) and deletes it; the next run re-runs training and completes.
+A truncated ``metrics.json`` makes the tables job fail the same way, with no ``*.sources.json``
+left behind; the next run re-runs the evaluation and the tables.
 """
 
 from __future__ import annotations
 
 import pytest
-import yaml
 
-from tests.support.workflow import copy_repo, run_snakemake, snakemake_env, succeeded
+from tests.support.dvc_repo import copy_run, repo_env
+from tests.support.workflow import run_snakemake, succeeded
 
 pytestmark = pytest.mark.slow
 
-# scale only: quick.yaml's protocol with one method, one seed, no R-variants, 2 epochs
-SCALE = {"experiments": {"methods": ["BCE"], "seeds": [0], "r_variants": False}, "training": {"default": {"epochs": 2}}}
-CONFIGS = ("all", "--cores", "2", "--configfile", "config/quick.yaml", "config/scale.yaml")
-RUN = "results/runs/yeast/clean/BCE/seed0"
+CONFIGS = ("all", "--cores", "2", "--configfile", "config/quick.yaml")
+RUN = "results/runs/yeast/clean/CD-GTMLL/seed0"
 REBUILD = "`snakemake --cores all all --configfile <profile>` (or `make all CONFIG=<profile>`)"
 
 
@@ -29,11 +28,10 @@ def _truncate(path) -> None:
     path.write_bytes(data[: len(data) // 2])
 
 
-def test_truncated_predictions_and_metrics_are_named_deleted_and_rebuilt(tmp_path, mirror):
-    repo = copy_repo(tmp_path / "repo")
-    (repo / "config/scale.yaml").write_text(yaml.safe_dump(SCALE))
-    env = snakemake_env(mirror)
-    succeeded(run_snakemake(repo, env, *CONFIGS))
+def test_truncated_predictions_and_metrics_are_named_deleted_and_rebuilt(tmp_path, mirror, quick_run):
+    repo = copy_run(quick_run, tmp_path / "repo")
+    env = repo_env(repo, mirror)
+    assert "Nothing to be done" in succeeded(run_snakemake(repo, env, "-n", *CONFIGS))  # a finished run
     tables = repo / "results/tables"
     assert len(list(tables.glob("*.sources.json"))) == 12
 
@@ -42,7 +40,7 @@ def test_truncated_predictions_and_metrics_are_named_deleted_and_rebuilt(tmp_pat
     _truncate(pred)
     res = run_snakemake(repo, env, *CONFIGS)
     assert res.returncode != 0
-    log = (repo / "logs/evaluate/yeast/clean/BCE.log").read_text()
+    log = (repo / "logs/evaluate/yeast/clean/CD-GTMLL.log").read_text()
     assert (
         f"[evaluate] ERROR corrupt file {RUN}/predictions.npz: cannot be read (BadZipFile: File is not a zip "
         "file); it has been deleted, so the next snakemake run re-runs the job that writes it (rule train: "

@@ -21,7 +21,7 @@ TINY = {
     "figures": {"pr_curve": {"dataset": "yeast", "severity": 0.5}},
 }
 # DVC (dvc repro, metrics, experiments, push/pull) runs on the shipped profiles, at test scale,
-# in tests/integration/dvc/test_dvc.py; this snakemake-only config is never written over config/config.yaml.
+# in tests/integration/dvc/test_dvc_*.py; this snakemake-only config is never written over config/config.yaml.
 
 
 @pytest.fixture(scope="module")

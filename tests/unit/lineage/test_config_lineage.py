@@ -27,6 +27,10 @@ from cdgtmll import cli
 from tests.support.paths import ROOT
 from tests.unit.lineage.test_audit_cell_values import _dataset
 
+#: runs real git in a temporary repository or this checkout: processes, so outside the fast loop
+#: (there git gives a fixed state: tests/conftest.py)
+REAL_GIT = pytest.mark.slow
+
 PROFILE = "config/test.yaml"
 CELL = ("tables/table1_standard.md", "--cell", "BCE", "Yeast Micro-F1")
 RUN = Path("runs/yeast/clean/BCE")
@@ -109,6 +113,7 @@ def dvc_run(tmp_path_factory):
     return root
 
 
+@REAL_GIT
 def test_config_edits_do_not_make_the_run_dirty(dvc_run):
     root = dvc_run
     status = _git(root, "status", "--porcelain", "--untracked-files=no")
@@ -135,6 +140,7 @@ def test_config_edits_do_not_make_the_run_dirty(dvc_run):
         assert {row["git_dirty"] for row in csv.DictReader(fh)} == {"False"}
 
 
+@REAL_GIT
 def test_the_audit_passes_with_zero_problems(dvc_run, capsys, monkeypatch):
     monkeypatch.chdir(dvc_run)
     rc, out, err = _audit(capsys)
@@ -144,6 +150,7 @@ def test_the_audit_passes_with_zero_problems(dvc_run, capsys, monkeypatch):
     assert "code dirty=False" in out
 
 
+@REAL_GIT
 def test_a_later_config_change_for_other_runs_is_a_note(dvc_run, capsys, monkeypatch):
     """Another `dvc exp run -S` that changes only CD-GTMLL: the BCE run is what the config now gives."""
     root = dvc_run
@@ -164,6 +171,7 @@ def test_a_later_config_change_for_other_runs_is_a_note(dvc_run, capsys, monkeyp
     ({"training": {"default": {"epochs": 3}}}, "run spec training.epochs: 2 -> 3"),
     ({"thresholds": {"global": 0.6}}, "evaluation settings threshold: 0.5 -> 0.6"),
 ])
+@REAL_GIT
 def test_a_later_config_change_for_this_run_is_stale_config(dvc_run, capsys, monkeypatch, settings, said):
     root = dvc_run
     before = (root / "params.yaml").read_bytes()
@@ -181,6 +189,7 @@ def test_a_later_config_change_for_this_run_is_stale_config(dvc_run, capsys, mon
         (root / "params.yaml").write_bytes(before)
 
 
+@REAL_GIT
 def test_a_profile_that_is_gone_is_stale_config(dvc_run, capsys, monkeypatch):
     root = dvc_run
     monkeypatch.chdir(root)
@@ -194,6 +203,7 @@ def test_a_profile_that_is_gone_is_stale_config(dvc_run, capsys, monkeypatch):
         shutil.move(root / "moved.yaml", root / PROFILE)
 
 
+@REAL_GIT
 def test_an_uncommitted_source_edit_still_fails_the_audit(tmp_path, capsys, monkeypatch):
     root = _checkout(tmp_path / "repo")
     _write_params(root, DVC_SETTINGS)
@@ -218,6 +228,7 @@ def test_an_uncommitted_source_edit_still_fails_the_audit(tmp_path, capsys, monk
     ("config/test.yaml", "not JSON"),
     ('{"configfiles": []}', 'expected {"configfiles": [...]'),
 ])
+@REAL_GIT
 def test_a_bad_config_record_is_named_and_writes_nothing(dvc_run, capsys, monkeypatch, text, said):
     from cdgtmll.lineage.config_record import CONFIG_RECORD_ENV
     from cdgtmll.metrics import evaluate_run

@@ -13,6 +13,10 @@ import pytest
 
 from cdgtmll.lineage.worktree import LEGACY_LISTED, code_dirty, code_dirty_files, git_state, is_code_path
 
+#: runs real git in a temporary repository or this checkout: processes, so outside the fast loop
+#: (there git gives a fixed state: tests/conftest.py)
+REAL_GIT = pytest.mark.slow
+
 TRACKED = {
     "params.yaml": "profile: config/quick.yaml\nsettings: {}\n",
     "config/quick.yaml": "name: quick\n",
@@ -65,6 +69,7 @@ def test_what_counts_as_code(path, code):
     assert is_code_path(path) is code
 
 
+@REAL_GIT
 def test_config_docs_and_dvc_edits_are_listed_but_not_dirty(tmp_path):
     root = _repo(tmp_path / "repo")
     _edit(root, "params.yaml", "config/quick.yaml", "profiles/slurm/config.yaml", "docs/lineage.md", "dvc.lock")
@@ -78,6 +83,7 @@ def test_config_docs_and_dvc_edits_are_listed_but_not_dirty(tmp_path):
     assert code_dirty(git) is False
 
 
+@REAL_GIT
 @pytest.mark.parametrize("name", ["src/cdgtmll/train.py", "workflow/rules/train.smk", "Snakefile", "requirements.lock",
                                   "requirements-pecos.lock", "mk/xmc-envs.mk", "pyproject.toml"])
 def test_an_edit_to_code_is_dirty_and_named(tmp_path, name):
@@ -89,6 +95,7 @@ def test_an_edit_to_code_is_dirty_and_named(tmp_path, name):
     assert code_dirty(git) is True and code_dirty_files(git) == [f" M {name}"]
 
 
+@REAL_GIT
 def test_a_staged_rename_of_a_module_is_code(tmp_path):
     root = _repo(tmp_path / "repo")
     _git(root, "mv", "src/cdgtmll/train.py", "src/cdgtmll/trainer2.py")
@@ -96,6 +103,7 @@ def test_a_staged_rename_of_a_module_is_code(tmp_path):
     assert git["dirty"] is True and git["code_dirty_files"] == ["R  src/cdgtmll/train.py -> src/cdgtmll/trainer2.py"]
 
 
+@REAL_GIT
 def test_a_workflow_in_a_sub_folder_judges_its_own_paths(tmp_path):
     """The paths are the workflow's (``cwd``), not the repository's: ``proj/src/...`` is code of
     the workflow in ``proj/``, ``other/src/...`` is not."""
@@ -110,6 +118,7 @@ def test_a_workflow_in_a_sub_folder_judges_its_own_paths(tmp_path):
     assert git_state(root / "proj")["code_dirty_files"] == [" M src/cdgtmll/train.py"]
 
 
+@REAL_GIT
 def test_outside_git_nothing_is_claimed(tmp_path):
     git = git_state(tmp_path)
     assert git == {"commit": None, "dirty": None, "note": "not a git checkout"}
