@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from cdgtmll.lineage import provenance, worktree
+from cdgtmll.lineage import worktree
 from tests.conftest import STARTED, ProcessStartInFastTest
 from tests.support.fixed_git import FIXED_COMMIT, fixed_run_git
 from tests.support.paths import ROOT
@@ -35,12 +35,11 @@ def test_a_test_without_the_slow_marker_cannot_start_a_process(start, request):
 
 def test_git_state_is_the_fixed_one_and_starts_no_process(tmp_path, request):
     """The lineage code reads the repository through one function (worktree.run_git), which a
-    fast test gets as a clean checkout at a fixed commit: both records of the state say so."""
+    fast test gets as a clean checkout at a fixed commit: the record of the state says so."""
     assert worktree.run_git is fixed_run_git
     assert worktree.git_state(tmp_path) == {"commit": FIXED_COMMIT, "dirty": False, "code_dirty_files": [],
                                             "dirty_files": [], "dirty_files_total": 0,
                                             "dirty_rule": worktree.DIRTY_RULE}
-    assert provenance.git_state(tmp_path) == {"commit": FIXED_COMMIT, "dirty": False, "dirty_files": []}
     assert not request.node.stash[STARTED]
 
 

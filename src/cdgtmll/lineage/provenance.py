@@ -34,22 +34,6 @@ def now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
-def git_state(cwd: str | os.PathLike | None = None) -> dict[str, Any]:
-    """Commit hash and dirty flag of the repository containing ``cwd`` (None outside git)."""
-    cwd = Path(cwd or Path.cwd())
-
-    def run(*args: str) -> str | None:
-        out = worktree.run_git(cwd, *args)  # through the module: the fast tests' seam
-        return out.strip() if out is not None else None
-
-    commit = run("rev-parse", "HEAD")
-    if commit is None:
-        return {"commit": None, "dirty": None, "note": "not a git checkout"}
-    # untracked files under results/ etc. are ignored by .gitignore; anything else counts
-    status = run("status", "--porcelain", "--untracked-files=no")
-    return {"commit": commit, "dirty": bool(status), "dirty_files": status.splitlines()[:20] if status else []}
-
-
 def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]:
     out: dict[str, str | None] = {"python": platform.python_version()}
     for n in names:
@@ -209,7 +193,7 @@ def record(
     JSON form and ``config_sha256`` its sha256 (:meth:`~cdgtmll.config.run_spec.RunSpec.sha256`)."""
     rec = {
         "schema": "cdgtmll.lineage.provenance/1",
-        "git": git_state(),
+        "git": worktree.git_state(),  # through the module: the tests set it per seed
         # the job's code identity (cdgtmll.lineage.code: its modules, their hashes, the lock
         # file); package_sha256: every module of the package, for reference
         "code_sha256": (code or {}).get("sha256", package_sha256()),

@@ -71,8 +71,8 @@ def status_paths(line: str) -> list[str]:
 def run_git(cwd: str | os.PathLike, *args: str) -> str | None:
     """The standard output of ``git ARGS`` run in ``cwd``; None where git is missing, fails or
     takes over 20 s (outside a checkout: ``rev-parse`` fails). The one place the package starts
-    git: every record of the repository's state (:func:`git_state` here,
-    :func:`cdgtmll.lineage.provenance.git_state`) reads it through this function, called through
+    git: every record of the repository's state (:func:`git_state`, which runs' provenance and
+    evaluation records hold) reads it through this function, called through
     the module (``worktree.run_git``), so that the fast tests, which may start no process, replace
     it with a fixed state (tests/conftest.py) while the integration tests run real git."""
     try:

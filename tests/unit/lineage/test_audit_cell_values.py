@@ -66,7 +66,7 @@ def tables(tmp_path_factory):
     runs: dict[tuple[str, str], list[Path]] = {}
     plan = [("clean", "BCE", SEEDS), ("R0.50-s0", "BCE", (0, 1)), ("R0.50-s1", "BCE", (0, 1)), ("clean", "PE", (0, 1))]
     mp = pytest.MonkeyPatch()  # one clean commit, whatever the state of this checkout (test_audit_code.py mixes them)
-    mp.setattr("cdgtmll.lineage.provenance.git_state", lambda cwd=None: {"commit": "c" * 40, "dirty": False})
+    mp.setattr("cdgtmll.lineage.worktree.git_state", lambda cwd=None: {"commit": "c" * 40, "dirty": False})
     for variant, method, seeds in plan:
         data, path = variants[variant]
         spec = clean_spec("yeast", method, seeds=seeds, variant=variant, training=TRAINING)

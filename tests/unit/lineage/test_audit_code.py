@@ -4,7 +4,7 @@ a run whose recorded code differs from the code on disk fails it unless --allow-
 
 The runs are real (trained by :func:`cdgtmll.train.run_seed`, scored by
 ``cdgtmll.metrics.evaluate_run``, tabulated by ``cdgtmll.tables.build``); only what git says
-(:func:`cdgtmll.lineage.provenance.git_state`) is set per seed, as three checkouts would."""
+(:func:`cdgtmll.lineage.worktree.git_state`) is set per seed, as three checkouts would."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from cdgtmll import cli
+from cdgtmll.lineage import worktree
 from cdgtmll.lineage.provenance import cpu_model
 from tests.support.specs import clean_spec
 from tests.unit.lineage.test_audit_cell_values import TRAINING, _dataset
@@ -26,7 +27,6 @@ GIT = {0: {"commit": A, "dirty": False}, 1: {"commit": B, "dirty": False}, 2: {"
 def mixed(tmp_path_factory):
     from cdgtmll import train
     from cdgtmll.labels import tail_labels
-    from cdgtmll.lineage import provenance
     from cdgtmll.metrics import evaluate_run
     from cdgtmll.tables import build
 
@@ -37,7 +37,7 @@ def mixed(tmp_path_factory):
     rundir = root / "runs" / "yeast" / "clean" / "BCE"
     with pytest.MonkeyPatch.context() as mp:
         for seed, git in GIT.items():
-            mp.setattr(provenance, "git_state", lambda cwd=None, g=git: dict(g))
+            mp.setattr(worktree, "git_state", lambda cwd=None, g=git: dict(g))
             train.run_seed(clean, tail, spec, seed, rundir / f"seed{seed}", {"data": clean_path, "clean": clean_path})
         assert evaluate_run.main(["--clean", str(clean_path), "--rundir", str(rundir), "--seeds", "0", "1", "2"]) == 0
     out = root / "tables"

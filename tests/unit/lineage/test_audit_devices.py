@@ -18,7 +18,7 @@ import pytest
 
 from cdgtmll import cli
 from cdgtmll.io import sha256_file, write_json
-from cdgtmll.lineage import provenance
+from cdgtmll.lineage import provenance, worktree
 from cdgtmll.methods.base import FitData, RunContext, build
 from cdgtmll.nn.checkpoint import TRAIN_LOG, read_log
 from cdgtmll.nn.trainer import TrainingInterrupted
@@ -40,7 +40,7 @@ def _runs(root, cpus: dict[int, dict]):
     spec = clean_spec("yeast", "BCE", seeds=cpus, training=TRAINING, resolved_hparams={"loss": "bce"})
     rundir = root / "runs" / "yeast" / "clean" / "BCE"
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(provenance, "git_state", lambda cwd=None: {"commit": "a" * 40, "dirty": False})
+        mp.setattr(worktree, "git_state", lambda cwd=None: {"commit": "a" * 40, "dirty": False})
         for seed, cpu in cpus.items():
             mp.setattr(provenance, "cpu_model", lambda cpuinfo="/proc/cpuinfo", c=cpu: dict(c))
             train.run_seed(clean, tail, spec, seed, rundir / f"seed{seed}", {"data": clean_path, "clean": clean_path})
