@@ -1,3 +1,5 @@
-"""cdgtmll: reproducible benchmark pipeline for long-tail multi-label learning (CD-GTMLL)."""
+"""cdgtmll: reproducible benchmark pipeline for long-tail multi-label learning (CD-GTMLL).
 
-__version__ = "0.1.0"
+Its version is pyproject.toml's (``importlib.metadata.version("cdgtmll")``): this file is part of every
+job's code identity, so a release that changed it would re-run every job.
+"""
