@@ -7,6 +7,13 @@ The quick profile's finished run at test scale (:data:`QUICK_SCALE`: one epoch, 
 made once per pytest session, by ``dvc repro`` and committed (:func:`quick_dvc_run`, the
 ``quick_run`` fixture of tests/integration/conftest.py); a test that needs a finished run takes
 its own copy (:func:`copy_run`) and does what it tests on that.
+
+The profiles are used as shipped, byte for byte: the profile is put under DVC the documented
+way (``profile`` in params.yaml, as `dvc exp run -S profile=...` does) and only scale keys
+(epochs, seeds, methods, study sweep sizes) are changed, as ``settings`` laid over it in
+params.yaml, with DVC's own `-S` override code (``dvc.utils.hydra.apply_overrides``) or
+`dvc exp run -S`. The DVC tests are four files (tests/integration/dvc/) so that `make test`'s
+workers (``--dist loadfile``) run the three end-to-end ones side by side.
 """
 
 from __future__ import annotations

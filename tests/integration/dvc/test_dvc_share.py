@@ -2,12 +2,7 @@
 another, where Snakemake plans nothing and `cdgtmll audit` passes; `dvc exp run --temp`, `dvc exp
 apply` and `dvc checkout` with no restore step.
 
-The profiles are used as shipped, byte for byte: the profile is put under DVC the documented
-way (``profile`` in params.yaml, as `dvc exp run -S profile=...` does) and only scale keys
-(epochs, seeds, methods, study sweep sizes) are changed, as ``settings`` laid over it in
-params.yaml, with DVC's own `-S` override code (``dvc.utils.hydra.apply_overrides``) or
-`dvc exp run -S` (tests/support/dvc_repo.py). The DVC tests are four files so that `make test`'s
-workers (``--dist loadfile``) run the three end-to-end ones side by side.
+The profiles are used as shipped, only scale keys changed (tests/support/dvc_repo.py says how).
 """
 
 from __future__ import annotations
