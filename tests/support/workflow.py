@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -91,3 +92,10 @@ def succeeded(res: subprocess.CompletedProcess) -> str:
     assert res.returncode == 0, out[-4000:]
     return out
 
+
+def default_sigint() -> None:
+    """``preexec_fn`` of a process a test interrupts as Ctrl-C in a terminal does: SIGINT as a
+    terminal's foreground job has it. A suite started in the background (``make test &``, ``nohup``)
+    passes SIGINT down ignored, and Python keeps an ignored SIGINT ignored, so the process would
+    never see the interrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -28,6 +28,7 @@ import yaml
 from tests.support.mirror import yeast_arrays
 from tests.support.paths import ROOT
 from tests.support.specs import clean_spec
+from tests.support.workflow import default_sigint
 
 # the catalogue's UserWarnings (unverified files, labels without positives) are expected
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -182,10 +183,8 @@ def test_two_snakemake_runs_at_once_second_refused(tmp_path, mirror):
            "XDG_CACHE_HOME": str(tmp_path / "cache"), "MPLCONFIGDIR": str(tmp_path / "mpl")}
     cmd = [sys.executable, "-m", "snakemake", "--cores", "1", "all", "--configfile", "config/quick.yaml"]
     first_log = open(tmp_path / "first.log", "w")
-    # SIGINT as a terminal's foreground job has it: a suite started in the background (`make test &`)
-    # passes SIGINT down ignored, and Python keeps an ignored SIGINT ignored
     first = subprocess.Popen(cmd, cwd=repo, env=env, stdout=first_log, stderr=subprocess.STDOUT, text=True,
-                             start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                             start_new_session=True, preexec_fn=default_sigint)
     try:
         deadline = time.time() + 180
         while not list((repo / ".snakemake" / "locks").glob("*")) and time.time() < deadline:

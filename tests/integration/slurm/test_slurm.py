@@ -38,7 +38,7 @@ from cdgtmll.lineage.seal import SEAL_FIELD, seal_problem
 from cdgtmll.methods import base
 from tests.support.paths import ROOT
 from tests.support.tools import load_tool
-from tests.support.workflow import checkout_ignore, snakemake_env
+from tests.support.workflow import checkout_ignore, default_sigint, snakemake_env
 
 PROFILE = ROOT / "profiles/slurm/config.yaml"
 CLUSTER = ROOT / "tools/slurm_local.sh"
@@ -459,7 +459,8 @@ def _slurm(repo: Path, env: dict, *targets: str, log: Path) -> subprocess.Popen:
     """`snakemake --profile profiles/slurm` (the plugin's default status command) in the background."""
     with log.open("w") as fh:
         return subprocess.Popen([sys.executable, "-m", "snakemake", "--profile", "profiles/slurm", *QUICK_CHECKS,
-                                 *targets, *CONFIGS], cwd=repo, env=env, stdout=fh, stderr=subprocess.STDOUT)
+                                 *targets, *CONFIGS], cwd=repo, env=env, stdout=fh, stderr=subprocess.STDOUT,
+                                preexec_fn=default_sigint)  # the test interrupts it as Ctrl-C does
 
 
 @pytest.fixture
