@@ -387,12 +387,16 @@ def _sources_file(artifact: Path) -> Path:
     return cand
 
 
-def audit_run_metrics(rep: AuditReport, metrics_path: Path, expected: str | None, indent: int = 1) -> None:
+def audit_run_metrics(rep: AuditReport, metrics_path: Path, expected: str | None,
+                      indent: int = 1) -> dict | None:
+    """Follow one run's ``metrics.json`` down its chain (seal, evaluation code, predictions, clean
+    data, evaluation record, provenance, config); gives back the record read, None when it could
+    not be read."""
     if not rep.verify(metrics_path, expected, "metrics", indent):
-        return
+        return None
     m = _read(rep, metrics_path, "metrics", indent)
     if m is None:
-        return
+        return None
     sealed = seal_problem(m)
     if sealed is not None and isinstance(m, dict) and SEAL_FIELD not in m:
         # written before files were sealed: a warning, since its values are re-computed from its
@@ -412,7 +416,7 @@ def audit_run_metrics(rep: AuditReport, metrics_path: Path, expected: str | None
         else:
             rep.problems.append(f"{metrics_path}: field 'inputs.{role}' missing")
     if not inputs:  # not written by the evaluate job (said above): nothing to follow
-        return
+        return m
     # provenance.json: hashed by the evaluation record (by metrics.json itself in files written before it)
     legacy = "provenance" in inputs
     evaluation = None if legacy else audit_evaluation(rep, metrics_path, indent + 1)
@@ -424,14 +428,15 @@ def audit_run_metrics(rep: AuditReport, metrics_path: Path, expected: str | None
         if not prov_rec:  # verify said the recorded one
             rep.problems.append(f"MISSING provenance: {prov_path}")
             rep.say(f"MISSING  provenance: {prov_path}", indent + 1)
-        return
+        return m
     prov = audit_provenance(rep, prov_path, indent + 1)
     if prov is None:
-        return
+        return m
     check_trained_predictions(rep, metrics_path, inputs.get("predictions") or {}, prov, prov_path, indent + 2)
     if evaluation is not None:
         rep.check_config(evaluation.get("config"), _valid_spec(prov), m.get("settings"),
                          metrics_path.with_name(EVALUATION_RECORD), indent + 2)
+    return m
 
 
 def audit_evaluation(rep: AuditReport, metrics_path: Path, indent: int) -> dict | None:
@@ -754,8 +759,7 @@ def audit_figure_source(rep: AuditReport, r: dict) -> None:
     ``provenance.json``) is re-hashed."""
     path = Path(r["path"])
     if path.name == "metrics.json":
-        audit_run_metrics(rep, path, r["sha256"], 2)
-        record = _read(rep, path, "metrics", 3) if path.is_file() else None
+        record = audit_run_metrics(rep, path, r["sha256"], 2)
         if isinstance(record, dict):
             rep.say_differences(path, record, 3)
         return
