@@ -12,7 +12,7 @@ import json
 import math
 
 from cdgtmll.config import yaml12
-from cdgtmll.config.run_spec import RunSpec
+from cdgtmll.config.run_spec import DATA_KEYS, R_VARIANTS_KEYS, RunSpec
 from cdgtmll.config.schema import ConfigError
 from cdgtmll.io import canonical_json
 from cdgtmll.variants.naming import CLEAN, noise_id, occlusion_id, variant_id
@@ -280,8 +280,8 @@ def run_spec(config: dict, dataset: str, variant: str, method: str) -> RunSpec:
         training=method_protocol(config, dataset, method),
         seeds=tuple(fit_seeds(config, method)),
         device=config["experiments"].get("device", "auto"),
-        data={k: config["data"][k] for k in ("val_fraction", "split_seed")},
-        r_variants={k: config["r_variants"][k] for k in ("tail_fraction", "tie_seed")},
+        data={k: config["data"][k] for k in DATA_KEYS},
+        r_variants={k: config["r_variants"][k] for k in R_VARIANTS_KEYS},
         plugins=tuple(config.get("plugins", [])),
         image_backbone=({k: v for k, v in config.get("image_backbone", {}).items() if k not in RUN_ONLY_IMAGE_KEYS}
                         if is_image_dataset(config, dataset) else None),

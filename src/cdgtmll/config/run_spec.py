@@ -44,7 +44,8 @@ class RunSpecError(ValueError):
     """A run spec that is not one; the message names where it came from and the field."""
 
 
-#: the keys of the nested mappings whose every key a job reads (the split and the tail rule)
+#: the keys of the nested mappings whose every key a job reads (the split and the tail rule), with
+#: their types; planning copies exactly these keys from the config (cdgtmll.config.plan.run_spec)
 DATA_KEYS = {"val_fraction": "number", "split_seed": "integer"}
 R_VARIANTS_KEYS = {"tail_fraction": "number", "tie_seed": "integer"}
 #: ``base_run``: ``{method, dir, spec_sha256}`` (read from that run) or ``{method, dir: null, reason}``
